@@ -27,11 +27,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Take `n` bytes, naming `what` in the error if the file ends first.
-    pub(crate) fn take(
-        &mut self,
-        n: usize,
-        what: &dyn Fn() -> String,
-    ) -> Result<&'a [u8], GgufError> {
+    pub(crate) fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8], GgufError> {
         if n > self.remaining() {
             return Err(GgufError::Truncated {
                 what: what(),
@@ -45,10 +41,7 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    pub(crate) fn array<const N: usize>(
-        &mut self,
-        what: &dyn Fn() -> String,
-    ) -> Result<[u8; N], GgufError> {
+    pub(crate) fn array<const N: usize>(&mut self, what: &dyn Fn() -> String) -> Result<[u8; N], GgufError> {
         let s = self.take(N, what)?;
         let mut a = [0u8; N];
         a.copy_from_slice(s);
@@ -70,20 +63,12 @@ impl<'a> Cursor<'a> {
 
     /// A count that will be used to allocate `count` items of at least `min_item_bytes` bytes
     /// each: rejected unless that many bytes remain in the file.
-    pub(crate) fn count(
-        &mut self,
-        min_item_bytes: usize,
-        what: &dyn Fn() -> String,
-    ) -> Result<usize, GgufError> {
+    pub(crate) fn count(&mut self, min_item_bytes: usize, what: &dyn Fn() -> String) -> Result<usize, GgufError> {
         let count = self.u64(what)?;
         let need = count.checked_mul(min_item_bytes.max(1) as u64);
         match need {
             Some(need) if need <= self.remaining() as u64 => Ok(count as usize),
-            _ => Err(GgufError::AbsurdCount {
-                what: what(),
-                count,
-                file_len: self.file_len(),
-            }),
+            _ => Err(GgufError::AbsurdCount { what: what(), count, file_len: self.file_len() }),
         }
     }
 

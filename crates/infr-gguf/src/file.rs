@@ -81,10 +81,7 @@ impl GgufFile {
     /// Map and parse the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
         let path = path.as_ref();
-        let io = |source| GgufError::Io {
-            path: path.to_owned(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.to_owned(), source };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the mapping is read-only; a file truncated by another process while mapped
         // would fault, which is the same contract every mmap-based loader (llama.cpp too) has.
@@ -105,15 +102,7 @@ impl GgufFile {
                 return Err(GgufError::DuplicateTensor(t.name.clone()));
             }
         }
-        Ok(Self {
-            bytes,
-            version,
-            metadata,
-            tensors,
-            by_name,
-            data_offset,
-            alignment,
-        })
+        Ok(Self { bytes, version, metadata, tensors, by_name, data_offset, alignment })
     }
 
     /// GGUF version (2 or 3).
@@ -175,18 +164,10 @@ fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let n_kv = c.u64(&|| "metadata count".into())?;
     let min_bytes = |n: u64, each: u64| n.checked_mul(each).filter(|&b| b <= c.remaining() as u64);
     if min_bytes(n_kv, 8 + 4 + 1).is_none() {
-        return Err(GgufError::AbsurdCount {
-            what: "metadata count".into(),
-            count: n_kv,
-            file_len: c.file_len(),
-        });
+        return Err(GgufError::AbsurdCount { what: "metadata count".into(), count: n_kv, file_len: c.file_len() });
     }
     if min_bytes(n_tensors, 32).is_none() {
-        return Err(GgufError::AbsurdCount {
-            what: "tensor count".into(),
-            count: n_tensors,
-            file_len: c.file_len(),
-        });
+        return Err(GgufError::AbsurdCount { what: "tensor count".into(), count: n_tensors, file_len: c.file_len() });
     }
 
     let mut metadata = Metadata::new();
@@ -220,14 +201,9 @@ fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let data_offset = (c.pos() as u64).div_ceil(alignment) * alignment;
     let data_len = (bytes.len() as u64).saturating_sub(data_offset);
     for t in &tensors {
-        let end = t.offset.checked_add(t.size).unwrap_or(u64::MAX);
+        let end = t.offset.saturating_add(t.size);
         if end > data_len {
-            return Err(GgufError::TensorOutOfBounds {
-                name: t.name.clone(),
-                start: t.offset,
-                end,
-                data_len,
-            });
+            return Err(GgufError::TensorOutOfBounds { name: t.name.clone(), start: t.offset, end, data_len });
         }
     }
     Ok((version, metadata, tensors, data_offset, alignment))
@@ -250,50 +226,21 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: u64, alignment: u64) -> Result<Tensor
     }
     let type_id = c.u32(&what)?;
     let offset = c.u64(&what)?;
-    let ty = GgmlType::from_id(type_id).ok_or_else(|| GgufError::BadTensorType {
-        name: name.clone(),
-        id: type_id,
-    })?;
+    let ty = GgmlType::from_id(type_id).ok_or_else(|| GgufError::BadTensorType { name: name.clone(), id: type_id })?;
     if dims.contains(&0) {
-        return Err(GgufError::BadShape {
-            name,
-            dims,
-            why: "a dimension is zero".into(),
-        });
+        return Err(GgufError::BadShape { name, dims, why: "a dimension is zero".into() });
     }
-    let n_elements = dims
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n < (1u64 << 60));
+    let n_elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| n < (1u64 << 60));
     let Some(n_elements) = n_elements else {
-        return Err(GgufError::BadShape {
-            name,
-            dims,
-            why: "element count overflows".into(),
-        });
+        return Err(GgufError::BadShape { name, dims, why: "element count overflows".into() });
     };
     let info = ty.info();
     if dims[0] % info.block_size as u64 != 0 {
-        return Err(GgufError::NotBlockAligned {
-            name,
-            ty,
-            block: info.block_size,
-            ne0: dims[0],
-        });
+        return Err(GgufError::NotBlockAligned { name, ty, block: info.block_size, ne0: dims[0] });
     }
     let size = (n_elements / info.block_size as u64) * info.type_size as u64;
     if offset % alignment != 0 {
-        return Err(GgufError::Misaligned {
-            name,
-            offset,
-            alignment,
-        });
+        return Err(GgufError::Misaligned { name, offset, alignment });
     }
-    Ok(TensorInfo {
-        name,
-        dims,
-        ty,
-        offset,
-        size,
-    })
+    Ok(TensorInfo { name, dims, ty, offset, size })
 }

@@ -29,9 +29,7 @@ pub fn split_shard_paths(path: &Path) -> Vec<PathBuf> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let Some((prefix, count)) = parse_split_name(name) {
         let dir = path.parent().unwrap_or(Path::new(""));
-        return (1..=count)
-            .map(|i| dir.join(format!("{prefix}-{i:05}-of-{count:05}.gguf")))
-            .collect();
+        return (1..=count).map(|i| dir.join(format!("{prefix}-{i:05}-of-{count:05}.gguf"))).collect();
     }
     vec![path.to_owned()]
 }
@@ -52,10 +50,7 @@ impl GgufModel {
     /// Open a model file; a first shard pulls in the others.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
         let paths = split_shard_paths(path.as_ref());
-        let shards = paths
-            .iter()
-            .map(GgufFile::open)
-            .collect::<Result<Vec<_>, _>>()?;
+        let shards = paths.iter().map(GgufFile::open).collect::<Result<Vec<_>, _>>()?;
         Self::from_shards(shards, paths)
     }
 
@@ -75,16 +70,11 @@ impl GgufModel {
             for (i, s) in shards.iter().enumerate() {
                 let no = s.metadata().u64("split.no")?;
                 if no != Some(i as u64) {
-                    return Err(GgufError::BadSplit(format!(
-                        "shard {} has split.no = {no:?}",
-                        i + 1
-                    )));
+                    return Err(GgufError::BadSplit(format!("shard {} has split.no = {no:?}", i + 1)));
                 }
             }
         } else if shards.len() > 1 {
-            return Err(GgufError::BadSplit(
-                "several files but no split.count".into(),
-            ));
+            return Err(GgufError::BadSplit("several files but no split.count".into()));
         }
         let mut index = HashMap::new();
         for (si, s) in shards.iter().enumerate() {
@@ -102,11 +92,7 @@ impl GgufModel {
                 )));
             }
         }
-        Ok(Self {
-            shards,
-            paths,
-            index,
-        })
+        Ok(Self { shards, paths, index })
     }
 
     /// Model metadata (from the first shard).
@@ -126,12 +112,9 @@ impl GgufModel {
 
     /// All tensors of all shards, in shard then file order.
     pub fn tensors(&self) -> impl Iterator<Item = TensorRef<'_>> {
-        self.shards.iter().flat_map(|s| {
-            s.tensors().iter().map(move |t| TensorRef {
-                info: t,
-                bytes: s.tensor_bytes(t),
-            })
-        })
+        self.shards
+            .iter()
+            .flat_map(|s| s.tensors().iter().map(move |t| TensorRef { info: t, bytes: s.tensor_bytes(t) }))
     }
 
     /// Number of tensors.
@@ -144,10 +127,7 @@ impl GgufModel {
         let &(si, ti) = self.index.get(name)?;
         let s = &self.shards[si];
         let info = &s.tensors()[ti];
-        Some(TensorRef {
-            info,
-            bytes: s.tensor_bytes(info),
-        })
+        Some(TensorRef { info, bytes: s.tensor_bytes(info) })
     }
 
     /// Total bytes of tensor data.

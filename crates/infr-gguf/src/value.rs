@@ -165,12 +165,7 @@ impl Value {
         }
     }
 
-    pub(crate) fn read(
-        c: &mut Cursor<'_>,
-        ty: ValueType,
-        key: &str,
-        depth: usize,
-    ) -> Result<Value, GgufError> {
+    pub(crate) fn read(c: &mut Cursor<'_>, ty: ValueType, key: &str, depth: usize) -> Result<Value, GgufError> {
         let what = || format!("value of metadata key '{key}'");
         Ok(match ty {
             ValueType::U8 => Value::U8(c.u8(&what)?),
@@ -197,19 +192,11 @@ impl Value {
             ValueType::String => Value::String(c.string(&what)?),
             ValueType::Array => {
                 if depth >= MAX_ARRAY_DEPTH {
-                    return Err(GgufError::TooDeep {
-                        key: key.to_owned(),
-                        max: MAX_ARRAY_DEPTH,
-                    });
+                    return Err(GgufError::TooDeep { key: key.to_owned(), max: MAX_ARRAY_DEPTH });
                 }
                 let id = c.u32(&what)?;
-                let elem = ValueType::from_id(id).ok_or_else(|| GgufError::BadValueType {
-                    key: key.to_owned(),
-                    id,
-                })?;
-                let n = c.count(elem.min_size(), &|| {
-                    format!("array length of metadata key '{key}'")
-                })?;
+                let elem = ValueType::from_id(id).ok_or_else(|| GgufError::BadValueType { key: key.to_owned(), id })?;
+                let n = c.count(elem.min_size(), &|| format!("array length of metadata key '{key}'"))?;
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(Value::read(c, elem, key, depth + 1)?);
@@ -251,10 +238,7 @@ pub(crate) fn write_string(out: &mut Vec<u8>, s: &str) {
 
 pub(crate) fn read_value_type(c: &mut Cursor<'_>, key: &str) -> Result<ValueType, GgufError> {
     let id = c.u32(&|| format!("type of metadata key '{key}'"))?;
-    ValueType::from_id(id).ok_or_else(|| GgufError::BadValueType {
-        key: key.to_owned(),
-        id,
-    })
+    ValueType::from_id(id).ok_or_else(|| GgufError::BadValueType { key: key.to_owned(), id })
 }
 
 impl fmt::Display for Value {
@@ -277,14 +261,7 @@ impl fmt::Display for Value {
             Value::F32(v) => write!(f, "{v}"),
             Value::F64(v) => write!(f, "{v}"),
             Value::Bool(v) => write!(f, "{v}"),
-            other => write!(
-                f,
-                "{}",
-                other
-                    .as_i64()
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| format!("{other:?}"))
-            ),
+            other => write!(f, "{}", other.as_i64().map(|v| v.to_string()).unwrap_or_else(|| format!("{other:?}"))),
         }
     }
 }
@@ -342,21 +319,14 @@ impl Metadata {
     }
 
     fn wrong(key: &str, expected: &'static str, v: &Value) -> GgufError {
-        GgufError::WrongType {
-            key: key.to_owned(),
-            expected,
-            found: v.type_name(),
-        }
+        GgufError::WrongType { key: key.to_owned(), expected, found: v.type_name() }
     }
 
     /// A string value; `Ok(None)` if absent, an error if present with another type.
     pub fn str(&self, key: &str) -> Result<Option<&str>, GgufError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "string", v)),
+            Some(v) => v.as_str().map(Some).ok_or_else(|| Self::wrong(key, "string", v)),
         }
     }
 
@@ -364,10 +334,7 @@ impl Metadata {
     pub fn u64(&self, key: &str) -> Result<Option<u64>, GgufError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "unsigned integer", v)),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| Self::wrong(key, "unsigned integer", v)),
         }
     }
 
@@ -375,10 +342,7 @@ impl Metadata {
     pub fn f64(&self, key: &str) -> Result<Option<f64>, GgufError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "number", v)),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| Self::wrong(key, "number", v)),
         }
     }
 
@@ -386,10 +350,7 @@ impl Metadata {
     pub fn bool(&self, key: &str) -> Result<Option<bool>, GgufError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "bool", v)),
+            Some(v) => v.as_bool().map(Some).ok_or_else(|| Self::wrong(key, "bool", v)),
         }
     }
 
@@ -397,10 +358,7 @@ impl Metadata {
     pub fn array(&self, key: &str) -> Result<Option<&[Value]>, GgufError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_array()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "array", v)),
+            Some(v) => v.as_array().map(Some).ok_or_else(|| Self::wrong(key, "array", v)),
         }
     }
 
@@ -411,23 +369,18 @@ impl Metadata {
         };
         items
             .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| Self::wrong(key, "array of strings", v))
-            })
+            .map(|v| v.as_str().ok_or_else(|| Self::wrong(key, "array of strings", v)))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
 
     /// A required unsigned integer.
     pub fn require_u64(&self, key: &str) -> Result<u64, GgufError> {
-        self.u64(key)?
-            .ok_or_else(|| GgufError::MissingKey(key.to_owned()))
+        self.u64(key)?.ok_or_else(|| GgufError::MissingKey(key.to_owned()))
     }
 
     /// A required string.
     pub fn require_str(&self, key: &str) -> Result<&str, GgufError> {
-        self.str(key)?
-            .ok_or_else(|| GgufError::MissingKey(key.to_owned()))
+        self.str(key)?.ok_or_else(|| GgufError::MissingKey(key.to_owned()))
     }
 }

@@ -31,11 +31,7 @@ impl Default for GgufWriter {
 impl GgufWriter {
     /// An empty file with the default alignment.
     pub fn new() -> Self {
-        Self {
-            metadata: Metadata::new(),
-            tensors: Vec::new(),
-            alignment: DEFAULT_ALIGNMENT,
-        }
+        Self { metadata: Metadata::new(), tensors: Vec::new(), alignment: DEFAULT_ALIGNMENT }
     }
 
     /// Set a metadata key (insertion order is kept).
@@ -58,9 +54,7 @@ impl GgufWriter {
         data: Vec<u8>,
     ) -> Result<&mut Self, GgufError> {
         let n: u64 = dims.iter().product();
-        let expected = ty
-            .row_bytes(dims[0] as usize)
-            .map(|r| r as u64 * (n / dims[0]));
+        let expected = ty.row_bytes(dims[0] as usize).map(|r| r as u64 * (n / dims[0]));
         if expected != Some(data.len() as u64) {
             return Err(GgufError::BadShape {
                 name: name.into(),
@@ -68,12 +62,7 @@ impl GgufWriter {
                 why: format!("{} bytes of {ty} data do not fit this shape", data.len()),
             });
         }
-        self.tensors.push(PendingTensor {
-            name: name.into(),
-            dims: dims.to_vec(),
-            ty,
-            data,
-        });
+        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), ty, data });
         Ok(self)
     }
 
@@ -112,10 +101,7 @@ impl GgufWriter {
     /// Write the file to `path` (via a temporary file renamed into place).
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
         let path = path.as_ref();
-        let io = |source| GgufError::Io {
-            path: path.to_owned(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.to_owned(), source };
         let tmp = path.with_extension("gguf.tmp");
         let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
         f.write_all(&self.to_bytes()).map_err(io)?;

@@ -8,22 +8,11 @@ fn sample() -> Vec<u8> {
     w.set("llama.block_count", Value::U32(2));
     w.set(
         "tokenizer.ggml.tokens",
-        Value::Array(
-            ValueType::String,
-            vec![Value::String("a".into()), Value::String("b".into())],
-        ),
+        Value::Array(ValueType::String, vec![Value::String("a".into()), Value::String("b".into())]),
     );
-    w.set(
-        "nested",
-        Value::Array(
-            ValueType::Array,
-            vec![Value::Array(ValueType::I32, vec![Value::I32(-1)])],
-        ),
-    );
-    w.add_tensor("a", &[32, 2], GgmlType::F32, vec![0u8; 32 * 2 * 4])
-        .unwrap();
-    w.add_tensor("b", &[32], GgmlType::Q8_0, vec![0u8; 34])
-        .unwrap();
+    w.set("nested", Value::Array(ValueType::Array, vec![Value::Array(ValueType::I32, vec![Value::I32(-1)])]));
+    w.add_tensor("a", &[32, 2], GgmlType::F32, vec![0u8; 32 * 2 * 4]).unwrap();
+    w.add_tensor("b", &[32], GgmlType::Q8_0, vec![0u8; 34]).unwrap();
     w.to_bytes()
 }
 
@@ -31,18 +20,9 @@ fn sample() -> Vec<u8> {
 fn round_trip() {
     let f = GgufFile::from_bytes(sample()).unwrap();
     assert_eq!(f.version(), 3);
-    assert_eq!(
-        f.metadata().require_str("general.architecture").unwrap(),
-        "llama"
-    );
+    assert_eq!(f.metadata().require_str("general.architecture").unwrap(), "llama");
     assert_eq!(f.metadata().u64("llama.block_count").unwrap(), Some(2));
-    assert_eq!(
-        f.metadata()
-            .str_array("tokenizer.ggml.tokens")
-            .unwrap()
-            .unwrap(),
-        vec!["a", "b"]
-    );
+    assert_eq!(f.metadata().str_array("tokenizer.ggml.tokens").unwrap().unwrap(), vec!["a", "b"]);
     let b = f.tensor("b").unwrap();
     assert_eq!(b.ty, GgmlType::Q8_0);
     assert_eq!(f.tensor_bytes(b).len(), 34);
@@ -69,10 +49,7 @@ fn every_truncation_is_an_error() {
 fn bad_magic() {
     let mut b = sample();
     b[0] = b'X';
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::BadMagic(_))
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::BadMagic(_))));
 }
 
 #[test]
@@ -87,23 +64,14 @@ fn bad_version() {
 fn absurd_counts() {
     let mut b = sample();
     b[8..16].copy_from_slice(&u64::MAX.to_le_bytes()); // tensor count
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::AbsurdCount { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::AbsurdCount { .. })));
     let mut b = sample();
     b[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes()); // kv count
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::AbsurdCount { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::AbsurdCount { .. })));
     // A string length claiming more bytes than the file has.
     let mut b = sample();
     b[24..32].copy_from_slice(&(1u64 << 50).to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::AbsurdCount { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::AbsurdCount { .. })));
 }
 
 /// Find `needle` in `hay` (first occurrence).
@@ -136,21 +104,14 @@ fn wrong_types_on_access() {
     let e = f.metadata().str("llama.block_count").unwrap_err();
     assert!(matches!(e, GgufError::WrongType { .. }));
     assert!(e.to_string().contains("llama.block_count"), "{e}");
-    assert!(matches!(
-        f.metadata().require_u64("missing.key"),
-        Err(GgufError::MissingKey(_))
-    ));
+    assert!(matches!(f.metadata().require_u64("missing.key"), Err(GgufError::MissingKey(_))));
 }
 
 /// Byte position of the tensor-table entry fields of tensor `name`.
 fn tensor_entry(b: &[u8], name: &str) -> usize {
     // The tensor names come after the metadata; search from the end of the KV section.
     let key = find(b, b"nested");
-    key + find(
-        &b[key..],
-        &[&(name.len() as u64).to_le_bytes()[..], name.as_bytes()].concat(),
-    ) + 8
-        + name.len()
+    key + find(&b[key..], &[&(name.len() as u64).to_le_bytes()[..], name.as_bytes()].concat()) + 8 + name.len()
 }
 
 #[test]
@@ -175,10 +136,7 @@ fn misaligned_offset() {
     let mut b = sample();
     let at = tensor_entry(&b, "b") + 4 + 8 + 4;
     b[at..at + 8].copy_from_slice(&3u64.to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::Misaligned { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::Misaligned { .. })));
 }
 
 #[test]
@@ -186,35 +144,23 @@ fn bad_tensor_type_and_shape() {
     let mut b = sample();
     let at = tensor_entry(&b, "b") + 4 + 8;
     b[at..at + 4].copy_from_slice(&31u32.to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::BadTensorType { id: 31, .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::BadTensorType { id: 31, .. })));
 
     let mut b = sample();
     let at = tensor_entry(&b, "b");
     b[at..at + 4].copy_from_slice(&7u32.to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::BadShape { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::BadShape { .. })));
 
     let mut b = sample();
     let at = tensor_entry(&b, "b") + 4;
     b[at..at + 8].copy_from_slice(&33u64.to_le_bytes()); // not a multiple of 32
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::NotBlockAligned { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::NotBlockAligned { .. })));
 
     let mut b = sample();
     let at = tensor_entry(&b, "a") + 4;
     b[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
     b[at + 8..at + 16].copy_from_slice(&(1u64 << 40).to_le_bytes());
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::BadShape { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::BadShape { .. })));
 }
 
 #[test]
@@ -225,10 +171,7 @@ fn duplicate_key() {
     let mut b = w.to_bytes();
     let at = find(&b, b"l");
     b[at] = b'k';
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::DuplicateKey(_))
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::DuplicateKey(_))));
 }
 
 #[test]
@@ -240,10 +183,7 @@ fn deep_nesting_is_bounded() {
     }
     let mut w = GgufWriter::new();
     w.set("deep", v);
-    assert!(matches!(
-        GgufFile::from_bytes(w.to_bytes()),
-        Err(GgufError::TooDeep { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(w.to_bytes()), Err(GgufError::TooDeep { .. })));
 }
 
 #[test]
@@ -254,10 +194,7 @@ fn invalid_utf8_and_bad_bool() {
     let mut b = w.to_bytes();
     let at = find(&b, b"abc");
     b[at] = 0xff;
-    assert!(matches!(
-        GgufFile::from_bytes(b),
-        Err(GgufError::InvalidUtf8 { .. })
-    ));
+    assert!(matches!(GgufFile::from_bytes(b), Err(GgufError::InvalidUtf8 { .. })));
     let mut b = w.to_bytes();
     let at = find(&b, b"t") + 1 + 4;
     b[at] = 7;

@@ -15,19 +15,10 @@ pub use types::{GgmlType, TypeInfo};
 pub enum QuantError {
     /// The element count is not a multiple of the type's block size.
     #[error("{ty}: {n} elements is not a multiple of the block size {block}")]
-    NotBlockAligned {
-        ty: GgmlType,
-        n: usize,
-        block: usize,
-    },
+    NotBlockAligned { ty: GgmlType, n: usize, block: usize },
     /// The byte buffer does not hold exactly the expected number of blocks.
     #[error("{ty}: expected {expected} bytes for {n} elements, got {got}")]
-    WrongByteLength {
-        ty: GgmlType,
-        n: usize,
-        expected: usize,
-        got: usize,
-    },
+    WrongByteLength { ty: GgmlType, n: usize, expected: usize, got: usize },
     /// The type has no dequantizer (integer tensors, or a type removed from ggml).
     #[error("{0}: dequantization is not supported for this type")]
     Unsupported(GgmlType),

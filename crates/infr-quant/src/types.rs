@@ -105,10 +105,7 @@ impl GgmlType {
 
     /// Parse a type name as llama.cpp prints it (case-insensitive): `q4_k`, `Q8_0`, `bf16`.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|t| t.info().name.eq_ignore_ascii_case(name))
+        Self::ALL.iter().copied().find(|t| t.info().name.eq_ignore_ascii_case(name))
     }
 
     /// The GGUF id.
@@ -156,11 +153,7 @@ impl GgmlType {
             Q1_0 => ("q1_0", 128, 2 + 16),
             Q2_0 => ("q2_0", 64, 2 + 16),
         };
-        TypeInfo {
-            name,
-            block_size,
-            type_size,
-        }
+        TypeInfo { name, block_size, type_size }
     }
 
     /// Bytes taken by a row of `n` elements, or `None` if `n` is not block aligned.
