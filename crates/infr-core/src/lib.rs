@@ -1,1 +1,18 @@
-//! infr-core
+//! The contract between models and backends.
+//!
+//! A model step (a prefill chunk, a decode batch, or both mixed) is described as a [`Graph`]:
+//! an ordered list of coarse semantic ops over 2-D activation tensors (`[rows, cols]`, rows are
+//! tokens). A [`Backend`] compiles a graph once into a plan and replays it with new
+//! [`StepInputs`] (token ids, positions, KV page tables). Weights come from a
+//! [`WeightSource`] and are uploaded once, in whatever layout the backend prefers.
+
+mod backend;
+mod graph;
+mod weights;
+
+pub use backend::{Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages, StepInputs};
+pub use graph::{
+    Activation, AttnParams, Graph, GraphBuilder, Node, Op, RopeMode, RopeParams, RopeScaling, TensorId, WeightId,
+};
+pub use infr_quant::GgmlType;
+pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

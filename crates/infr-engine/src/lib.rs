@@ -1,1 +1,15 @@
-//! infr-engine
+//! The engine: drives a [`Model`](infr_models::Model) on a [`Backend`](infr_core::Backend).
+//!
+//! [`Runner`] owns the backend, the compiled plans (one per step shape) and the KV page pool,
+//! and runs forward steps over one or many sequences at once. [`Sampler`] turns logits into
+//! tokens with llama.cpp's sampler chain.
+
+mod error;
+mod pages;
+mod runner;
+mod sampling;
+
+pub use error::EngineError;
+pub use pages::PagePool;
+pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
+pub use sampling::{Sampler, SamplingParams};

@@ -145,6 +145,42 @@ impl GgufFile {
         let start = (self.data_offset + t.offset) as usize;
         &self.bytes.as_slice()[start..start + t.size as usize]
     }
+
+    /// The bytes of a tensor as an owned handle that keeps the mapping alive, so backends can
+    /// use weights in place without copying or borrowing the file.
+    pub fn tensor_data(&self, t: &TensorInfo) -> TensorData {
+        let start = (self.data_offset + t.offset) as usize;
+        TensorData { bytes: self.bytes.clone(), start, len: t.size as usize }
+    }
+}
+
+/// Shared, read-only bytes of one tensor (a view into the file mapping or an owned buffer).
+#[derive(Clone)]
+pub struct TensorData {
+    bytes: Bytes,
+    start: usize,
+    len: usize,
+}
+
+impl TensorData {
+    /// Wrap an owned buffer (for weights that do not come from a file).
+    pub fn from_vec(v: Vec<u8>) -> Self {
+        let len = v.len();
+        Self { bytes: Bytes::Owned(Arc::new(v)), start: 0, len }
+    }
+}
+
+impl std::ops::Deref for TensorData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes.as_slice()[self.start..self.start + self.len]
+    }
+}
+
+impl std::fmt::Debug for TensorData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorData({} bytes)", self.len)
+    }
 }
 
 type Header = (u32, Metadata, Vec<TensorInfo>, u64, u64);

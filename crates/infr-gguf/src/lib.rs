@@ -14,7 +14,7 @@ mod value;
 mod writer;
 
 pub use error::GgufError;
-pub use file::{GgufFile, TensorInfo};
+pub use file::{GgufFile, TensorData, TensorInfo};
 pub use infr_quant::GgmlType;
 pub use model::{split_shard_paths, GgufModel, TensorRef};
 pub use value::{Metadata, Value, ValueType};

@@ -130,6 +130,13 @@ impl GgufModel {
         Some(TensorRef { info, bytes: s.tensor_bytes(info) })
     }
 
+    /// A tensor's bytes as a shared handle (see [`crate::TensorData`]).
+    pub fn tensor_data(&self, name: &str) -> Option<crate::TensorData> {
+        let &(si, ti) = self.index.get(name)?;
+        let s = &self.shards[si];
+        Some(s.tensor_data(&s.tensors()[ti]))
+    }
+
     /// Total bytes of tensor data.
     pub fn tensor_bytes_total(&self) -> u64 {
         self.tensors().map(|t| t.info.size).sum()

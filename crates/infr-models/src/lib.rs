@@ -1,1 +1,22 @@
-//! infr-models
+//! Model architectures.
+//!
+//! Each family lives in its own file with three parts — read hyper-parameters from the GGUF
+//! metadata, name and shape-check its tensors, and build its layer graph from the shared
+//! builders in [`builders`]. The registry in [`registry`] maps `general.architecture` to a
+//! loader; adding an architecture is one file plus one line there.
+
+pub mod builders;
+mod error;
+mod gemma3;
+mod hparams;
+mod llama;
+mod model;
+mod qwen2;
+mod registry;
+mod tensors;
+
+pub use error::ModelError;
+pub use hparams::{Hparams, RopeScalingType};
+pub use model::{Architecture, Model, ModelInfo};
+pub use registry::{load_model, supported_architectures};
+pub use tensors::{ModelWeights, TensorLoader};

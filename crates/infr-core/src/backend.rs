@@ -1,0 +1,154 @@
+//! The `Backend` trait: what a compute device must offer to run model graphs.
+
+use crate::graph::{Graph, WeightId};
+use crate::weights::WeightData;
+
+/// Errors a backend reports.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The device lacks memory for an allocation.
+    #[error("out of memory on {device}: {what} needs {bytes} bytes")]
+    OutOfMemory { device: String, what: String, bytes: u64 },
+    /// An op or weight type this backend cannot run.
+    #[error("{backend}: unsupported: {what}")]
+    Unsupported { backend: String, what: String },
+    /// Inputs that do not fit the plan or the cache (programming or request error).
+    #[error("invalid step input: {0}")]
+    InvalidInput(String),
+    /// A device-level failure (driver error, lost device).
+    #[error("device error: {0}")]
+    Device(String),
+}
+
+/// What a device is and can do; printed by `infr devices`.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceInfo {
+    /// `CPU` or `Vulkan0`, `Vulkan1`…
+    pub id: String,
+    /// Human-readable device name.
+    pub name: String,
+    /// Device memory in bytes (host RAM for the CPU).
+    pub memory_bytes: u64,
+    /// Capability lines (`avx2`, `coopmat f16 16x16x16`, `subgroup 32`…).
+    pub features: Vec<String>,
+}
+
+/// Element type of the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvDType {
+    F32,
+    F16,
+    Q8_0,
+}
+
+/// Shape of one layer's K and V cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayerSpec {
+    pub n_kv_head: u32,
+    pub head_dim_k: u32,
+    pub head_dim_v: u32,
+}
+
+/// The whole KV cache: layers × pages of `page_size` token slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvSpec {
+    pub layers: Vec<KvLayerSpec>,
+    pub n_pages: u32,
+    pub page_size: u32,
+    pub dtype: KvDType,
+}
+
+impl KvSpec {
+    /// Bytes the cache takes.
+    pub fn bytes(&self) -> u64 {
+        let per_elem = match self.dtype {
+            KvDType::F32 => 4.0,
+            KvDType::F16 => 2.0,
+            KvDType::Q8_0 => 34.0 / 32.0,
+        };
+        let slots = self.n_pages as f64 * self.page_size as f64;
+        let per_slot: f64 =
+            self.layers.iter().map(|l| (l.n_kv_head * (l.head_dim_k + l.head_dim_v)) as f64 * per_elem).sum();
+        (slots * per_slot) as u64
+    }
+}
+
+/// The physical KV pages of one sequence in a step: `pages[i]` holds positions
+/// `i*page_size .. (i+1)*page_size`.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqPages<'a> {
+    pub pages: &'a [u32],
+}
+
+/// Per-step inputs; the plan is reused across steps of the same shape.
+#[derive(Debug, Clone, Copy)]
+pub struct StepInputs<'a> {
+    /// Token ids, one per row.
+    pub tokens: &'a [u32],
+    /// Position of each token in its sequence.
+    pub positions: &'a [u32],
+    /// Index into `seqs` for each token.
+    pub token_seq: &'a [u32],
+    /// The sequences in this step.
+    pub seqs: &'a [SeqPages<'a>],
+    /// Which token rows `OutputRows` keeps, in output order.
+    pub output_rows: &'a [u32],
+}
+
+impl StepInputs<'_> {
+    /// Check the arrays against each other and the KV geometry.
+    pub fn validate(
+        &self,
+        n_tokens: usize,
+        n_outputs: usize,
+        page_size: u32,
+        n_pages: u32,
+    ) -> Result<(), BackendError> {
+        let bad = |m: String| Err(BackendError::InvalidInput(m));
+        if self.tokens.len() != n_tokens || self.positions.len() != n_tokens || self.token_seq.len() != n_tokens {
+            return bad(format!("expected {n_tokens} tokens/positions/seq ids"));
+        }
+        if self.output_rows.len() != n_outputs || self.output_rows.iter().any(|&r| r as usize >= n_tokens) {
+            return bad(format!("expected {n_outputs} output rows below {n_tokens}"));
+        }
+        for (t, (&s, &p)) in self.token_seq.iter().zip(self.positions).enumerate() {
+            let Some(seq) = self.seqs.get(s as usize) else { return bad(format!("token {t}: sequence {s} missing")) };
+            let page = (p / page_size) as usize;
+            if page >= seq.pages.len() {
+                return bad(format!("token {t}: position {p} beyond the sequence's {} pages", seq.pages.len()));
+            }
+        }
+        if self.seqs.iter().any(|s| s.pages.iter().any(|&p| p >= n_pages)) {
+            return bad(format!("page index beyond the cache's {n_pages} pages"));
+        }
+        Ok(())
+    }
+}
+
+/// A compiled plan, owned by the backend that compiled it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanId(pub u32);
+
+/// A compute device that runs model graphs.
+///
+/// The lifecycle is: `load_weight` for every weight the model uses, `init_kv` once, then
+/// `compile` a graph per step shape and `execute` it many times.
+pub trait Backend: Send {
+    /// The device this backend runs on.
+    fn device(&self) -> &DeviceInfo;
+
+    /// Upload (and repack) one weight under `id`.
+    fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError>;
+
+    /// Allocate the KV cache (replacing any previous one).
+    fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError>;
+
+    /// Compile a step graph into a reusable plan.
+    fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError>;
+
+    /// Run a plan; returns the output tensor (`n_outputs × cols`, row-major f32).
+    fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError>;
+
+    /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError>;
+}

@@ -1,0 +1,326 @@
+//! The graph IR: semantic ops over 2-D f32 activations.
+//!
+//! Every node produces one tensor of shape `[rows, cols]` (row-major; a row is one token).
+//! Heads are a view on the columns (`cols = n_heads * head_dim`). Nodes are in execution order
+//! and a node's id is its index, so a graph is also its own schedule.
+
+/// Index of a weight in the model's weight table (see `WeightSource` and `Backend::load_weight`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WeightId(pub u32);
+
+/// Index of a node (and of the tensor it produces) in a [`Graph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+
+/// Gate activation of a gated FFN: `act(gate) * up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (SwiGLU), `x * sigmoid(x)`.
+    Silu,
+    /// GELU, tanh approximation (`ggml_gelu`), as Gemma uses (GeGLU).
+    GeluTanh,
+}
+
+/// How RoPE pairs dimensions (`LLAMA_ROPE_TYPE_NORM` / `_NEOX` in llama.cpp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeMode {
+    /// Adjacent pairs `(2i, 2i+1)` (original LLaMA).
+    Normal,
+    /// Halves `(i, i + n_rot/2)` (GPT-NeoX, Qwen2, Gemma).
+    Neox,
+}
+
+/// Context-extension scaling of RoPE frequencies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    /// Plain RoPE (`freq_scale` may still be < 1 for linear scaling).
+    None,
+    /// YaRN (`ggml_rope_yarn_corr_dims`): blend of interpolation and extrapolation.
+    Yarn { ext_factor: f32, attn_factor: f32, beta_fast: f32, beta_slow: f32, n_ctx_orig: u32 },
+}
+
+/// Parameters of a RoPE op (mirrors the arguments of `ggml_rope_ext`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeParams {
+    pub mode: RopeMode,
+    /// Head dimension; the op rotates each `head_dim`-wide group of columns.
+    pub head_dim: u32,
+    /// Rotated dimensions per head (≤ head_dim; the rest pass through).
+    pub n_rot: u32,
+    pub freq_base: f32,
+    /// Linear position scaling (1.0 = none).
+    pub freq_scale: f32,
+    pub scaling: RopeScaling,
+    /// Optional per-dimension frequency divisors (`rope_freqs.weight`, `n_rot/2` f32).
+    pub freq_factors: Option<WeightId>,
+}
+
+/// Parameters of an attention op over the paged KV cache.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnParams {
+    /// Which KV cache layer this attention reads (and writes, if `write_kv`).
+    pub kv_layer: u32,
+    pub n_head: u32,
+    pub n_kv_head: u32,
+    pub head_dim_k: u32,
+    pub head_dim_v: u32,
+    /// Multiplier of `q·k` before softmax (usually `1/sqrt(head_dim)`).
+    pub scale: f32,
+    /// `softcap * tanh(s / softcap)` on scores (Gemma 2), if set.
+    pub softcap: Option<f32>,
+    /// Sliding window: a query at position `p` sees keys at `p - window < pos <= p`.
+    pub window: Option<u32>,
+    /// Whether this op appends the step's K/V to the cache (false for KV-sharing layers).
+    pub write_kv: bool,
+}
+
+/// One semantic op. Inputs are earlier nodes; shapes are checked by [`GraphBuilder`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Rows of an embedding table for the step's tokens → `[n_tokens, dim]`.
+    Embed { table: WeightId },
+    /// `x @ W^T (+ bias)`: `[n, k] → [n, out]` for a weight stored as `out` rows of `k`.
+    Linear { x: TensorId, weight: WeightId, bias: Option<WeightId> },
+    /// RMS norm over each `group` columns (group = cols for a whole row, head_dim per head),
+    /// times an optional weight of `group` elements (`ggml_rms_norm` + `ggml_mul`).
+    RmsNorm { x: TensorId, weight: Option<WeightId>, eps: f32, group: u32 },
+    /// Rotary position embedding with the step's positions.
+    Rope { x: TensorId, params: RopeParams },
+    /// Causal multi-head attention of `q` against the sequence's cached keys (the step's own
+    /// `k`, `v` are appended first when `write_kv`).
+    Attention { q: TensorId, k: TensorId, v: TensorId, params: AttnParams },
+    /// Elementwise `a + b`.
+    Add { a: TensorId, b: TensorId },
+    /// Elementwise `a * b`.
+    Mul { a: TensorId, b: TensorId },
+    /// `x * s`.
+    Scale { x: TensorId, s: f32 },
+    /// Gated activation `act(gate) * up`.
+    Glu { gate: TensorId, up: TensorId, act: Activation },
+    /// `cap * tanh(x / cap)`.
+    Softcap { x: TensorId, cap: f32 },
+    /// Keep only the step's output rows (`StepInputs::output_rows`).
+    OutputRows { x: TensorId },
+}
+
+impl Op {
+    /// The node inputs of this op.
+    pub fn inputs(&self) -> Vec<TensorId> {
+        match *self {
+            Op::Embed { .. } => vec![],
+            Op::Linear { x, .. }
+            | Op::RmsNorm { x, .. }
+            | Op::Rope { x, .. }
+            | Op::Scale { x, .. }
+            | Op::Softcap { x, .. }
+            | Op::OutputRows { x } => vec![x],
+            Op::Attention { q, k, v, .. } => vec![q, k, v],
+            Op::Add { a, b } | Op::Mul { a, b } => vec![a, b],
+            Op::Glu { gate, up, .. } => vec![gate, up],
+        }
+    }
+
+    /// A short name for profiles and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Embed { .. } => "embed",
+            Op::Linear { .. } => "linear",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Rope { .. } => "rope",
+            Op::Attention { .. } => "attention",
+            Op::Add { .. } => "add",
+            Op::Mul { .. } => "mul",
+            Op::Scale { .. } => "scale",
+            Op::Glu { .. } => "glu",
+            Op::Softcap { .. } => "softcap",
+            Op::OutputRows { .. } => "output_rows",
+        }
+    }
+}
+
+/// A node: an op and the shape of the tensor it produces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub rows: usize,
+    pub cols: usize,
+    /// Optional label for profiles (`blk.3.attn_q`).
+    pub label: Option<String>,
+}
+
+/// A step graph for a fixed step shape (token count and output-row count). The last node is
+/// the output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    /// Tokens in the step.
+    pub n_tokens: usize,
+    /// Rows kept by `OutputRows`.
+    pub n_outputs: usize,
+}
+
+impl Graph {
+    /// The output node.
+    pub fn output(&self) -> TensorId {
+        TensorId(self.nodes.len() as u32 - 1)
+    }
+
+    /// The node behind a tensor id.
+    pub fn node(&self, t: TensorId) -> &Node {
+        &self.nodes[t.0 as usize]
+    }
+
+    /// For each node, the index of the last node that reads it (itself if none): lets
+    /// backends recycle activation buffers.
+    pub fn last_uses(&self) -> Vec<usize> {
+        let mut last: Vec<usize> = (0..self.nodes.len()).collect();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for inp in n.op.inputs() {
+                last[inp.0 as usize] = i;
+            }
+        }
+        if let Some(l) = last.last_mut() {
+            *l = usize::MAX;
+        }
+        last
+    }
+}
+
+/// Builds a [`Graph`], checking shapes as ops are added. Models call its methods; the shape of
+/// each weight is supplied by a lookup closure so the builder stays independent of storage.
+pub struct GraphBuilder<'w> {
+    nodes: Vec<Node>,
+    n_tokens: usize,
+    n_outputs: usize,
+    weight_shape: &'w dyn Fn(WeightId) -> Vec<usize>,
+    label: Option<String>,
+}
+
+/// Shape mismatches are programming errors in a model file (the loader already checked the
+/// weights), so the builder panics with a message naming the op.
+impl<'w> GraphBuilder<'w> {
+    /// A builder for a step of `n_tokens` tokens keeping `n_outputs` output rows;
+    /// `weight_shape(id)` returns ggml dims (`[cols, rows]` for a matrix).
+    pub fn new(n_tokens: usize, n_outputs: usize, weight_shape: &'w dyn Fn(WeightId) -> Vec<usize>) -> Self {
+        assert!(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens, "bad step shape");
+        Self { nodes: Vec::new(), n_tokens, n_outputs, weight_shape, label: None }
+    }
+
+    /// Tokens in the step.
+    pub fn n_tokens(&self) -> usize {
+        self.n_tokens
+    }
+
+    /// Label the following nodes (for profiles) until changed.
+    pub fn set_label(&mut self, label: impl Into<String>) {
+        self.label = Some(label.into());
+    }
+
+    /// Shape `(rows, cols)` of a tensor.
+    pub fn shape(&self, t: TensorId) -> (usize, usize) {
+        let n = &self.nodes[t.0 as usize];
+        (n.rows, n.cols)
+    }
+
+    fn push(&mut self, op: Op, rows: usize, cols: usize) -> TensorId {
+        self.nodes.push(Node { op, rows, cols, label: self.label.clone() });
+        TensorId(self.nodes.len() as u32 - 1)
+    }
+
+    fn same_shape(&self, op: &str, a: TensorId, b: TensorId) -> (usize, usize) {
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        assert_eq!(sa, sb, "{op}: shapes {sa:?} and {sb:?} differ");
+        sa
+    }
+
+    /// Embedding lookup.
+    pub fn embed(&mut self, table: WeightId) -> TensorId {
+        let dims = (self.weight_shape)(table);
+        self.push(Op::Embed { table }, self.n_tokens, dims[0])
+    }
+
+    /// Linear layer.
+    pub fn linear(&mut self, x: TensorId, weight: WeightId, bias: Option<WeightId>) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        let dims = (self.weight_shape)(weight);
+        assert_eq!(dims[0], cols, "linear: input has {cols} columns, weight expects {}", dims[0]);
+        let out = dims.get(1).copied().unwrap_or(1);
+        if let Some(b) = bias {
+            assert_eq!((self.weight_shape)(b)[0], out, "linear: bias length");
+        }
+        self.push(Op::Linear { x, weight, bias }, rows, out)
+    }
+
+    /// RMS norm over groups of `group` columns.
+    pub fn rms_norm(&mut self, x: TensorId, weight: Option<WeightId>, eps: f32, group: usize) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert!(group > 0 && cols % group == 0, "rms_norm: group {group} does not divide {cols}");
+        if let Some(w) = weight {
+            assert_eq!((self.weight_shape)(w)[0], group, "rms_norm: weight length");
+        }
+        self.push(Op::RmsNorm { x, weight, eps, group: group as u32 }, rows, cols)
+    }
+
+    /// RoPE.
+    pub fn rope(&mut self, x: TensorId, params: RopeParams) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert!(cols % params.head_dim as usize == 0 && params.n_rot <= params.head_dim, "rope: shape");
+        self.push(Op::Rope { x, params }, rows, cols)
+    }
+
+    /// Attention.
+    pub fn attention(&mut self, q: TensorId, k: TensorId, v: TensorId, params: AttnParams) -> TensorId {
+        let (rows, qc) = self.shape(q);
+        assert_eq!(qc, (params.n_head * params.head_dim_k) as usize, "attention: q width");
+        assert_eq!(self.shape(k), (rows, (params.n_kv_head * params.head_dim_k) as usize), "attention: k shape");
+        assert_eq!(self.shape(v), (rows, (params.n_kv_head * params.head_dim_v) as usize), "attention: v shape");
+        assert!(params.n_head % params.n_kv_head == 0, "attention: heads not a multiple of kv heads");
+        self.push(Op::Attention { q, k, v, params }, rows, (params.n_head * params.head_dim_v) as usize)
+    }
+
+    /// `a + b`.
+    pub fn add(&mut self, a: TensorId, b: TensorId) -> TensorId {
+        let (r, c) = self.same_shape("add", a, b);
+        self.push(Op::Add { a, b }, r, c)
+    }
+
+    /// `a * b`.
+    pub fn mul(&mut self, a: TensorId, b: TensorId) -> TensorId {
+        let (r, c) = self.same_shape("mul", a, b);
+        self.push(Op::Mul { a, b }, r, c)
+    }
+
+    /// `x * s`.
+    pub fn scale(&mut self, x: TensorId, s: f32) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Scale { x, s }, r, c)
+    }
+
+    /// `act(gate) * up`.
+    pub fn glu(&mut self, gate: TensorId, up: TensorId, act: Activation) -> TensorId {
+        let (r, c) = self.same_shape("glu", gate, up);
+        self.push(Op::Glu { gate, up, act }, r, c)
+    }
+
+    /// `cap * tanh(x / cap)`.
+    pub fn softcap(&mut self, x: TensorId, cap: f32) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Softcap { x, cap }, r, c)
+    }
+
+    /// Keep the output rows only.
+    pub fn output_rows(&mut self, x: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        assert_eq!(r, self.n_tokens, "output_rows: input must have one row per token");
+        if self.n_outputs == self.n_tokens {
+            // Still record the op: the output order is given by StepInputs::output_rows.
+        }
+        self.push(Op::OutputRows { x }, self.n_outputs, c)
+    }
+
+    /// Finish; the last node added is the output.
+    pub fn finish(self) -> Graph {
+        assert!(!self.nodes.is_empty(), "empty graph");
+        Graph { nodes: self.nodes, n_tokens: self.n_tokens, n_outputs: self.n_outputs }
+    }
+}

@@ -1,0 +1,23 @@
+use infr_core::BackendError;
+use infr_models::ModelError;
+
+/// Errors while running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The prompt plus generation does not fit the context.
+    #[error("the sequence needs {needed} tokens but the context holds {n_ctx} (raise --ctx or shorten the prompt)")]
+    ContextFull { needed: usize, n_ctx: usize },
+    /// The KV cache has no free pages left.
+    #[error("KV cache full: no free pages for another {tokens} tokens")]
+    KvFull { tokens: usize },
+    /// A sequence id that does not exist.
+    #[error("unknown sequence {0}")]
+    UnknownSequence(u32),
+    /// Invalid arguments (empty input, bad sampling parameter…).
+    #[error("{0}")]
+    Invalid(String),
+}

@@ -1,0 +1,248 @@
+//! Forward steps over one or more sequences on a backend.
+
+use std::collections::HashMap;
+
+use infr_core::{Backend, KvDType, KvSpec, PlanId, SeqPages, StepInputs, WeightSource};
+use infr_models::Model;
+
+use crate::{EngineError, PagePool};
+
+/// Handle of a sequence in a [`Runner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeqId(pub u32);
+
+/// Sizes of the runner's KV cache and steps.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// Longest sequence (prompt + generation) in tokens.
+    pub n_ctx: usize,
+    /// Sequences that can be live at once; the KV budget is `n_seq * n_ctx` tokens.
+    pub n_seq: usize,
+    /// Most tokens in one forward step (prefill chunk size).
+    pub ubatch: usize,
+    /// Tokens per KV page.
+    pub page_size: u32,
+    pub kv_dtype: KvDType,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        Self { n_ctx: 4096, n_seq: 1, ubatch: 512, page_size: 256, kv_dtype: KvDType::F16 }
+    }
+}
+
+#[derive(Debug, Default)]
+struct SeqState {
+    pages: Vec<u32>,
+    /// Tokens whose K/V are in the cache.
+    tokens: Vec<u32>,
+}
+
+/// Work for one sequence in a step.
+#[derive(Debug, Clone, Copy)]
+pub struct StepItem<'a> {
+    pub seq: SeqId,
+    /// Tokens to append to the sequence.
+    pub tokens: &'a [u32],
+    /// Logits for every token (true) or only the last (false).
+    pub all_logits: bool,
+}
+
+/// A model loaded on a backend, with its KV page pool and compiled plans.
+pub struct Runner {
+    model: Model,
+    backend: Box<dyn Backend>,
+    plans: HashMap<(usize, usize), PlanId>,
+    pool: PagePool,
+    seqs: HashMap<SeqId, SeqState>,
+    next_seq: u32,
+    opts: RunnerOptions,
+}
+
+impl Runner {
+    /// Upload the model's weights from `src` to `backend` and allocate the KV cache.
+    pub fn new(
+        model: Model,
+        src: &dyn WeightSource,
+        mut backend: Box<dyn Backend>,
+        opts: RunnerOptions,
+    ) -> Result<Self, EngineError> {
+        if opts.n_ctx == 0 || opts.n_seq == 0 || opts.ubatch == 0 || opts.page_size == 0 {
+            return Err(EngineError::Invalid("context, sequences, ubatch and page size must be positive".into()));
+        }
+        for (id, name) in model.weights.iter() {
+            let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
+            backend.load_weight(id, &data)?;
+        }
+        let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);
+        let n_pages = (pages_per_seq * opts.n_seq) as u32;
+        let spec = KvSpec { layers: model.kv_layers(), n_pages, page_size: opts.page_size, dtype: opts.kv_dtype };
+        backend.init_kv(&spec)?;
+        tracing::debug!(n_pages, page_size = opts.page_size, kv_bytes = spec.bytes(), "KV cache allocated");
+        Ok(Self {
+            model,
+            backend,
+            plans: HashMap::new(),
+            pool: PagePool::new(n_pages, opts.page_size),
+            seqs: HashMap::new(),
+            next_seq: 0,
+            opts,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The backend's device.
+    pub fn device(&self) -> &infr_core::DeviceInfo {
+        self.backend.device()
+    }
+
+    /// Options the runner was built with.
+    pub fn options(&self) -> &RunnerOptions {
+        &self.opts
+    }
+
+    /// Vocabulary size (logit row width).
+    pub fn n_vocab(&self) -> usize {
+        self.model.info.n_vocab
+    }
+
+    /// Start an empty sequence.
+    pub fn add_sequence(&mut self) -> SeqId {
+        let id = SeqId(self.next_seq);
+        self.next_seq += 1;
+        self.seqs.insert(id, SeqState::default());
+        id
+    }
+
+    /// End a sequence and free its pages.
+    pub fn remove_sequence(&mut self, id: SeqId) {
+        if let Some(s) = self.seqs.remove(&id) {
+            for p in s.pages {
+                self.pool.release(p);
+            }
+        }
+    }
+
+    /// The tokens cached for a sequence.
+    pub fn seq_tokens(&self, id: SeqId) -> Result<&[u32], EngineError> {
+        self.seqs.get(&id).map(|s| s.tokens.as_slice()).ok_or(EngineError::UnknownSequence(id.0))
+    }
+
+    /// Forget cached tokens after the first `n` (keeps a reusable prefix).
+    pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<(), EngineError> {
+        let ps = self.opts.page_size as usize;
+        let s = self.seqs.get_mut(&id).ok_or(EngineError::UnknownSequence(id.0))?;
+        if n < s.tokens.len() {
+            s.tokens.truncate(n);
+            let keep = n.div_ceil(ps);
+            for p in s.pages.drain(keep..) {
+                self.pool.release(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(&mut self, n_tokens: usize, n_outputs: usize) -> Result<PlanId, EngineError> {
+        if let Some(&p) = self.plans.get(&(n_tokens, n_outputs)) {
+            return Ok(p);
+        }
+        let graph = self.model.graph(n_tokens, n_outputs);
+        let p = self.backend.compile(&graph)?;
+        self.plans.insert((n_tokens, n_outputs), p);
+        Ok(p)
+    }
+
+    /// Make sure `seq` has pages for `extra` more tokens.
+    fn reserve(&mut self, id: SeqId, extra: usize) -> Result<(), EngineError> {
+        let ps = self.opts.page_size as usize;
+        let s = self.seqs.get_mut(&id).ok_or(EngineError::UnknownSequence(id.0))?;
+        let needed = s.tokens.len() + extra;
+        if needed > self.opts.n_ctx {
+            return Err(EngineError::ContextFull { needed, n_ctx: self.opts.n_ctx });
+        }
+        while s.pages.len() * ps < needed {
+            match self.pool.alloc() {
+                Some(p) => s.pages.push(p),
+                None => return Err(EngineError::KvFull { tokens: extra }),
+            }
+        }
+        Ok(())
+    }
+
+    /// One forward step over several sequences. Returns, per item, its logits rows
+    /// (`tokens.len()` rows if `all_logits`, else one), each `n_vocab` wide.
+    pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let n_tokens: usize = items.iter().map(|i| i.tokens.len()).sum();
+        if n_tokens == 0 || items.iter().any(|i| i.tokens.is_empty()) {
+            return Err(EngineError::Invalid("a step item has no tokens".into()));
+        }
+        for it in items {
+            self.reserve(it.seq, it.tokens.len())?;
+        }
+        let mut tokens = Vec::with_capacity(n_tokens);
+        let mut positions = Vec::with_capacity(n_tokens);
+        let mut token_seq = Vec::with_capacity(n_tokens);
+        let mut output_rows = Vec::new();
+        let mut out_counts = Vec::with_capacity(items.len());
+        for (si, it) in items.iter().enumerate() {
+            let start = self.seqs[&it.seq].tokens.len();
+            for (j, &t) in it.tokens.iter().enumerate() {
+                if it.all_logits || j + 1 == it.tokens.len() {
+                    output_rows.push(tokens.len() as u32);
+                }
+                tokens.push(t);
+                positions.push((start + j) as u32);
+                token_seq.push(si as u32);
+            }
+            out_counts.push(if it.all_logits { it.tokens.len() } else { 1 });
+        }
+        let plan = self.plan(n_tokens, output_rows.len())?;
+        let page_lists: Vec<Vec<u32>> = items.iter().map(|it| self.seqs[&it.seq].pages.clone()).collect();
+        let seqs: Vec<SeqPages<'_>> = page_lists.iter().map(|p| SeqPages { pages: p }).collect();
+        let inputs = StepInputs {
+            tokens: &tokens,
+            positions: &positions,
+            token_seq: &token_seq,
+            seqs: &seqs,
+            output_rows: &output_rows,
+        };
+        let logits = self.backend.execute(plan, &inputs)?;
+        for it in items {
+            self.seqs.get_mut(&it.seq).expect("reserved above").tokens.extend_from_slice(it.tokens);
+        }
+        let v = self.n_vocab();
+        let mut res = Vec::with_capacity(items.len());
+        let mut off = 0;
+        for c in out_counts {
+            res.push(logits[off * v..(off + c) * v].to_vec());
+            off += c;
+        }
+        Ok(res)
+    }
+
+    /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every
+    /// token if `all_logits`, else of the last one.
+    pub fn prefill(&mut self, seq: SeqId, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>, EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::Invalid("empty prompt".into()));
+        }
+        let have = self.seq_tokens(seq)?.len();
+        if have + tokens.len() > self.opts.n_ctx {
+            return Err(EngineError::ContextFull { needed: have + tokens.len(), n_ctx: self.opts.n_ctx });
+        }
+        let mut out = Vec::new();
+        let chunks: Vec<&[u32]> = tokens.chunks(self.opts.ubatch).collect();
+        let last = chunks.len() - 1;
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let r = self.step(&[StepItem { seq, tokens: chunk, all_logits }])?;
+            if all_logits || i == last {
+                out.extend_from_slice(&r[0]);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,266 @@
+//! Turning logits into a token, with llama.cpp's default sampler chain order:
+//! penalties → top-k → top-p → min-p → temperature → random draw (greedy when the
+//! temperature is ≤ 0). See `src/llama-sampler.cpp` (`llama_sampler_*_apply`).
+
+use std::collections::HashMap;
+
+use crate::EngineError;
+
+/// Sampling settings (the fields of OpenAI/llama.cpp requests).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// ≤ 0 means greedy (argmax).
+    pub temperature: f32,
+    /// ≤ 0 disables.
+    pub top_k: i32,
+    /// ≥ 1 disables.
+    pub top_p: f32,
+    /// ≤ 0 disables.
+    pub min_p: f32,
+    /// 1 disables.
+    pub repeat_penalty: f32,
+    /// Tokens of history the penalties look at (0 disables, -1 = all).
+    pub repeat_last_n: i32,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    /// RNG seed; `None` picks one from the clock.
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: None,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding.
+    pub fn greedy() -> Self {
+        Self { temperature: 0.0, ..Self::default() }
+    }
+
+    /// Reject values that make no sense (NaN, negative penalties…).
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let bad = |m: &str| Err(EngineError::Invalid(m.to_owned()));
+        if !self.temperature.is_finite() {
+            return bad("temperature must be a finite number");
+        }
+        if !(self.top_p.is_finite() && self.top_p >= 0.0) {
+            return bad("top_p must be between 0 and 1");
+        }
+        if !(self.min_p.is_finite() && self.min_p >= 0.0 && self.min_p <= 1.0) {
+            return bad("min_p must be between 0 and 1");
+        }
+        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
+            return bad("repeat_penalty must be positive");
+        }
+        if !self.presence_penalty.is_finite() || !self.frequency_penalty.is_finite() {
+            return bad("penalties must be finite numbers");
+        }
+        Ok(())
+    }
+}
+
+/// xoshiro256** seeded through splitmix64: small, fast, reproducible for a given seed.
+#[derive(Debug, Clone)]
+struct Rng([u64; 4]);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        let mut z = seed;
+        let mut next = || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        };
+        Self([next(), next(), next(), next()])
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let s = &mut self.0;
+        let r = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A stateful sampler (the RNG advances with every draw).
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    params: SamplingParams,
+    rng: Rng,
+}
+
+/// Index of the largest value (first on ties, as llama.cpp's greedy sampler).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+impl Sampler {
+    /// A sampler; the seed comes from the params or the clock.
+    pub fn new(params: SamplingParams) -> Self {
+        let seed = params.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        });
+        Self { rng: Rng::new(seed), params }
+    }
+
+    /// The settings.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Pick the next token from `logits` given the sequence so far (`history`, for penalties).
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let p = &self.params;
+        let mut logits = logits.to_vec();
+        self.apply_penalties(&mut logits, history);
+        if p.temperature <= 0.0 {
+            return argmax(&logits);
+        }
+        // Candidates sorted by logit, descending.
+        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        let k = if p.top_k > 0 { (p.top_k as usize).min(cand.len()) } else { cand.len() };
+        if k < cand.len() {
+            cand.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+            cand.truncate(k);
+        }
+        cand.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if p.top_p < 1.0 {
+            let probs = softmax(&cand);
+            let mut cum = 0.0;
+            let mut keep = cand.len();
+            for (i, pr) in probs.iter().enumerate() {
+                cum += pr;
+                if cum >= p.top_p as f64 {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+        if p.min_p > 0.0 {
+            let threshold = cand[0].1 + p.min_p.ln();
+            let keep = cand.iter().take_while(|c| c.1 >= threshold).count();
+            cand.truncate(keep.max(1));
+        }
+        for c in cand.iter_mut() {
+            c.1 /= p.temperature;
+        }
+        let probs = softmax(&cand);
+        let r = self.rng.uniform();
+        let mut cum = 0.0;
+        for (c, pr) in cand.iter().zip(&probs) {
+            cum += pr;
+            if r < cum {
+                return c.0;
+            }
+        }
+        cand.last().map_or(0, |c| c.0)
+    }
+
+    /// Repetition (multiplicative), frequency and presence penalties over the recent history.
+    fn apply_penalties(&self, logits: &mut [f32], history: &[u32]) {
+        let p = &self.params;
+        let none = p.repeat_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
+        if none || p.repeat_last_n == 0 || history.is_empty() {
+            return;
+        }
+        let n = if p.repeat_last_n < 0 { history.len() } else { (p.repeat_last_n as usize).min(history.len()) };
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for &t in &history[history.len() - n..] {
+            *counts.entry(t).or_default() += 1;
+        }
+        for (&t, &c) in &counts {
+            let Some(l) = logits.get_mut(t as usize) else { continue };
+            if *l <= 0.0 {
+                *l *= p.repeat_penalty;
+            } else {
+                *l /= p.repeat_penalty;
+            }
+            *l -= c as f32 * p.frequency_penalty + p.presence_penalty;
+        }
+    }
+}
+
+fn softmax(c: &[(u32, f32)]) -> Vec<f64> {
+    let max = c.iter().map(|x| x.1).fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f64> = c.iter().map(|x| ((x.1 - max) as f64).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_is_argmax() {
+        let mut s = Sampler::new(SamplingParams::greedy());
+        assert_eq!(s.sample(&[0.1, 3.0, 2.0], &[]), 1);
+    }
+
+    #[test]
+    fn seeded_is_reproducible_and_respects_top_k() {
+        let logits: Vec<f32> = (0..100).map(|i| (i % 7) as f32).collect();
+        let p =
+            SamplingParams { temperature: 1.0, top_k: 3, top_p: 1.0, min_p: 0.0, seed: Some(42), ..Default::default() };
+        let a: Vec<u32> = {
+            let mut s = Sampler::new(p.clone());
+            (0..50).map(|_| s.sample(&logits, &[])).collect()
+        };
+        let b: Vec<u32> = {
+            let mut s = Sampler::new(p);
+            (0..50).map(|_| s.sample(&logits, &[])).collect()
+        };
+        assert_eq!(a, b);
+        // The three best logits (value 6) are ids 6, 13, 20, ... top-k keeps three of them.
+        assert!(a.iter().all(|&t| logits[t as usize] == 6.0));
+    }
+
+    #[test]
+    fn repeat_penalty_changes_choice() {
+        let p = SamplingParams { temperature: 0.0, repeat_penalty: 2.0, ..Default::default() };
+        let mut s = Sampler::new(p);
+        assert_eq!(s.sample(&[1.0, 0.8], &[0]), 1);
+    }
+
+    #[test]
+    fn min_p_keeps_only_likely() {
+        let p =
+            SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.5, seed: Some(1), ..Default::default() };
+        let mut s = Sampler::new(p);
+        for _ in 0..100 {
+            assert_eq!(s.sample(&[10.0, 0.0, 0.0], &[]), 0);
+        }
+    }
+}

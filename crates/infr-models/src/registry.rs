@@ -1,0 +1,31 @@
+//! `general.architecture` → loader.
+
+use infr_core::WeightSource;
+
+use crate::{gemma3, llama, qwen2, Architecture, Hparams, Model, ModelError, TensorLoader};
+
+type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
+
+/// Every architecture we run, by its GGUF name.
+const ARCHITECTURES: &[(&str, Loader)] = &[("llama", llama::load), ("qwen2", qwen2::load), ("gemma3", gemma3::load)];
+
+/// Names of the supported architectures.
+pub fn supported_architectures() -> Vec<&'static str> {
+    ARCHITECTURES.iter().map(|(n, _)| *n).collect()
+}
+
+/// Load the model in `src`: hyper-parameters, tensor table (shape-checked) and architecture.
+pub fn load_model(src: &dyn WeightSource) -> Result<Model, ModelError> {
+    let arch = src.metadata().require_str("general.architecture")?;
+    let Some((_, loader)) = ARCHITECTURES.iter().find(|(n, _)| *n == arch) else {
+        return Err(ModelError::UnknownArchitecture {
+            arch: arch.to_owned(),
+            supported: supported_architectures().join(", "),
+        });
+    };
+    let hp = Hparams::read(src.metadata())?;
+    let mut tl = TensorLoader::new(src);
+    let arch = loader(&hp, src, &mut tl)?;
+    let info = Model::info_from(src, &hp);
+    Ok(Model { info, hparams: hp, weights: tl.finish(), arch })
+}
