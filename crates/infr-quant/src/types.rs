@@ -7,40 +7,75 @@ use std::fmt;
 #[allow(non_camel_case_types)]
 #[repr(u32)]
 pub enum GgmlType {
+    /// 32-bit IEEE float.
     F32 = 0,
+    /// 16-bit IEEE half.
     F16 = 1,
+    /// 4-bit, 32 per block, one f16 scale.
     Q4_0 = 2,
+    /// 4-bit, 32 per block, f16 scale and min.
     Q4_1 = 3,
+    /// 5-bit, 32 per block, one f16 scale.
     Q5_0 = 6,
+    /// 5-bit, 32 per block, f16 scale and min.
     Q5_1 = 7,
+    /// 8-bit, 32 per block, one f16 scale.
     Q8_0 = 8,
+    /// 8-bit, 32 per block, f16 scale and scaled sum (activations).
     Q8_1 = 9,
+    /// 2-bit k-quant (256 per super-block, 4-bit scales and mins).
     Q2_K = 10,
+    /// 3-bit k-quant (256 per super-block, 6-bit scales).
     Q3_K = 11,
+    /// 4-bit k-quant (256 per super-block, 6-bit scales and mins).
     Q4_K = 12,
+    /// 5-bit k-quant (256 per super-block, 6-bit scales and mins).
     Q5_K = 13,
+    /// 6-bit k-quant (256 per super-block, 8-bit scales).
     Q6_K = 14,
+    /// 8-bit, 256 per block, f32 scale and group sums (activations).
     Q8_K = 15,
+    /// 2.06 bpw lattice i-quant.
     IQ2_XXS = 16,
+    /// 2.31 bpw lattice i-quant.
     IQ2_XS = 17,
+    /// 3.06 bpw lattice i-quant.
     IQ3_XXS = 18,
+    /// 1.56 bpw i-quant.
     IQ1_S = 19,
+    /// 4-bit non-linear, 32 per block.
     IQ4_NL = 20,
+    /// 3.44 bpw lattice i-quant.
     IQ3_S = 21,
+    /// 2.56 bpw lattice i-quant.
     IQ2_S = 22,
+    /// 4.25 bpw non-linear, 256 per super-block.
     IQ4_XS = 23,
+    /// 8-bit signed integer.
     I8 = 24,
+    /// 16-bit signed integer.
     I16 = 25,
+    /// 32-bit signed integer.
     I32 = 26,
+    /// 64-bit signed integer.
     I64 = 27,
+    /// 64-bit IEEE float.
     F64 = 28,
+    /// 1.75 bpw i-quant.
     IQ1_M = 29,
+    /// bfloat16.
     BF16 = 30,
+    /// Ternary, 1.69 bpw (base-3 packed).
     TQ1_0 = 34,
+    /// Ternary, 2.06 bpw (2-bit packed).
     TQ2_0 = 35,
+    /// E2M1 with a shared E8M0 exponent per 32 (OCP microscaling).
     MXFP4 = 39,
+    /// E2M1 with a UE4M3 scale per 16, 64 per block.
     NVFP4 = 40,
+    /// 1-bit sign, 128 per block, one f16 scale.
     Q1_0 = 41,
+    /// 2-bit {-1, 0, 1, 2} * d, 64 per block.
     Q2_0 = 42,
 }
 
@@ -109,12 +144,12 @@ impl GgmlType {
     }
 
     /// The GGUF id.
-    pub fn id(self) -> u32 {
+    pub const fn id(self) -> u32 {
         self as u32
     }
 
     /// Block size, bytes per block and name.
-    pub fn info(self) -> TypeInfo {
+    pub const fn info(self) -> TypeInfo {
         use GgmlType::*;
         let (name, block_size, type_size) = match self {
             F32 => ("f32", 1, 4),
