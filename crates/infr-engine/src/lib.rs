@@ -5,11 +5,14 @@
 //! tokens with llama.cpp's sampler chain.
 
 mod error;
+mod generate;
+pub mod oracle;
 mod pages;
 mod runner;
 mod sampling;
 
 pub use error::EngineError;
+pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
 pub use pages::PagePool;
 pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
-pub use sampling::{Sampler, SamplingParams};
+pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};

@@ -1,0 +1,182 @@
+//! `CpuBackend`: weights in place (memory-mapped GGUF blocks), a host KV cache, and an
+//! interpreter over graph nodes.
+
+use std::collections::HashMap;
+
+use infr_core::{Backend, BackendError, DeviceInfo, GgmlType, Graph, KvSpec, PlanId, StepInputs, WeightData, WeightId};
+use infr_gguf::TensorData;
+
+use crate::kv::KvCache;
+use crate::matmul::KernelTier;
+use crate::plan::Plan;
+
+/// A weight as the CPU uses it: ggml blocks in place, plus an f32 copy of small vectors
+/// (norm weights, biases, RoPE factors).
+#[derive(Debug)]
+pub(crate) struct CpuWeight {
+    pub ty: GgmlType,
+    /// Elements per row (`dims[0]`).
+    pub cols: usize,
+    /// Rows (product of the other dims).
+    pub rows: usize,
+    pub row_bytes: usize,
+    pub bytes: TensorData,
+    /// Dequantized values for 1-D weights.
+    pub f32: Option<Vec<f32>>,
+}
+
+/// Options for the CPU backend.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuOptions {
+    /// Worker threads (0 = all cores).
+    pub threads: usize,
+    /// Kernel tier.
+    pub tier: KernelTier,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        Self { threads: 0, tier: KernelTier::Fast }
+    }
+}
+
+/// The CPU backend.
+pub struct CpuBackend {
+    info: DeviceInfo,
+    pub(crate) weights: HashMap<WeightId, CpuWeight>,
+    pub(crate) kv: Option<KvCache>,
+    plans: Vec<Plan>,
+    pool: rayon::ThreadPool,
+    pub(crate) tier: KernelTier,
+}
+
+/// Features of this CPU relevant to our kernels, detected at run time.
+fn cpu_features() -> Vec<String> {
+    let mut f = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            f.push("avx2".to_owned());
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            f.push("fma".to_owned());
+        }
+        if std::arch::is_x86_feature_detected!("f16c") {
+            f.push("f16c".to_owned());
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            f.push("avx512f".to_owned());
+        }
+        if std::arch::is_x86_feature_detected!("avx512vnni") {
+            f.push("avx512vnni".to_owned());
+        }
+        if std::arch::is_x86_feature_detected!("avxvnni") {
+            f.push("avxvnni".to_owned());
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        f.push("neon".to_owned());
+    }
+    f
+}
+
+fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+impl CpuBackend {
+    /// A CPU backend with its own thread pool.
+    pub fn new(opts: CpuOptions) -> Result<Self, BackendError> {
+        let threads =
+            if opts.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { opts.threads };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("infr-cpu-{i}"))
+            .build()
+            .map_err(|e| BackendError::Device(e.to_string()))?;
+        let mut features = cpu_features();
+        features.push(format!("threads {threads}"));
+        features.push(format!("kernels {:?}", opts.tier).to_lowercase());
+        let info = DeviceInfo {
+            id: "CPU".into(),
+            name: std::env::consts::ARCH.to_owned(),
+            memory_bytes: host_memory_bytes(),
+            features,
+        };
+        Ok(Self { info, weights: HashMap::new(), kv: None, plans: Vec::new(), pool, tier: opts.tier })
+    }
+
+    /// Information about the host CPU without building a backend.
+    pub fn describe() -> DeviceInfo {
+        DeviceInfo {
+            id: "CPU".into(),
+            name: std::env::consts::ARCH.to_owned(),
+            memory_bytes: host_memory_bytes(),
+            features: cpu_features(),
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn load_weight(&mut self, id: WeightId, w: &WeightData) -> Result<(), BackendError> {
+        let cols = w.info.dims[0];
+        let rows: usize = w.info.dims.iter().skip(1).product();
+        let row_bytes = w.info.ty.row_bytes(cols).ok_or_else(|| {
+            BackendError::InvalidInput(format!("{}: row of {cols} is not block aligned for {}", w.name, w.info.ty))
+        })?;
+        if row_bytes * rows != w.bytes.len() {
+            return Err(BackendError::InvalidInput(format!("{}: byte size does not match its shape", w.name)));
+        }
+        let unsupported = |what: String| BackendError::Unsupported { backend: "cpu".into(), what };
+        let f32 = if rows == 1 {
+            let mut v = vec![0f32; cols];
+            infr_quant::dequantize(w.info.ty, &w.bytes, &mut v).map_err(|e| unsupported(format!("{}: {e}", w.name)))?;
+            Some(v)
+        } else {
+            // Check once that the type can be dequantized at all.
+            let mut probe = vec![0f32; cols];
+            infr_quant::dequantize(w.info.ty, &w.bytes[..row_bytes], &mut probe)
+                .map_err(|e| unsupported(format!("{}: {e}", w.name)))?;
+            None
+        };
+        self.weights.insert(id, CpuWeight { ty: w.info.ty, cols, rows, row_bytes, bytes: w.bytes.clone(), f32 });
+        Ok(())
+    }
+
+    fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError> {
+        self.kv = None;
+        self.kv = Some(KvCache::new(spec)?);
+        Ok(())
+    }
+
+    fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
+        let plan = Plan::compile(graph, &self.weights)?;
+        self.plans.push(plan);
+        Ok(PlanId(self.plans.len() as u32 - 1))
+    }
+
+    fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError> {
+        let plan = self.plans.get(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
+        let kv = self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
+        let (weights, tier) = (&self.weights, self.tier);
+        self.pool.install(|| plan.execute(weights, kv, tier, inputs))
+    }
+
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?.copy_pages(pairs)
+    }
+}

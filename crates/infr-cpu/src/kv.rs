@@ -1,0 +1,111 @@
+//! The KV cache in host memory: per layer, K and V as `[slots, n_kv_head * head_dim]`.
+
+use half::f16;
+use infr_core::{BackendError, KvDType, KvSpec};
+
+/// Storage of one cache tensor.
+#[derive(Debug)]
+pub(crate) enum KvStore {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+impl KvStore {
+    fn new(dtype: KvDType, n: usize) -> Result<Self, BackendError> {
+        match dtype {
+            KvDType::F32 => Ok(KvStore::F32(vec![0.0; n])),
+            KvDType::F16 => Ok(KvStore::F16(vec![f16::ZERO; n])),
+            KvDType::Q8_0 => Err(BackendError::Unsupported { backend: "cpu".into(), what: "q8_0 KV cache".into() }),
+        }
+    }
+
+    /// Write `src` at element offset `at`, rounding to the storage type.
+    pub(crate) fn write(&mut self, at: usize, src: &[f32]) {
+        match self {
+            KvStore::F32(v) => v[at..at + src.len()].copy_from_slice(src),
+            KvStore::F16(v) => {
+                for (d, s) in v[at..at + src.len()].iter_mut().zip(src) {
+                    *d = f16::from_f32(*s);
+                }
+            }
+        }
+    }
+
+    /// Read `dst.len()` elements at `at` as f32.
+    pub(crate) fn read(&self, at: usize, dst: &mut [f32]) {
+        match self {
+            KvStore::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
+            KvStore::F16(v) => {
+                let n = dst.len();
+                for (d, s) in dst.iter_mut().zip(&v[at..at + n]) {
+                    *d = s.to_f32();
+                }
+            }
+        }
+    }
+
+    /// Whether values are rounded to f16 (then attention also rounds q and p, like ggml).
+    pub(crate) fn is_f16(&self) -> bool {
+        matches!(self, KvStore::F16(_))
+    }
+
+    fn copy_within(&mut self, src: usize, dst: usize, len: usize) {
+        match self {
+            KvStore::F32(v) => v.copy_within(src..src + len, dst),
+            KvStore::F16(v) => v.copy_within(src..src + len, dst),
+        }
+    }
+}
+
+/// One layer's K and V.
+#[derive(Debug)]
+pub(crate) struct KvLayer {
+    pub k: KvStore,
+    pub v: KvStore,
+    pub k_width: usize,
+    pub v_width: usize,
+}
+
+/// The whole cache.
+#[derive(Debug)]
+pub(crate) struct KvCache {
+    pub layers: Vec<KvLayer>,
+    pub page_size: u32,
+    pub n_pages: u32,
+}
+
+impl KvCache {
+    pub(crate) fn new(spec: &KvSpec) -> Result<Self, BackendError> {
+        let slots = spec.n_pages as usize * spec.page_size as usize;
+        let layers = spec
+            .layers
+            .iter()
+            .map(|l| {
+                let kw = (l.n_kv_head * l.head_dim_k) as usize;
+                let vw = (l.n_kv_head * l.head_dim_v) as usize;
+                Ok(KvLayer {
+                    k: KvStore::new(spec.dtype, slots * kw)?,
+                    v: KvStore::new(spec.dtype, slots * vw)?,
+                    k_width: kw,
+                    v_width: vw,
+                })
+            })
+            .collect::<Result<Vec<_>, BackendError>>()?;
+        Ok(Self { layers, page_size: spec.page_size, n_pages: spec.n_pages })
+    }
+
+    /// Copy pages in every layer.
+    pub(crate) fn copy_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        let ps = self.page_size as usize;
+        for &(s, d) in pairs {
+            if s >= self.n_pages || d >= self.n_pages {
+                return Err(BackendError::InvalidInput(format!("page copy {s} -> {d} out of range")));
+            }
+            for l in &mut self.layers {
+                l.k.copy_within(s as usize * ps * l.k_width, d as usize * ps * l.k_width, ps * l.k_width);
+                l.v.copy_within(s as usize * ps * l.v_width, d as usize * ps * l.v_width, ps * l.v_width);
+            }
+        }
+        Ok(())
+    }
+}

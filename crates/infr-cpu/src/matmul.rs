@@ -1,0 +1,233 @@
+//! Linear layers on quantized weights: `out[n, m] = x[n, k] · W[m, k]ᵀ`.
+//!
+//! Like llama.cpp's `ggml_compute_forward_mul_mat`, the activations are first converted to the
+//! weight type's dot partner (`vec_dot_type`): Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4…, Q8_1 for
+//! Q4_1/Q5_1, Q8_K for the k- and i-quants, f16/bf16 for half-precision weights. The
+//! reference tier then dequantizes both sides and multiplies in f32; the fast tier (SIMD
+//! integer dot products, chosen at run time) must agree with it to rounding.
+
+use infr_quant::GgmlType;
+use rayon::prelude::*;
+
+use crate::backend::CpuWeight;
+
+/// Which kernels run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelTier {
+    /// Plain scalar code: dequantize and multiply in f32.
+    Reference,
+    /// The fastest kernels this CPU supports (falls back to reference per type).
+    Fast,
+}
+
+/// The activation format llama.cpp pairs with a weight type (`type_traits_cpu[..].vec_dot_type`).
+pub fn act_type_for(w: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match w {
+        F32 => F32,
+        F16 => F16,
+        BF16 => BF16,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 | Q2_0 => Q8_0,
+        Q4_1 | Q5_1 | Q8_1 => Q8_1,
+        _ => Q8_K,
+    }
+}
+
+/// Activations converted for one weight type: the quantized bytes (for integer kernels) and,
+/// when the reference kernel needs them, the same values dequantized back to f32.
+pub(crate) struct PreparedActs {
+    pub bytes: Vec<u8>,
+    pub row_bytes: usize,
+    pub f32: Vec<f32>,
+}
+
+/// Convert `n` rows of `k` activations for weights of type `w_ty`; `want_f32` also keeps the
+/// dequantized values (the reference kernel multiplies in f32).
+pub(crate) fn prepare_acts(x: &[f32], k: usize, w_ty: GgmlType, want_f32: bool) -> PreparedActs {
+    let act_ty = act_type_for(w_ty);
+    if act_ty == GgmlType::F32 {
+        return PreparedActs { bytes: Vec::new(), row_bytes: 0, f32: x.to_vec() };
+    }
+    let row_bytes = act_ty.row_bytes(k).expect("activation width is block aligned (checked at compile)");
+    let rows: Vec<(Vec<u8>, Vec<f32>)> = x
+        .par_chunks(k)
+        .map(|row| {
+            let q = infr_quant::quantize(act_ty, row).expect("aligned activation row");
+            let mut f = Vec::new();
+            if want_f32 {
+                f = vec![0f32; k];
+                infr_quant::dequantize(act_ty, &q, &mut f).expect("round trip of our own blocks");
+            }
+            (q, f)
+        })
+        .collect();
+    let n = rows.len();
+    let mut bytes = Vec::with_capacity(n * row_bytes);
+    let mut f32s = Vec::with_capacity(if want_f32 { n * k } else { 0 });
+    for (q, f) in rows {
+        bytes.extend_from_slice(&q);
+        f32s.extend_from_slice(&f);
+    }
+    PreparedActs { bytes, row_bytes, f32: f32s }
+}
+
+/// f32 dot product with 8 independent accumulators (vectorizes without fast-math).
+#[inline]
+pub(crate) fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let chunks = a.len() / 8;
+    for c in 0..chunks {
+        let (x, y) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s = 0f32;
+    for i in chunks * 8..a.len() {
+        s += a[i] * b[i];
+    }
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + s
+}
+
+/// Weight rows per parallel task.
+const ROWS_PER_TASK: usize = 16;
+/// Activation rows per inner tile (keeps the tile in L2 while weight rows stream through L1).
+const ACT_TILE: usize = 32;
+
+/// Whether `linear` will use the fast kernel for this weight type.
+pub(crate) fn uses_fast(tier: KernelTier, ty: GgmlType) -> bool {
+    tier == KernelTier::Fast && crate::simd::supports(ty)
+}
+
+/// `out[n, m] = x[n, k] · Wᵀ (+ bias)`, with activations already prepared for `w.ty`.
+pub(crate) fn linear(
+    tier: KernelTier,
+    acts: &PreparedActs,
+    n: usize,
+    w: &CpuWeight,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (k, m) = (w.cols, w.rows);
+    let fast = uses_fast(tier, w.ty);
+    let row_bytes = w.row_bytes;
+    // Each task computes a block of weight rows for every activation row: res[j][i].
+    let blocks: Vec<Vec<f32>> = (0..m.div_ceil(ROWS_PER_TASK))
+        .into_par_iter()
+        .map(|b| {
+            let j0 = b * ROWS_PER_TASK;
+            let j1 = (j0 + ROWS_PER_TASK).min(m);
+            let mut res = vec![0f32; (j1 - j0) * n];
+            let mut wrow = if fast { Vec::new() } else { vec![0f32; k] };
+            for i0 in (0..n).step_by(ACT_TILE) {
+                let i1 = (i0 + ACT_TILE).min(n);
+                for j in j0..j1 {
+                    let wb = &w.bytes[j * row_bytes..(j + 1) * row_bytes];
+                    let r = &mut res[(j - j0) * n + i0..(j - j0) * n + i1];
+                    if fast {
+                        let a = &acts.bytes[i0 * acts.row_bytes..i1 * acts.row_bytes];
+                        let done = crate::simd::dot_rows(w.ty, wb, a, acts.row_bytes, r);
+                        debug_assert!(done);
+                        continue;
+                    }
+                    infr_quant::dequantize(w.ty, wb, &mut wrow).expect("weight row validated at load");
+                    for (ii, o) in r.iter_mut().enumerate() {
+                        let i = i0 + ii;
+                        *o = dot_f32(&wrow, &acts.f32[i * k..(i + 1) * k]);
+                    }
+                }
+            }
+            res
+        })
+        .collect();
+    for (b, res) in blocks.iter().enumerate() {
+        let j0 = b * ROWS_PER_TASK;
+        let cnt = res.len() / n;
+        for jj in 0..cnt {
+            for i in 0..n {
+                out[i * m + j0 + jj] = res[jj * n + i];
+            }
+        }
+    }
+    if let Some(bias) = bias {
+        for row in out.chunks_mut(m) {
+            for (o, b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infr_gguf::TensorData;
+
+    /// Deterministic pseudo-random floats in [-1, 1).
+    fn randoms(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn weight(ty: GgmlType, rows: usize, cols: usize) -> CpuWeight {
+        let bytes = infr_quant::quantize(ty, &randoms(rows * cols, 7)).unwrap();
+        CpuWeight {
+            ty,
+            cols,
+            rows,
+            row_bytes: ty.row_bytes(cols).unwrap(),
+            bytes: TensorData::from_vec(bytes),
+            f32: None,
+        }
+    }
+
+    /// The fast kernels agree with the reference kernel (dequantize + f32 dot) on every type
+    /// they cover, for single rows (decode) and row batches (prefill, with a ragged tail).
+    #[test]
+    fn fast_kernels_match_reference() {
+        let (m, k) = (37, 512);
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ] {
+            let w = weight(ty, m, k);
+            for n in [1, 3, 70] {
+                let x = randoms(n * k, 11 + n as u64);
+                let mut fast = vec![0f32; n * m];
+                let mut reference = vec![0f32; n * m];
+                linear(KernelTier::Fast, &prepare_acts(&x, k, ty, false), n, &w, None, &mut fast);
+                linear(KernelTier::Reference, &prepare_acts(&x, k, ty, true), n, &w, None, &mut reference);
+                // Q4_1 uses the activation block's f16 sum `s` (as llama.cpp does) where the
+                // reference sums the dequantized values exactly: allow that rounding.
+                let abs_tol = if ty == GgmlType::Q4_1 { 2e-2 } else { 1e-3 };
+                for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
+                    assert!((a - b).abs() <= abs_tol + 1e-3 * b.abs(), "{ty} n={n} [{i}]: fast {a} vs reference {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bias_is_added() {
+        let w = weight(GgmlType::Q8_0, 4, 32);
+        let x = randoms(32, 3);
+        let acts = prepare_acts(&x, 32, GgmlType::Q8_0, true);
+        let mut a = vec![0f32; 4];
+        let mut b = vec![0f32; 4];
+        linear(KernelTier::Reference, &acts, 1, &w, None, &mut a);
+        linear(KernelTier::Reference, &acts, 1, &w, Some(&[1.0, 2.0, 3.0, 4.0]), &mut b);
+        for i in 0..4 {
+            assert!((b[i] - a[i] - (i + 1) as f32).abs() < 1e-5);
+        }
+    }
+}

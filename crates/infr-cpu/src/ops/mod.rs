@@ -1,0 +1,6 @@
+//! CPU implementations of the graph ops.
+
+pub(crate) mod attention;
+pub(crate) mod elementwise;
+pub(crate) mod norm;
+pub(crate) mod rope;

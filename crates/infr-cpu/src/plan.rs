@@ -1,0 +1,201 @@
+//! A compiled CPU plan: the validated graph plus buffer lifetimes, interpreted node by node.
+
+use std::collections::HashMap;
+
+use infr_core::{BackendError, Graph, Op, StepInputs, WeightId};
+
+use crate::backend::CpuWeight;
+use crate::kv::KvCache;
+use crate::matmul::{self, act_type_for, KernelTier};
+use crate::ops::{attention, elementwise, norm, rope};
+
+/// A graph checked against the loaded weights.
+pub(crate) struct Plan {
+    graph: Graph,
+    last_use: Vec<usize>,
+}
+
+fn missing(id: WeightId) -> BackendError {
+    BackendError::InvalidInput(format!("weight {} is not loaded", id.0))
+}
+
+impl Plan {
+    pub(crate) fn compile(graph: &Graph, weights: &HashMap<WeightId, CpuWeight>) -> Result<Self, BackendError> {
+        let need_vec = |id: WeightId, len: usize| -> Result<(), BackendError> {
+            let w = weights.get(&id).ok_or_else(|| missing(id))?;
+            match &w.f32 {
+                Some(v) if v.len() == len => Ok(()),
+                _ => Err(BackendError::InvalidInput(format!("weight {} is not a vector of {len}", id.0))),
+            }
+        };
+        for node in &graph.nodes {
+            match &node.op {
+                Op::Embed { table } => {
+                    let w = weights.get(table).ok_or_else(|| missing(*table))?;
+                    if w.cols != node.cols {
+                        return Err(BackendError::InvalidInput("embedding width mismatch".into()));
+                    }
+                }
+                Op::Linear { x, weight, bias } => {
+                    let w = weights.get(weight).ok_or_else(|| missing(*weight))?;
+                    let k = graph.node(*x).cols;
+                    if w.cols != k || w.rows != node.cols {
+                        return Err(BackendError::InvalidInput(format!("linear weight {} has wrong shape", weight.0)));
+                    }
+                    if act_type_for(w.ty).row_bytes(k).is_none() {
+                        return Err(BackendError::Unsupported {
+                            backend: "cpu".into(),
+                            what: format!("{} matmul with {k} columns", w.ty),
+                        });
+                    }
+                    if let Some(b) = bias {
+                        need_vec(*b, node.cols)?;
+                    }
+                }
+                Op::RmsNorm { weight: Some(w), group, .. } => need_vec(*w, *group as usize)?,
+                Op::Rope { params, .. } => {
+                    if let Some(f) = params.freq_factors {
+                        need_vec(f, params.n_rot as usize / 2)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Self { graph: graph.clone(), last_use: graph.last_uses() })
+    }
+
+    pub(crate) fn execute(
+        &self,
+        weights: &HashMap<WeightId, CpuWeight>,
+        kv: &mut KvCache,
+        tier: KernelTier,
+        inp: &StepInputs<'_>,
+    ) -> Result<Vec<f32>, BackendError> {
+        let g = &self.graph;
+        inp.validate(g.n_tokens, g.n_outputs, kv.page_size, kv.n_pages)?;
+        let page_size = kv.page_size as usize;
+        let mut bufs: Vec<Option<Vec<f32>>> = vec![None; g.nodes.len()];
+        let w = |id: &WeightId| &weights[id];
+        let vec_of = |id: &WeightId| weights[id].f32.as_deref().expect("vector weight checked at compile");
+        type ActKey = (infr_core::TensorId, infr_quant::GgmlType, bool);
+        let mut act_cache: Vec<(ActKey, std::sync::Arc<matmul::PreparedActs>)> = Vec::new();
+        for (i, node) in g.nodes.iter().enumerate() {
+            // Take an input's buffer if this node is its last reader, else copy it.
+            let take = |t: infr_core::TensorId, bufs: &mut Vec<Option<Vec<f32>>>| -> Vec<f32> {
+                let ti = t.0 as usize;
+                if self.last_use[ti] == i {
+                    bufs[ti].take().expect("buffer alive")
+                } else {
+                    bufs[ti].clone().expect("buffer alive")
+                }
+            };
+            let out = match &node.op {
+                Op::Embed { table } => {
+                    let tw = w(table);
+                    let mut out = vec![0f32; inp.tokens.len() * tw.cols];
+                    for (r, &tok) in inp.tokens.iter().enumerate() {
+                        let tok = tok as usize;
+                        if tok >= tw.rows {
+                            return Err(BackendError::InvalidInput(format!(
+                                "token id {tok} >= vocabulary size {}",
+                                tw.rows
+                            )));
+                        }
+                        let bytes = &tw.bytes[tok * tw.row_bytes..(tok + 1) * tw.row_bytes];
+                        infr_quant::dequantize(tw.ty, bytes, &mut out[r * tw.cols..(r + 1) * tw.cols])
+                            .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+                    }
+                    out
+                }
+                Op::Linear { x, weight, bias } => {
+                    let wt = w(weight);
+                    let act_ty = act_type_for(wt.ty);
+                    // q/k/v (and gate/up) read the same input: quantize it once per type.
+                    let want_f32 = !matmul::uses_fast(tier, wt.ty);
+                    let key = (*x, act_ty, want_f32);
+                    let acts = match act_cache.iter().find(|(k, _)| *k == key) {
+                        Some((_, a)) => a.clone(),
+                        None => {
+                            let xin = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                            let a = std::sync::Arc::new(matmul::prepare_acts(xin, wt.cols, wt.ty, want_f32));
+                            act_cache.push((key, a.clone()));
+                            a
+                        }
+                    };
+                    let mut out = vec![0f32; node.rows * node.cols];
+                    matmul::linear(tier, &acts, node.rows, wt, bias.as_ref().map(vec_of), &mut out);
+                    out
+                }
+                Op::RmsNorm { x, weight, eps, group } => {
+                    let mut v = take(*x, &mut bufs);
+                    norm::rms_norm(&mut v, *group as usize, *eps, weight.as_ref().map(vec_of));
+                    v
+                }
+                Op::Rope { x, params } => {
+                    let mut v = take(*x, &mut bufs);
+                    rope::rope(&mut v, node.cols, inp.positions, params, params.freq_factors.as_ref().map(vec_of));
+                    v
+                }
+                Op::Attention { q, k, v, params } => {
+                    let layer = kv
+                        .layers
+                        .get_mut(params.kv_layer as usize)
+                        .ok_or_else(|| BackendError::InvalidInput(format!("no KV layer {}", params.kv_layer)))?;
+                    if params.write_kv {
+                        let kb = bufs[k.0 as usize].as_deref().expect("buffer alive");
+                        let vb = bufs[v.0 as usize].as_deref().expect("buffer alive");
+                        attention::write_kv(layer, kb, vb, inp, page_size);
+                    }
+                    let qb = bufs[q.0 as usize].as_deref().expect("buffer alive");
+                    attention::attention(layer, qb, inp, params, page_size)
+                }
+                Op::Add { a, b } => {
+                    let mut v = take(*a, &mut bufs);
+                    let bb = bufs[b.0 as usize].as_deref().expect("buffer alive");
+                    v.iter_mut().zip(bb).for_each(|(x, y)| *x += y);
+                    v
+                }
+                Op::Mul { a, b } => {
+                    let mut v = take(*a, &mut bufs);
+                    let bb = bufs[b.0 as usize].as_deref().expect("buffer alive");
+                    v.iter_mut().zip(bb).for_each(|(x, y)| *x *= y);
+                    v
+                }
+                Op::Scale { x, s } => {
+                    let mut v = take(*x, &mut bufs);
+                    v.iter_mut().for_each(|x| *x *= s);
+                    v
+                }
+                Op::Glu { gate, up, act } => {
+                    let mut v = take(*gate, &mut bufs);
+                    let ub = bufs[up.0 as usize].as_deref().expect("buffer alive");
+                    elementwise::glu(&mut v, ub, *act);
+                    v
+                }
+                Op::Softcap { x, cap } => {
+                    let mut v = take(*x, &mut bufs);
+                    elementwise::softcap(&mut v, *cap);
+                    v
+                }
+                Op::OutputRows { x } => {
+                    let src = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                    let c = node.cols;
+                    let mut out = Vec::with_capacity(inp.output_rows.len() * c);
+                    for &r in inp.output_rows {
+                        out.extend_from_slice(&src[r as usize * c..(r as usize + 1) * c]);
+                    }
+                    out
+                }
+            };
+            bufs[i] = Some(out);
+            act_cache.retain(|((t, _, _), _)| self.last_use[t.0 as usize] > i);
+            for t in node.op.inputs() {
+                let ti = t.0 as usize;
+                if self.last_use[ti] == i {
+                    bufs[ti] = None;
+                }
+            }
+        }
+        Ok(bufs.pop().flatten().expect("output buffer"))
+    }
+}
