@@ -1,1 +1,23 @@
-//! infr-vulkan
+//! The Vulkan compute backend: `ash` for the driver, WGSL kernels compiled to SPIR-V by `naga`.
+//!
+//! Layers, bottom up: [`device`] (instance, capabilities, logical device), [`memory`]
+//! (buffers, uploads), [`pipeline`] (WGSL → SPIR-V → pipelines, disk cache), [`repack`]
+//! (ggml blocks → GPU planes), [`kernels`] (kernel specs and push constants), `plan` (a graph
+//! recorded into one command buffer), [`profile`] (timestamp queries) and [`VulkanBackend`].
+
+mod backend;
+pub mod device;
+mod error;
+pub mod kernels;
+mod lower;
+pub mod memory;
+pub mod pipeline;
+mod plan;
+pub mod profile;
+pub mod repack;
+mod tables;
+mod weights;
+
+pub use backend::{VulkanBackend, VulkanOptions};
+pub use device::{list_device_caps, list_devices, CoopMatShape, DeviceCaps};
+pub use error::VkError;

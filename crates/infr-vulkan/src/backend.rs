@@ -1,0 +1,170 @@
+//! `VulkanBackend`: the [`Backend`] trait on one Vulkan device.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use infr_core::{Backend, BackendError, DeviceInfo, Graph, KvSpec, PlanId, StepInputs, WeightData, WeightId};
+
+use crate::device::{validation_requested, Context, DeviceCaps};
+use crate::error::VkError;
+use crate::memory::{Buffer, MemKind, OneShot};
+use crate::pipeline::Pipelines;
+use crate::plan::{Plan, Resources};
+use crate::profile::Profile;
+use crate::weights::{upload_weight, GpuWeight, KvCache};
+
+/// Options for opening a Vulkan backend.
+#[derive(Debug, Clone, Default)]
+pub struct VulkanOptions {
+    /// Device index (`Vulkan<N>`).
+    pub device: usize,
+    /// Enable the Khronos validation layer (also on with `INFR_VK_VALIDATION=1`).
+    pub validation: bool,
+}
+
+/// The Vulkan backend.
+pub struct VulkanBackend {
+    // Field order matters for drop: plans and buffers go before the pipelines and the context.
+    plans: Vec<Plan>,
+    weights: HashMap<WeightId, GpuWeight>,
+    kv: Option<KvCache>,
+    tables: Buffer,
+    dummy: Buffer,
+    one: OneShot,
+    pipelines: Pipelines,
+    profile: Option<Profile>,
+    generation: u64,
+    info: DeviceInfo,
+    ctx: Arc<Context>,
+}
+
+impl VulkanBackend {
+    /// Open a device.
+    pub fn new(opts: &VulkanOptions) -> Result<Self, BackendError> {
+        let id = format!("Vulkan{}", opts.device);
+        let e = |err: VkError| err.into_backend(&id);
+        let ctx = Arc::new(Context::new(opts.device, opts.validation || validation_requested()).map_err(e)?);
+        let mut one = OneShot::new(&ctx).map_err(e)?;
+        let words = crate::tables::words();
+        let mut tables =
+            Buffer::new(&ctx, (words.len() * 4) as u64, MemKind::DeviceLocal, "i-quant tables").map_err(e)?;
+        one.upload(&mut tables, 0, bytemuck::cast_slice(&words)).map_err(e)?;
+        let mut dummy = Buffer::new(&ctx, 256, MemKind::DeviceLocal, "placeholder").map_err(e)?;
+        one.upload(&mut dummy, 0, &[0u8; 256]).map_err(e)?;
+        let pipelines = Pipelines::new(&ctx).map_err(e)?;
+        let info = ctx.caps.device_info();
+        Ok(Self {
+            plans: Vec::new(),
+            weights: HashMap::new(),
+            kv: None,
+            tables,
+            dummy,
+            one,
+            pipelines,
+            profile: crate::profile::enabled().then(Profile::default),
+            generation: 0,
+            info,
+            ctx,
+        })
+    }
+
+    /// Capabilities of the device.
+    pub fn caps(&self) -> &DeviceCaps {
+        &self.ctx.caps
+    }
+
+    /// Whether the validation layer is active.
+    pub fn validation_enabled(&self) -> bool {
+        self.ctx.instance.validation
+    }
+
+    /// Validation-layer warnings and errors reported since the last call.
+    pub fn take_validation_messages(&self) -> Vec<String> {
+        self.ctx.take_messages()
+    }
+
+    /// The per-op profile collected so far (`INFR_PROF_OPS=1`).
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_ref()
+    }
+
+    fn err(&self, e: VkError) -> BackendError {
+        e.into_backend(&self.info.id)
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {
+        // Replacing a weight frees buffers that recorded plans may bind: wait, then re-record lazily.
+        if self.weights.contains_key(&id) {
+            self.ctx.wait_idle();
+        }
+        let w = upload_weight(&self.ctx, &mut self.one, weight).map_err(|e| self.err(e))?;
+        self.weights.insert(id, w);
+        self.generation += 1;
+        Ok(())
+    }
+
+    fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError> {
+        self.ctx.wait_idle();
+        self.kv = None;
+        self.kv = Some(KvCache::new(&self.ctx, &mut self.one, spec).map_err(|e| self.err(e))?);
+        self.generation += 1;
+        Ok(())
+    }
+
+    fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
+        let e = |err: VkError| err.into_backend(&self.info.id);
+        let dispatches =
+            crate::lower::lower(graph, &self.weights, self.kv.as_ref().map(|k| &k.spec), &mut self.pipelines)
+                .map_err(e)?;
+        let res = Resources {
+            weights: &self.weights,
+            kv: self.kv.as_ref(),
+            tables: &self.tables,
+            dummy: &self.dummy,
+            generation: self.generation,
+        };
+        let plan = Plan::new(&self.ctx, graph, dispatches, &res, self.profile.is_some()).map_err(e)?;
+        self.pipelines.save();
+        self.plans.push(plan);
+        Ok(PlanId(self.plans.len() as u32 - 1))
+    }
+
+    fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError> {
+        let res = Resources {
+            weights: &self.weights,
+            kv: self.kv.as_ref(),
+            tables: &self.tables,
+            dummy: &self.dummy,
+            generation: self.generation,
+        };
+        let p = self.plans.get_mut(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
+        p.execute(inputs, &res, self.profile.as_mut())
+    }
+
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
+        if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= kv.spec.n_pages || d >= kv.spec.n_pages) {
+            return Err(BackendError::InvalidInput(format!("page copy {s} -> {d} out of range")));
+        }
+        kv.copy_pages(&mut self.one, pairs).map_err(|e| e.into_backend(&self.info.id))
+    }
+}
+
+impl Drop for VulkanBackend {
+    fn drop(&mut self) {
+        self.ctx.wait_idle();
+        if let Some(p) = &self.profile {
+            if p.submits > 0 {
+                for line in p.report() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+}

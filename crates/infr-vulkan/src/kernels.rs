@@ -1,0 +1,295 @@
+//! Kernel specs (which WGSL, which template values) and their push-constant blocks.
+//! Every struct here mirrors the `Params` struct of its shader field for field.
+
+use bytemuck::{Pod, Zeroable};
+use infr_core::{Activation, KvDType};
+
+use crate::pipeline::KernelSpec;
+use crate::repack::GpuLayout;
+
+/// Threads per workgroup of the generic matmul.
+pub const MATMUL_WG: u32 = 64;
+/// Weight rows per workgroup of the generic matmul.
+pub const MATMUL_R: u32 = 2;
+/// Threads per workgroup of the attention kernel (also its key tile).
+pub const ATTN_WG: u32 = 64;
+
+/// Storage bindings of the generic matmul: W, X, Y, bias, tables.
+pub const MATMUL_BINDINGS: u32 = 5;
+
+/// Push constants of `matmul_generic.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MatmulParams {
+    pub k: u32,
+    pub m: u32,
+    pub n: u32,
+    pub out_stride: u32,
+    pub out_col0: u32,
+    pub soff: u32,
+    pub has_bias: u32,
+    pub tiles_m: u32,
+}
+
+/// Push constants of `embed.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct EmbedParams {
+    pub cols: u32,
+    pub row0: u32,
+    pub rows: u32,
+    pub soff: u32,
+    pub n_tokens: u32,
+    pub tok_off: u32,
+}
+
+/// Push constants of `norm.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct NormParams {
+    pub group: u32,
+    pub n_groups: u32,
+    pub eps: f32,
+    pub has_weight: u32,
+}
+
+/// Push constants of `rope.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct RopeParamsGpu {
+    pub cols: u32,
+    pub head_dim: u32,
+    pub n_rot: u32,
+    pub neox: u32,
+    pub theta_scale: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub mscale0: f32,
+    pub corr0: f32,
+    pub corr1: f32,
+    pub yarn_mul: f32,
+    pub has_ff: u32,
+    pub n_rows: u32,
+    pub pos_off: u32,
+}
+
+/// Push constants of `kv_write.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct KvWriteParams {
+    pub kw: u32,
+    pub vw: u32,
+    pub n_tokens: u32,
+    pub page_size: u32,
+    pub pos_off: u32,
+    pub pt_off: u32,
+}
+
+/// Push constants of `attention.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct AttnParamsGpu {
+    pub n_head: u32,
+    pub group: u32,
+    pub dk: u32,
+    pub dv: u32,
+    pub scale: f32,
+    pub softcap: f32,
+    pub window: u32,
+    pub page_size: u32,
+    pub kw: u32,
+    pub vw: u32,
+    pub n_tokens: u32,
+    pub pos_off: u32,
+    pub pt_off: u32,
+    pub round_q: u32,
+}
+
+/// Push constants of `elementwise.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct EltParams {
+    pub n: u32,
+    pub s: f32,
+    pub inv_s: f32,
+}
+
+/// Push constants of `gather_rows.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct GatherParams {
+    pub cols: u32,
+    pub n_out: u32,
+    pub rows_off: u32,
+}
+
+fn push_size<T>() -> u32 {
+    std::mem::size_of::<T>() as u32
+}
+
+fn dequant_parts(l: &GpuLayout, kernel: &'static str) -> Vec<&'static str> {
+    let mut parts = vec!["common", "dequant"];
+    if l.deq.starts_with("iq") {
+        parts.push("dequant_iq");
+    }
+    parts.push(kernel);
+    parts
+}
+
+fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
+    let mut s = spec
+        .define("QW", l.qw)
+        .define("SB", l.sb)
+        .define("BLOCK", l.block_elems)
+        .define("DEQ", format!("deq4_{}", l.deq));
+    for (k, v) in crate::tables::defines() {
+        s = s.define(k, v);
+    }
+    s
+}
+
+/// The generic matmul for a weight layout, computing `c` activation rows per workgroup.
+pub fn matmul_generic(l: &GpuLayout, c: u32) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_generic.{}", l.ty),
+        parts: dequant_parts(l, "matmul_generic"),
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<MatmulParams>(),
+    }
+    .define("WG", MATMUL_WG)
+    .define("R", MATMUL_R)
+    .define("C", c)
+    .define("RC", MATMUL_R * c)
+    .define("RED", MATMUL_WG * MATMUL_R * c);
+    with_layout(spec, l)
+}
+
+/// Activation rows per workgroup of the generic matmul for `n` rows.
+pub fn matmul_cols(n: usize) -> u32 {
+    (n as u32).clamp(1, 4)
+}
+
+/// Embedding gather for a table layout.
+pub fn embed(l: &GpuLayout) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("embed.{}", l.ty),
+        parts: dequant_parts(l, "embed"),
+        defines: Vec::new(),
+        bindings: 4,
+        push_bytes: push_size::<EmbedParams>(),
+    };
+    with_layout(spec, l)
+}
+
+/// RMS norm.
+pub fn rms_norm() -> KernelSpec {
+    KernelSpec::new("rms_norm", &["common", "norm"], 3, push_size::<NormParams>())
+}
+
+/// RoPE.
+pub fn rope() -> KernelSpec {
+    KernelSpec::new("rope", &["common", "rope"], 4, push_size::<RopeParamsGpu>())
+}
+
+fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
+    match dtype {
+        KvDType::F16 => spec
+            .define("KV_TY", "u32")
+            .define("K2", "return unpack2x16float(KC[i >> 1u]);")
+            .define("V1", "return unpack2x16float(VC[i >> 1u])[i & 1u];")
+            .define("STORE_K", "KC[(slot * pc.kw + e) >> 1u] = pack2x16float(vec2<f32>(a, b));")
+            .define("STORE_V", "VC[(slot * pc.vw + e) >> 1u] = pack2x16float(vec2<f32>(a, b));"),
+        _ => spec
+            .define("KV_TY", "f32")
+            .define("K2", "return vec2<f32>(KC[i], KC[i + 1u]);")
+            .define("V1", "return VC[i];")
+            .define("STORE_K", "KC[slot * pc.kw + e] = a; KC[slot * pc.kw + e + 1u] = b;")
+            .define("STORE_V", "VC[slot * pc.vw + e] = a; VC[slot * pc.vw + e + 1u] = b;"),
+    }
+}
+
+/// KV append for a cache element type.
+pub fn kv_write(dtype: KvDType) -> KernelSpec {
+    let name = format!("kv_write.{dtype:?}").to_lowercase();
+    kv_defines(KernelSpec::new(name, &["common", "kv_write"], 5, push_size::<KvWriteParams>()), dtype)
+}
+
+/// Attention for head dims `dk`/`dv` and a cache element type.
+pub fn attention(dtype: KvDType, dk: u32, dv: u32) -> KernelSpec {
+    let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
+    let spec = KernelSpec::new(name, &["common", "attention"], 5, push_size::<AttnParamsGpu>())
+        .define("WG", ATTN_WG)
+        .define("DPT", dv.div_ceil(ATTN_WG).max(1))
+        .define("DK", dk.max(2));
+    kv_defines(spec, dtype)
+}
+
+/// Elementwise op kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elt {
+    Add,
+    Mul,
+    Scale,
+    Softcap,
+    Glu(Activation),
+}
+
+/// An elementwise kernel.
+pub fn elementwise(op: Elt) -> KernelSpec {
+    let (name, body) = match op {
+        Elt::Add => ("add", "return a + b;"),
+        Elt::Mul => ("mul", "return a * b;"),
+        Elt::Scale => ("scale", "return a * pc.s;"),
+        Elt::Softcap => ("softcap", "return tanh_safe(a * pc.inv_s) * pc.s;"),
+        Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
+        Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
+    };
+    KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body)
+}
+
+/// Output-row gather.
+pub fn gather_rows() -> KernelSpec {
+    KernelSpec::new("output_rows", &["common", "gather_rows"], 3, push_size::<GatherParams>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::compile_wgsl;
+    use crate::repack::gpu_layout;
+    use infr_quant::GgmlType;
+
+    fn check(spec: &KernelSpec) {
+        let src = spec.wgsl().unwrap();
+        for int_dot in [false, true] {
+            if let Err(e) = compile_wgsl(&spec.name, &src, int_dot) {
+                panic!("{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_shader_compiles() {
+        for ty in GgmlType::ALL {
+            if let Some(l) = gpu_layout(ty) {
+                check(&matmul_generic(&l, 1));
+                check(&matmul_generic(&l, 4));
+                check(&embed(&l));
+            }
+        }
+        check(&rms_norm());
+        check(&rope());
+        for dt in [KvDType::F16, KvDType::F32] {
+            check(&kv_write(dt));
+            check(&attention(dt, 64, 64));
+            check(&attention(dt, 256, 512));
+        }
+        for op in
+            [Elt::Add, Elt::Mul, Elt::Scale, Elt::Softcap, Elt::Glu(Activation::Silu), Elt::Glu(Activation::GeluTanh)]
+        {
+            check(&elementwise(op));
+        }
+        check(&gather_rows());
+    }
+}

@@ -1,0 +1,328 @@
+//! Lowering a graph to dispatches: for each node, which kernel runs with which buffers,
+//! push constants and grid. Pure bookkeeping; recording happens in `plan`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use infr_core::{Graph, KvSpec, Op, RopeMode, RopeScaling, WeightId};
+
+use crate::error::{VkError, VkResult};
+use crate::kernels::{self, Elt};
+use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
+use crate::profile::OpLabel;
+use crate::weights::GpuWeight;
+
+/// A buffer a dispatch binds, resolved to a `vk::Buffer` range when recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Res {
+    /// The output region of a node.
+    Act(u32),
+    /// Row chunk `1` of weight `0`.
+    WeightChunk(WeightId, usize),
+    /// The f32 copy of a 1-D weight.
+    WeightVec(WeightId),
+    /// K cache of a layer.
+    KvK(u32),
+    /// V cache of a layer.
+    KvV(u32),
+    /// The step-input buffer.
+    Step,
+    /// The i-quant tables.
+    Tables,
+    /// A placeholder for an unused optional binding.
+    Dummy,
+}
+
+/// One compute dispatch.
+pub(crate) struct Dispatch {
+    pub pipeline: Arc<Pipeline>,
+    pub res: Vec<Res>,
+    pub push: Vec<u8>,
+    /// Total workgroups (laid out as a 2-D grid when recording).
+    pub groups: u32,
+    pub label: OpLabel,
+}
+
+/// Offsets (in u32 words) of the step-input arrays inside the step buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepLayout {
+    pub tokens: u32,
+    pub positions: u32,
+    pub token_seq: u32,
+    pub output_rows: u32,
+    pub tok_pages: u32,
+    pub pages: u32,
+}
+
+impl StepLayout {
+    pub fn new(n_tokens: usize, n_outputs: usize) -> Self {
+        let n = n_tokens as u32;
+        let o = n_outputs as u32;
+        Self { tokens: 0, positions: n, token_seq: 2 * n, output_rows: 3 * n, tok_pages: 3 * n + o, pages: 4 * n + o }
+    }
+}
+
+fn bytes<T: bytemuck::Pod>(p: &T) -> Vec<u8> {
+    bytemuck::bytes_of(p).to_vec()
+}
+
+fn threads_groups(threads: usize) -> VkResult<u32> {
+    u32::try_from(threads.div_ceil(64)).map_err(|_| VkError::Unsupported(format!("{threads} threads in one dispatch")))
+}
+
+fn u32_of(v: usize, what: &str) -> VkResult<u32> {
+    u32::try_from(v).map_err(|_| VkError::Unsupported(format!("{what} = {v} exceeds u32")))
+}
+
+/// `ggml_rope_yarn_corr_dim`.
+fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
+    n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+}
+
+/// Lower every node of `graph` to dispatches.
+pub(crate) fn lower(
+    graph: &Graph,
+    weights: &HashMap<WeightId, GpuWeight>,
+    kv: Option<&KvSpec>,
+    pipes: &mut Pipelines,
+) -> VkResult<Vec<Dispatch>> {
+    let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
+    let mut out = Vec::new();
+    let n_tok = graph.n_tokens;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let me = Res::Act(i as u32);
+        let node_label = node.label.clone().unwrap_or_else(|| node.op.name().to_owned());
+        let mut push =
+            |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| -> VkResult<()> {
+                let pipeline = pipes.get(spec)?;
+                let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape };
+                out.push(Dispatch { pipeline, res, push, groups, label });
+                Ok(())
+            };
+        let w = |id: &WeightId| {
+            weights.get(id).ok_or_else(|| {
+                VkError::Unsupported(format!("node {i} ({}): weight {} not loaded", node.op.name(), id.0))
+            })
+        };
+        let vec_of = |id: &WeightId, len: usize| -> VkResult<Res> {
+            let gw = w(id)?;
+            if gw.vec_len() != Some(len) {
+                return Err(VkError::Unsupported(format!("node {i}: weight {} is not a vector of {len}", id.0)));
+            }
+            Ok(Res::WeightVec(*id))
+        };
+        let cells = node.rows * node.cols;
+        match &node.op {
+            Op::Embed { table } => {
+                let tw = w(table)?;
+                let spec = kernels::embed(&tw.layout);
+                for (c, ch) in tw.chunks.iter().enumerate() {
+                    let p = kernels::EmbedParams {
+                        cols: u32_of(tw.cols, "embedding width")?,
+                        row0: ch.row0,
+                        rows: ch.rows,
+                        soff: ch.soff_words,
+                        n_tokens: n_tok as u32,
+                        tok_off: st.tokens,
+                    };
+                    let res = vec![Res::WeightChunk(*table, c), Res::Step, me, Res::Tables];
+                    push(&spec, res, bytes(&p), threads_groups(n_tok * tw.cols / 4)?, None)?;
+                }
+            }
+            Op::Linear { x, weight, bias } => {
+                let lw = w(weight)?;
+                let n = node.rows;
+                let c = kernels::matmul_cols(n);
+                let spec = kernels::matmul_generic(&lw.layout, c);
+                let bias_res = match bias {
+                    Some(b) => vec_of(b, lw.rows)?,
+                    None => Res::Dummy,
+                };
+                let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+                for (ci, ch) in lw.chunks.iter().enumerate() {
+                    let tiles_m = ch.rows.div_ceil(kernels::MATMUL_R);
+                    let tiles_n = (n as u32).div_ceil(c);
+                    let groups = tiles_m
+                        .checked_mul(tiles_n)
+                        .ok_or_else(|| VkError::Unsupported(format!("matmul grid {tiles_m}x{tiles_n}")))?;
+                    let p = kernels::MatmulParams {
+                        k: lw.cols as u32,
+                        m: ch.rows,
+                        n: n as u32,
+                        out_stride: lw.rows as u32,
+                        out_col0: ch.row0,
+                        soff: ch.soff_words,
+                        has_bias: bias.is_some() as u32,
+                        tiles_m,
+                    };
+                    let res = vec![Res::WeightChunk(*weight, ci), Res::Act(x.0), me, bias_res, Res::Tables];
+                    push(&spec, res, bytes(&p), groups, Some(shape.clone()))?;
+                }
+            }
+            Op::RmsNorm { x, weight, eps, group } => {
+                let wres = match weight {
+                    Some(wid) => vec_of(wid, *group as usize)?,
+                    None => Res::Dummy,
+                };
+                let n_groups = u32_of(cells / *group as usize, "norm groups")?;
+                let p = kernels::NormParams { group: *group, n_groups, eps: *eps, has_weight: weight.is_some() as u32 };
+                push(&kernels::rms_norm(), vec![Res::Act(x.0), me, wres], bytes(&p), n_groups, None)?;
+            }
+            Op::Rope { x, params: rp } => {
+                if rp.head_dim % 2 != 0 || rp.n_rot % 2 != 0 || rp.n_rot == 0 {
+                    return Err(VkError::Unsupported(format!(
+                        "rope with head_dim {} / n_rot {}",
+                        rp.head_dim, rp.n_rot
+                    )));
+                }
+                let ff = match &rp.freq_factors {
+                    Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
+                    None => Res::Dummy,
+                };
+                let nd = rp.n_rot as f32;
+                let (ext, mscale0, corr, yarn_mul) = match rp.scaling {
+                    RopeScaling::None => (0.0, 1.0, [0.0, 0.0], 1.0),
+                    RopeScaling::Yarn { ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig } => {
+                        let start = corr_dim(nd, n_ctx_orig as f32, beta_fast, rp.freq_base).floor();
+                        let end = corr_dim(nd, n_ctx_orig as f32, beta_slow, rp.freq_base).ceil();
+                        (
+                            ext_factor,
+                            attn_factor,
+                            [start.max(0.0), end.min(nd - 1.0)],
+                            1.0 + 0.1 * (1.0 / rp.freq_scale).ln(),
+                        )
+                    }
+                };
+                let p = kernels::RopeParamsGpu {
+                    cols: node.cols as u32,
+                    head_dim: rp.head_dim,
+                    n_rot: rp.n_rot,
+                    neox: (rp.mode == RopeMode::Neox) as u32,
+                    theta_scale: rp.freq_base.powf(-2.0 / nd),
+                    freq_scale: rp.freq_scale,
+                    ext_factor: ext,
+                    mscale0,
+                    corr0: corr[0],
+                    corr1: corr[1],
+                    yarn_mul,
+                    has_ff: rp.freq_factors.is_some() as u32,
+                    n_rows: node.rows as u32,
+                    pos_off: st.positions,
+                };
+                let res = vec![Res::Act(x.0), me, Res::Step, ff];
+                push(&kernels::rope(), res, bytes(&p), threads_groups(cells / 2)?, None)?;
+            }
+            Op::Attention { q, k, v, params: ap } => {
+                let kv = kv.ok_or_else(|| VkError::Unsupported("attention before init_kv".into()))?;
+                let layer = kv.layers.get(ap.kv_layer as usize).ok_or_else(|| {
+                    VkError::Unsupported(format!("attention reads KV layer {} of {}", ap.kv_layer, kv.layers.len()))
+                })?;
+                if (layer.n_kv_head, layer.head_dim_k, layer.head_dim_v) != (ap.n_kv_head, ap.head_dim_k, ap.head_dim_v)
+                {
+                    return Err(VkError::Unsupported(format!("attention shape differs from KV layer {}", ap.kv_layer)));
+                }
+                if ap.head_dim_k % 2 != 0 || ap.head_dim_v % 2 != 0 {
+                    return Err(VkError::Unsupported("odd attention head dims".into()));
+                }
+                let kw = ap.n_kv_head * ap.head_dim_k;
+                let vw = ap.n_kv_head * ap.head_dim_v;
+                if ap.write_kv {
+                    let p = kernels::KvWriteParams {
+                        kw,
+                        vw,
+                        n_tokens: n_tok as u32,
+                        page_size: kv.page_size,
+                        pos_off: st.positions,
+                        pt_off: st.tok_pages,
+                    };
+                    let res =
+                        vec![Res::Act(k.0), Res::Act(v.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step];
+                    let groups = threads_groups(n_tok * (kw + vw) as usize / 2)?;
+                    push(&kernels::kv_write(kv.dtype), res, bytes(&p), groups, None)?;
+                }
+                let p = kernels::AttnParamsGpu {
+                    n_head: ap.n_head,
+                    group: ap.n_head / ap.n_kv_head,
+                    dk: ap.head_dim_k,
+                    dv: ap.head_dim_v,
+                    scale: ap.scale,
+                    softcap: ap.softcap.unwrap_or(0.0),
+                    window: ap.window.unwrap_or(0),
+                    page_size: kv.page_size,
+                    kw,
+                    vw,
+                    n_tokens: n_tok as u32,
+                    pos_off: st.positions,
+                    pt_off: st.tok_pages,
+                    round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
+                };
+                let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v);
+                let res = vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me];
+                push(&spec, res, bytes(&p), u32_of(n_tok * ap.n_head as usize, "attention groups")?, None)?;
+            }
+            Op::Add { a, b } | Op::Mul { a, b } => {
+                let op = if matches!(node.op, Op::Add { .. }) { Elt::Add } else { Elt::Mul };
+                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
+                push(
+                    &kernels::elementwise(op),
+                    vec![Res::Act(a.0), Res::Act(b.0), me],
+                    bytes(&p),
+                    threads_groups(cells)?,
+                    None,
+                )?;
+            }
+            Op::Scale { x, s } => {
+                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *s, inv_s: 0.0 };
+                let res = vec![Res::Act(x.0), Res::Act(x.0), me];
+                push(&kernels::elementwise(Elt::Scale), res, bytes(&p), threads_groups(cells)?, None)?;
+            }
+            Op::Softcap { x, cap } => {
+                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *cap, inv_s: 1.0 / *cap };
+                let res = vec![Res::Act(x.0), Res::Act(x.0), me];
+                push(&kernels::elementwise(Elt::Softcap), res, bytes(&p), threads_groups(cells)?, None)?;
+            }
+            Op::Glu { gate, up, act } => {
+                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
+                let res = vec![Res::Act(gate.0), Res::Act(up.0), me];
+                push(&kernels::elementwise(Elt::Glu(*act)), res, bytes(&p), threads_groups(cells)?, None)?;
+            }
+            Op::OutputRows { x } => {
+                let p =
+                    kernels::GatherParams { cols: node.cols as u32, n_out: node.rows as u32, rows_off: st.output_rows };
+                push(
+                    &kernels::gather_rows(),
+                    vec![Res::Act(x.0), Res::Step, me],
+                    bytes(&p),
+                    threads_groups(cells)?,
+                    None,
+                )?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Byte offsets of every node's output in one activation buffer, reusing the space of
+/// tensors after their last reader (first fit). Returns (offsets, total bytes).
+pub(crate) fn allocate_activations(graph: &Graph, align: u64) -> (Vec<u64>, u64) {
+    let last = graph.last_uses();
+    let mut live: Vec<(u64, u64, usize)> = Vec::new(); // (offset, size, node)
+    let mut offsets = vec![0u64; graph.nodes.len()];
+    let mut high = 0u64;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        live.retain(|&(_, _, n)| last[n] >= i);
+        let size = ((node.rows * node.cols * 4) as u64).max(16).next_multiple_of(align);
+        live.sort_by_key(|&(o, _, _)| o);
+        let mut at = 0u64;
+        for &(o, s, _) in &live {
+            if o >= at + size {
+                break;
+            }
+            at = at.max((o + s).next_multiple_of(align));
+        }
+        offsets[i] = at;
+        high = high.max(at + size);
+        live.push((at, size, i));
+    }
+    (offsets, high)
+}

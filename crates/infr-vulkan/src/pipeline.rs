@@ -1,0 +1,310 @@
+//! Shaders and compute pipelines: WGSL sources (with `{{NAME}}` templating), compiled to
+//! SPIR-V by naga at first use, turned into pipelines through an on-disk `VkPipelineCache`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::device::Context;
+use crate::error::{CallExt, VkError, VkResult};
+
+/// WGSL sources of every kernel family, by name.
+pub(crate) const SOURCES: &[(&str, &str)] = &[
+    ("common", include_str!("shaders/common.wgsl")),
+    ("dequant", include_str!("shaders/dequant.wgsl")),
+    ("dequant_iq", include_str!("shaders/dequant_iq.wgsl")),
+    ("matmul_generic", include_str!("shaders/matmul_generic.wgsl")),
+    ("embed", include_str!("shaders/embed.wgsl")),
+    ("norm", include_str!("shaders/norm.wgsl")),
+    ("rope", include_str!("shaders/rope.wgsl")),
+    ("attention", include_str!("shaders/attention.wgsl")),
+    ("kv_write", include_str!("shaders/kv_write.wgsl")),
+    ("elementwise", include_str!("shaders/elementwise.wgsl")),
+    ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
+];
+
+fn source(name: &str) -> VkResult<&'static str> {
+    SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| VkError::Shader { name: name.into(), message: "no such shader".into() })
+}
+
+/// What to build: the source parts (concatenated in order) and template values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// Name for profiles and errors (`matmul_generic.q4_K`).
+    pub name: String,
+    /// Source parts from [`SOURCES`], concatenated.
+    pub parts: Vec<&'static str>,
+    /// `{{KEY}}` → value substitutions.
+    pub defines: Vec<(&'static str, String)>,
+    /// Storage-buffer bindings `0..n` in set 0.
+    pub bindings: u32,
+    /// Bytes of push constants.
+    pub push_bytes: u32,
+}
+
+impl KernelSpec {
+    /// A spec with no defines.
+    pub fn new(name: impl Into<String>, parts: &[&'static str], bindings: u32, push_bytes: u32) -> Self {
+        Self { name: name.into(), parts: parts.to_vec(), defines: Vec::new(), bindings, push_bytes }
+    }
+
+    /// Add a template value.
+    pub fn define(mut self, key: &'static str, value: impl ToString) -> Self {
+        self.defines.push((key, value.to_string()));
+        self
+    }
+
+    /// The WGSL text after templating.
+    pub fn wgsl(&self) -> VkResult<String> {
+        let mut src = String::new();
+        for p in &self.parts {
+            src.push_str(source(p)?);
+            src.push('\n');
+        }
+        for (k, v) in &self.defines {
+            src = src.replace(&format!("{{{{{k}}}}}"), v);
+        }
+        if let Some(pos) = src.find("{{") {
+            let end = src[pos..].find("}}").map_or(pos + 10, |e| pos + e + 2);
+            return Err(VkError::Shader {
+                name: self.name.clone(),
+                message: format!("unfilled template {}", &src[pos..end]),
+            });
+        }
+        Ok(src)
+    }
+}
+
+/// Compile WGSL to SPIR-V words with naga.
+pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> {
+    let err = |message: String| VkError::Shader { name: name.to_owned(), message };
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| err(e.emit_to_string(src)))?;
+    let caps = naga::valid::Capabilities::IMMEDIATES
+        | naga::valid::Capabilities::SUBGROUP
+        | naga::valid::Capabilities::SHADER_INT64
+        | naga::valid::Capabilities::SHADER_FLOAT16
+        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+        .validate(&module)
+        .map_err(|e| err(e.emit_to_string(src)))?;
+    let mut opts = naga::back::spv::Options {
+        lang_version: (1, 3),
+        flags: naga::back::spv::WriterFlags::empty(),
+        use_storage_input_output_16: false,
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
+        force_loop_bounding: false,
+        emit_int_div_checks: false,
+        ..Default::default()
+    };
+    if !int_dot {
+        // Without packed int8 dot, naga polyfills `dot4I8Packed` when the capability is withheld.
+        let mut set: naga::FastHashSet<naga::back::spv::Capability> = Default::default();
+        use naga::back::spv::Capability as C;
+        for c in [
+            C::Shader,
+            C::Int64,
+            C::Float16,
+            C::GroupNonUniform,
+            C::GroupNonUniformArithmetic,
+            C::GroupNonUniformBallot,
+            C::GroupNonUniformShuffle,
+            C::GroupNonUniformShuffleRelative,
+            C::GroupNonUniformVote,
+            C::GroupNonUniformQuad,
+            C::StorageBuffer16BitAccess,
+        ] {
+            set.insert(c);
+        }
+        opts.capabilities = Some(set);
+    }
+    let popts =
+        naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    naga::back::spv::write_vec(&module, &info, &opts, Some(&popts)).map_err(|e| err(e.to_string()))
+}
+
+/// A compute pipeline with its layouts.
+pub struct Pipeline {
+    ctx: Arc<Context>,
+    /// Kernel name (profiles).
+    pub name: String,
+    /// The pipeline.
+    pub raw: vk::Pipeline,
+    /// Its layout.
+    pub layout: vk::PipelineLayout,
+    /// The descriptor-set layout (set 0).
+    pub set_layout: vk::DescriptorSetLayout,
+    /// Storage-buffer bindings in set 0.
+    pub bindings: u32,
+    /// Push-constant bytes.
+    pub push_bytes: u32,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // SAFETY: pipelines are dropped after the plans using them finished (the backend waits
+        // for idle first).
+        unsafe {
+            let d = &self.ctx.device;
+            d.destroy_pipeline(self.raw, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+/// FNV-1a, stable across runs (keys the disk cache).
+fn fnv1a(data: &[u8], mut h: u64) -> u64 {
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The pipelines of one device, built on demand and cached in memory and on disk.
+pub struct Pipelines {
+    ctx: Arc<Context>,
+    cache: vk::PipelineCache,
+    cache_path: Option<PathBuf>,
+    built: HashMap<KernelSpec, Arc<Pipeline>>,
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return Some(PathBuf::from(x).join("infr"));
+    }
+    std::env::var_os("HOME").filter(|x| !x.is_empty()).map(|h| PathBuf::from(h).join(".cache").join("infr"))
+}
+
+impl Pipelines {
+    /// Open the pipeline cache for this device (a missing or stale file is ignored).
+    pub fn new(ctx: &Arc<Context>) -> VkResult<Self> {
+        let mut h = fnv1a(&ctx.caps.pipeline_cache_uuid, 0xcbf2_9ce4_8422_2325);
+        h = fnv1a(ctx.caps.driver.as_bytes(), h);
+        h = fnv1a(env!("CARGO_PKG_VERSION").as_bytes(), h);
+        for (n, s) in SOURCES {
+            h = fnv1a(n.as_bytes(), h);
+            h = fnv1a(s.as_bytes(), h);
+        }
+        let cache_path = cache_dir().map(|d| d.join(format!("vk-pipelines-{h:016x}.bin")));
+        let initial = cache_path.as_ref().and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
+        let info = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
+        // SAFETY: valid device; the driver validates the initial data's header and ignores a mismatch.
+        let cache = match unsafe { ctx.device.create_pipeline_cache(&info, None) } {
+            Ok(c) => c,
+            Err(_) => {
+                let info = vk::PipelineCacheCreateInfo::default();
+                // SAFETY: as above, without initial data.
+                unsafe { ctx.device.create_pipeline_cache(&info, None) }.vk("vkCreatePipelineCache")?
+            }
+        };
+        Ok(Self { ctx: ctx.clone(), cache, cache_path, built: HashMap::new() })
+    }
+
+    /// The pipeline for `spec`, building it on first use.
+    pub fn get(&mut self, spec: &KernelSpec) -> VkResult<Arc<Pipeline>> {
+        if let Some(p) = self.built.get(spec) {
+            return Ok(p.clone());
+        }
+        let src = spec.wgsl()?;
+        let words = compile_wgsl(&spec.name, &src, self.ctx.caps.int_dot)?;
+        let p = Arc::new(self.build(spec, &words)?);
+        self.built.insert(spec.clone(), p.clone());
+        Ok(p)
+    }
+
+    fn build(&self, spec: &KernelSpec, words: &[u32]) -> VkResult<Pipeline> {
+        let d = &self.ctx.device;
+        let binds: Vec<_> = (0..spec.bindings)
+            .map(|b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        // SAFETY: create infos are valid and outlive the calls; objects are destroyed on error.
+        unsafe {
+            let set_layout = d
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds), None)
+                .vk("vkCreateDescriptorSetLayout")?;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .offset(0)
+                .size(spec.push_bytes.max(4))];
+            let sets = [set_layout];
+            let linfo = vk::PipelineLayoutCreateInfo::default().set_layouts(&sets).push_constant_ranges(&ranges);
+            let layout = match d.create_pipeline_layout(&linfo, None) {
+                Ok(l) => l,
+                Err(e) => {
+                    d.destroy_descriptor_set_layout(set_layout, None);
+                    return Err(VkError::call("vkCreatePipelineLayout", e));
+                }
+            };
+            let module = match d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(words), None) {
+                Ok(m) => m,
+                Err(e) => {
+                    d.destroy_pipeline_layout(layout, None);
+                    d.destroy_descriptor_set_layout(set_layout, None);
+                    return Err(VkError::call("vkCreateShaderModule", e));
+                }
+            };
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(c"main");
+            let cinfo = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+            let res = d.create_compute_pipelines(self.cache, &cinfo, None);
+            d.destroy_shader_module(module, None);
+            let raw = match res {
+                Ok(p) => p[0],
+                Err((_, e)) => {
+                    d.destroy_pipeline_layout(layout, None);
+                    d.destroy_descriptor_set_layout(set_layout, None);
+                    return Err(VkError::call("vkCreateComputePipelines", e));
+                }
+            };
+            Ok(Pipeline {
+                ctx: self.ctx.clone(),
+                name: spec.name.clone(),
+                raw,
+                layout,
+                set_layout,
+                bindings: spec.bindings,
+                push_bytes: spec.push_bytes,
+            })
+        }
+    }
+
+    /// Write the pipeline cache to disk (best effort).
+    pub fn save(&self) {
+        let Some(path) = &self.cache_path else { return };
+        // SAFETY: valid cache object.
+        let Ok(data) = (unsafe { self.ctx.device.get_pipeline_cache_data(self.cache) }) else { return };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &data).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+}
+
+impl Drop for Pipelines {
+    fn drop(&mut self) {
+        self.save();
+        self.built.clear();
+        // SAFETY: the cache is no longer used by any pipeline creation.
+        unsafe { self.ctx.device.destroy_pipeline_cache(self.cache, None) };
+    }
+}

@@ -1,0 +1,368 @@
+//! A compiled plan: one recorded command buffer per graph, replayed every step with new step
+//! inputs (tokens, positions, page tables, output rows) written to a host-visible buffer.
+//! One submit per step; only the output tensor is read back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ash::vk;
+use infr_core::{Graph, Op, StepInputs, WeightId};
+
+use crate::device::Context;
+use crate::error::{CallExt, VkError, VkResult};
+use crate::lower::{Dispatch, Res, StepLayout};
+use crate::memory::{compute_barrier, Buffer, MemKind};
+use crate::profile::Profile;
+use crate::weights::{GpuWeight, KvCache};
+
+/// What a plan binds besides its own buffers.
+pub(crate) struct Resources<'a> {
+    pub weights: &'a HashMap<WeightId, GpuWeight>,
+    pub kv: Option<&'a KvCache>,
+    pub tables: &'a Buffer,
+    pub dummy: &'a Buffer,
+    /// Bumped whenever weights or the KV cache change (forces a re-record).
+    pub generation: u64,
+}
+
+/// A graph recorded for replay.
+pub(crate) struct Plan {
+    ctx: Arc<Context>,
+    n_tokens: usize,
+    n_outputs: usize,
+    out_cols: usize,
+    dispatches: Vec<Dispatch>,
+    /// Embedding tables read by the plan, with their row counts (token ids are checked).
+    vocab: Vec<usize>,
+    act: Buffer,
+    act_offsets: Vec<u64>,
+    act_sizes: Vec<u64>,
+    step: Buffer,
+    step_words: Vec<u32>,
+    layout: StepLayout,
+    readback: Buffer,
+    desc_pool: vk::DescriptorPool,
+    cmd_pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    queries: Option<vk::QueryPool>,
+    recorded_generation: Option<u64>,
+}
+
+impl Plan {
+    /// Build a plan: allocate activations and buffers, then record.
+    pub fn new(
+        ctx: &Arc<Context>,
+        graph: &Graph,
+        dispatches: Vec<Dispatch>,
+        res: &Resources<'_>,
+        profile: bool,
+    ) -> VkResult<Self> {
+        let align = ctx.caps.storage_offset_alignment.max(16);
+        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, align);
+        let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
+        if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
+            return Err(VkError::Unsupported(format!(
+                "node {i} output ({s} bytes) exceeds one storage binding ({})",
+                ctx.caps.max_storage_buffer_range
+            )));
+        }
+        let act = Buffer::new(ctx, act_bytes, MemKind::DeviceLocal, "activations")?;
+        let layout = StepLayout::new(graph.n_tokens, graph.n_outputs);
+        // Room for one page per token to start with; grows (and re-records) on demand.
+        let step_cap = (layout.pages as u64 + graph.n_tokens as u64 * 4 + 64) * 4;
+        let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
+        let out = graph.node(graph.output());
+        let readback = Buffer::new(ctx, (out.rows * out.cols * 4) as u64, MemKind::Readback, "output readback")?;
+        let vocab = graph
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Embed { table } => res.weights.get(table).map(|w| w.rows),
+                _ => None,
+            })
+            .collect();
+        let d = &ctx.device;
+        // SAFETY: valid device and create infos; objects are owned by the plan.
+        let (cmd_pool, cmd, fence, queries) = unsafe {
+            let pinfo = vk::CommandPoolCreateInfo::default()
+                .queue_family_index(ctx.queue_family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+            let cmd_pool = d.create_command_pool(&pinfo, None).vk("vkCreateCommandPool")?;
+            let ainfo = vk::CommandBufferAllocateInfo::default()
+                .command_pool(cmd_pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            let cmd = d.allocate_command_buffers(&ainfo).vk("vkAllocateCommandBuffers")?[0];
+            let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).vk("vkCreateFence")?;
+            let queries = if profile && ctx.caps.timestamp_period_ns > 0.0 {
+                let qinfo = vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(dispatches.len() as u32 + 1);
+                Some(d.create_query_pool(&qinfo, None).vk("vkCreateQueryPool")?)
+            } else {
+                None
+            };
+            (cmd_pool, cmd, fence, queries)
+        };
+        let n_sets = dispatches.len().max(1) as u32;
+        let n_desc: u32 = dispatches.iter().map(|d| d.res.len() as u32).sum::<u32>().max(1);
+        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(n_desc)];
+        let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(n_sets).pool_sizes(&sizes);
+        // SAFETY: valid create info.
+        let desc_pool = unsafe { d.create_descriptor_pool(&dpinfo, None) }.vk("vkCreateDescriptorPool")?;
+        let mut plan = Self {
+            ctx: ctx.clone(),
+            n_tokens: graph.n_tokens,
+            n_outputs: graph.n_outputs,
+            out_cols: out.cols,
+            dispatches,
+            vocab,
+            act,
+            act_offsets,
+            act_sizes,
+            step,
+            step_words: Vec::new(),
+            layout,
+            readback,
+            desc_pool,
+            cmd_pool,
+            cmd,
+            fence,
+            queries,
+            recorded_generation: None,
+        };
+        plan.record(res)?;
+        Ok(plan)
+    }
+
+    fn resolve(&self, r: Res, res: &Resources<'_>) -> VkResult<(vk::Buffer, u64, u64)> {
+        let missing = |what: String| VkError::Unsupported(format!("plan refers to a missing {what}"));
+        Ok(match r {
+            Res::Act(i) => (self.act.raw, self.act_offsets[i as usize], self.act_sizes[i as usize]),
+            Res::WeightChunk(id, c) => {
+                let w = res
+                    .weights
+                    .get(&id)
+                    .and_then(|w| w.chunks.get(c))
+                    .ok_or_else(|| missing(format!("weight {}", id.0)))?;
+                (w.buf.raw, 0, w.buf.size)
+            }
+            Res::WeightVec(id) => {
+                let b = res
+                    .weights
+                    .get(&id)
+                    .and_then(|w| w.vec.as_ref())
+                    .ok_or_else(|| missing(format!("vector {}", id.0)))?;
+                (b.raw, 0, b.size)
+            }
+            Res::KvK(l) | Res::KvV(l) => {
+                let kv = res.kv.ok_or_else(|| missing("KV cache".into()))?;
+                let bufs = if matches!(r, Res::KvK(_)) { &kv.k } else { &kv.v };
+                let b = bufs.get(l as usize).ok_or_else(|| missing(format!("KV layer {l}")))?;
+                (b.raw, 0, b.size)
+            }
+            Res::Step => (self.step.raw, 0, self.step.size),
+            Res::Tables => (res.tables.raw, 0, res.tables.size),
+            Res::Dummy => (res.dummy.raw, 0, res.dummy.size),
+        })
+    }
+
+    /// (Re-)record the command buffer against the current resources.
+    fn record(&mut self, res: &Resources<'_>) -> VkResult<()> {
+        let d = &self.ctx.device;
+        // SAFETY: the plan's command buffer is idle (every execute waits on its fence).
+        unsafe {
+            d.reset_descriptor_pool(self.desc_pool, vk::DescriptorPoolResetFlags::empty())
+                .vk("vkResetDescriptorPool")?;
+            let layouts: Vec<_> = self.dispatches.iter().map(|x| x.pipeline.set_layout).collect();
+            let sets = if layouts.is_empty() {
+                Vec::new()
+            } else {
+                let ainfo =
+                    vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.desc_pool).set_layouts(&layouts);
+                d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?
+            };
+            for (x, &set) in self.dispatches.iter().zip(&sets) {
+                let infos = x
+                    .res
+                    .iter()
+                    .map(|&r| {
+                        self.resolve(r, res)
+                            .map(|(b, o, s)| [vk::DescriptorBufferInfo::default().buffer(b).offset(o).range(s)])
+                    })
+                    .collect::<VkResult<Vec<_>>>()?;
+                let writes: Vec<_> = infos
+                    .iter()
+                    .enumerate()
+                    .map(|(b, info)| {
+                        vk::WriteDescriptorSet::default()
+                            .dst_set(set)
+                            .dst_binding(b as u32)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .buffer_info(info)
+                    })
+                    .collect();
+                d.update_descriptor_sets(&writes, &[]);
+            }
+            d.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty()).vk("vkResetCommandBuffer")?;
+            d.begin_command_buffer(self.cmd, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
+            let cmd = self.cmd;
+            if let Some(q) = self.queries {
+                d.cmd_reset_query_pool(cmd, q, 0, self.dispatches.len() as u32 + 1);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, 0);
+            }
+            let max_x = self.ctx.caps.max_workgroup_count[0].min(65535);
+            for (i, (x, &set)) in self.dispatches.iter().zip(&sets).enumerate() {
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.raw);
+                d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.layout, 0, &[set], &[]);
+                if !x.push.is_empty() {
+                    d.cmd_push_constants(cmd, x.pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, &x.push);
+                }
+                let gx = x.groups.clamp(1, max_x);
+                let gy = x.groups.div_ceil(gx).max(1);
+                if gy > self.ctx.caps.max_workgroup_count[1] {
+                    return Err(VkError::Unsupported(format!("{}: {} workgroups", x.label.kernel, x.groups)));
+                }
+                if x.groups > 0 {
+                    d.cmd_dispatch(cmd, gx, gy, 1);
+                }
+                compute_barrier(d, cmd);
+                if let Some(q) = self.queries {
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, i as u32 + 1);
+                }
+            }
+            let last = self.act_offsets.len() - 1;
+            let region =
+                [vk::BufferCopy::default().src_offset(self.act_offsets[last]).dst_offset(0).size(self.readback.size)];
+            d.cmd_copy_buffer(cmd, self.act.raw, self.readback.raw, &region);
+            let host = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)];
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &host,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
+        }
+        self.recorded_generation = Some(res.generation);
+        Ok(())
+    }
+
+    /// Fill the step buffer's words from the inputs (already validated).
+    fn step_data(&mut self, inp: &StepInputs<'_>) {
+        let l = self.layout;
+        let w = &mut self.step_words;
+        w.clear();
+        w.extend_from_slice(inp.tokens);
+        w.extend_from_slice(inp.positions);
+        w.extend_from_slice(inp.token_seq);
+        w.extend_from_slice(inp.output_rows);
+        debug_assert_eq!(w.len() as u32, l.tok_pages);
+        let mut seq_start = Vec::with_capacity(inp.seqs.len());
+        let mut at = l.pages;
+        for s in inp.seqs {
+            seq_start.push(at);
+            at += s.pages.len() as u32;
+        }
+        w.extend(inp.token_seq.iter().map(|&s| seq_start[s as usize]));
+        for s in inp.seqs {
+            w.extend_from_slice(s.pages);
+        }
+    }
+
+    /// Run the plan once and read back the output.
+    pub fn execute(
+        &mut self,
+        inp: &StepInputs<'_>,
+        res: &Resources<'_>,
+        prof: Option<&mut Profile>,
+    ) -> Result<Vec<f32>, infr_core::BackendError> {
+        let dev = self.ctx.caps.id.clone();
+        let e = |err: VkError| err.into_backend(&dev);
+        match res.kv {
+            Some(kv) => inp.validate(self.n_tokens, self.n_outputs, kv.spec.page_size, kv.spec.n_pages)?,
+            None => {
+                let n = self.n_tokens;
+                if inp.tokens.len() != n || inp.positions.len() != n || inp.token_seq.len() != n {
+                    return Err(infr_core::BackendError::InvalidInput(format!(
+                        "expected {n} tokens/positions/seq ids"
+                    )));
+                }
+                if inp.output_rows.len() != self.n_outputs || inp.output_rows.iter().any(|&r| r as usize >= n) {
+                    return Err(infr_core::BackendError::InvalidInput(format!(
+                        "expected {} output rows below {n}",
+                        self.n_outputs
+                    )));
+                }
+                if inp.token_seq.iter().any(|&s| s as usize >= inp.seqs.len()) {
+                    return Err(infr_core::BackendError::InvalidInput("token refers to a missing sequence".into()));
+                }
+            }
+        }
+        for &v in &self.vocab {
+            if let Some(&t) = inp.tokens.iter().find(|&&t| t as usize >= v) {
+                return Err(infr_core::BackendError::InvalidInput(format!("token id {t} >= vocabulary size {v}")));
+            }
+        }
+        self.step_data(inp);
+        let need = (self.step_words.len() * 4) as u64;
+        let mut rerecord = self.recorded_generation != Some(res.generation);
+        if need > self.step.size {
+            self.step = Buffer::new(&self.ctx, need.next_power_of_two(), MemKind::Upload, "step inputs").map_err(e)?;
+            rerecord = true;
+        }
+        if rerecord {
+            self.record(res).map_err(e)?;
+        }
+        let words = std::mem::take(&mut self.step_words);
+        self.step.write(0, bytemuck::cast_slice(&words));
+        self.step_words = words;
+        let d = &self.ctx.device;
+        let cmds = [self.cmd];
+        let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+        // SAFETY: the command buffer is fully recorded and idle; the fence is unsignalled.
+        unsafe {
+            d.queue_submit(self.ctx.queue, &submit, self.fence).vk("vkQueueSubmit").map_err(e)?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX).vk("vkWaitForFences").map_err(e)?;
+            d.reset_fences(&[self.fence]).vk("vkResetFences").map_err(e)?;
+        }
+        let mut out = vec![0f32; self.n_outputs * self.out_cols];
+        self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
+        if let (Some(q), Some(p)) = (self.queries, prof) {
+            let n = self.dispatches.len() + 1;
+            let mut ts = vec![0u64; n];
+            // SAFETY: all queries were written by the finished submission.
+            let ok = unsafe {
+                d.get_query_pool_results(q, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
+            };
+            if ok.is_ok() {
+                let period = self.ctx.caps.timestamp_period_ns as f64;
+                let ns: Vec<f64> = ts.windows(2).map(|w| w[1].saturating_sub(w[0]) as f64 * period).collect();
+                let labels: Vec<_> = self.dispatches.iter().map(|x| x.label.clone()).collect();
+                p.add_submit(&labels, &ns, crate::profile::enabled());
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        let d = &self.ctx.device;
+        // SAFETY: every submission waited on the fence, so nothing of the plan is in flight.
+        unsafe {
+            if let Some(q) = self.queries {
+                d.destroy_query_pool(q, None);
+            }
+            d.destroy_descriptor_pool(self.desc_pool, None);
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.cmd_pool, None);
+        }
+    }
+}

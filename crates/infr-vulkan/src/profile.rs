@@ -1,0 +1,78 @@
+//! Per-dispatch GPU timing (`INFR_PROF_OPS=1`): timestamp queries around every dispatch,
+//! labelled by node label and kernel, printed per submit and aggregated over the run
+//! (`INFR_PROF_OP_SHAPES=1` itemizes matmuls by shape).
+
+use std::collections::BTreeMap;
+
+/// Whether per-op profiling is on.
+pub fn enabled() -> bool {
+    std::env::var("INFR_PROF_OPS").is_ok_and(|v| v == "1")
+}
+
+/// Whether matmuls are itemized by shape.
+pub fn by_shape() -> bool {
+    std::env::var("INFR_PROF_OP_SHAPES").is_ok_and(|v| v == "1")
+}
+
+/// Label of one dispatch in a profile.
+#[derive(Debug, Clone)]
+pub struct OpLabel {
+    /// Node label (`blk.3.attn_q`) or op name.
+    pub node: String,
+    /// Kernel name (`matmul_generic.q4_K`).
+    pub kernel: String,
+    /// Shape key for matmuls (`4096x4096 n=1`), if any.
+    pub shape: Option<String>,
+}
+
+impl OpLabel {
+    /// The aggregation key: kernel, plus shape when itemizing.
+    pub fn key(&self, shapes: bool) -> String {
+        match (&self.shape, shapes) {
+            (Some(s), true) => format!("{} {s}", self.kernel),
+            _ => self.kernel.clone(),
+        }
+    }
+}
+
+/// Totals per key.
+#[derive(Debug, Default, Clone)]
+pub struct Profile {
+    /// key → (dispatches, total nanoseconds).
+    pub totals: BTreeMap<String, (u64, f64)>,
+    /// Submits recorded.
+    pub submits: u64,
+}
+
+impl Profile {
+    /// Add one submit's durations (`ns[i]` for `labels[i]`); prints them when `print`.
+    pub fn add_submit(&mut self, labels: &[OpLabel], ns: &[f64], print: bool) {
+        let shapes = by_shape();
+        self.submits += 1;
+        let total: f64 = ns.iter().sum();
+        if print {
+            eprintln!("[infr-vulkan prof] submit {}: {} dispatches, {:.1} us", self.submits, ns.len(), total / 1e3);
+        }
+        for (l, &t) in labels.iter().zip(ns) {
+            if print {
+                eprintln!("  {:>10.1} us  {:<28} {}", t / 1e3, l.node, l.key(true));
+            }
+            let e = self.totals.entry(l.key(shapes)).or_insert((0, 0.0));
+            e.0 += 1;
+            e.1 += t;
+        }
+    }
+
+    /// The aggregate as printable lines, slowest first.
+    pub fn report(&self) -> Vec<String> {
+        let total: f64 = self.totals.values().map(|v| v.1).sum();
+        let mut rows: Vec<_> = self.totals.iter().collect();
+        rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let mut out = vec![format!("[infr-vulkan prof] {} submits, {:.3} ms GPU time", self.submits, total / 1e6)];
+        for (k, (n, t)) in rows {
+            let pct = if total > 0.0 { 100.0 * t / total } else { 0.0 };
+            out.push(format!("  {:>10.3} ms {:>5.1}% {:>8} x  {k}", t / 1e6, pct, n));
+        }
+        out
+    }
+}

@@ -1,0 +1,150 @@
+// Causal attention of one (token, head) per workgroup over the paged KV cache, with online
+// softmax over tiles of WG keys: scores = q·k * scale (softcap), window, GQA head mapping.
+
+struct Params {
+    n_head: u32,
+    group: u32,
+    dk: u32,
+    dv: u32,
+    scale: f32,
+    softcap: f32,
+    window: u32,
+    page_size: u32,
+    kw: u32,
+    vw: u32,
+    n_tokens: u32,
+    pos_off: u32,
+    pt_off: u32,
+    round_q: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> Q: array<f32>;
+@group(0) @binding(1) var<storage, read> KC: array<{{KV_TY}}>;
+@group(0) @binding(2) var<storage, read> VC: array<{{KV_TY}}>;
+@group(0) @binding(3) var<storage, read> S: array<u32>;
+@group(0) @binding(4) var<storage, read_write> O: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const DPT: u32 = {{DPT}}u;
+
+var<workgroup> qs: array<f32, {{DK}}>;
+var<workgroup> red: array<f32, {{WG}}>;
+var<workgroup> ps: array<f32, {{WG}}>;
+var<workgroup> slots: array<u32, {{WG}}>;
+
+// Two consecutive K elements at element index i (even).
+fn k2(i: u32) -> vec2<f32> {
+    {{K2}}
+}
+
+// One V element at index i.
+fn v1(i: u32) -> f32 {
+    {{V1}}
+}
+
+fn reduce_max(t: u32, v: f32) -> f32 {
+    red[t] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if t < s {
+            red[t] = max(red[t], red[t + s]);
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn reduce_sum(t: u32, v: f32) -> f32 {
+    red[t] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if t < s {
+            red[t] += red[t + s];
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lin = wg_linear(wid, nwg);
+    let tok = lin / pc.n_head;
+    if tok >= pc.n_tokens {
+        return;
+    }
+    let h = lin % pc.n_head;
+    let kvh = h / pc.group;
+    let pos = S[pc.pos_off + tok];
+    let pt = S[pc.pt_off + tok];
+    var lo = 0u;
+    if pc.window != 0u && pos + 1u > pc.window {
+        lo = pos + 1u - pc.window;
+    }
+    for (var d = t; d < pc.dk; d += WG) {
+        var q = Q[(tok * pc.n_head + h) * pc.dk + d];
+        if pc.round_q != 0u {
+            q = round_f16(q);
+        }
+        qs[d] = q;
+    }
+    workgroupBarrier();
+    var acc: array<f32, {{DPT}}>;
+    var m = -1e30;
+    var l = 0.0;
+    for (var base = lo; base <= pos; base += WG) {
+        let j = base + t;
+        var sc = -1e30;
+        var slot = 0u;
+        if j <= pos {
+            slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+            let kb = slot * pc.kw + kvh * pc.dk;
+            var dotv = 0.0;
+            for (var d = 0u; d < pc.dk; d += 2u) {
+                let kk = k2(kb + d);
+                dotv += qs[d] * kk.x + qs[d + 1u] * kk.y;
+            }
+            sc = dotv * pc.scale;
+            if pc.softcap != 0.0 {
+                sc = tanh(clamp(sc / pc.softcap, -15.0, 15.0)) * pc.softcap;
+            }
+        }
+        slots[t] = slot;
+        let tile_max = reduce_max(t, sc);
+        let m_new = max(m, tile_max);
+        let alpha = exp(m - m_new);
+        var p = 0.0;
+        if j <= pos {
+            p = exp(sc - m_new);
+        }
+        ps[t] = p;
+        let tile_sum = reduce_sum(t, p);
+        l = l * alpha + tile_sum;
+        let cnt = min(WG, pos + 1u - base);
+        for (var ii = 0u; ii < DPT; ii++) {
+            let d = t + ii * WG;
+            if d < pc.dv {
+                var a = acc[ii] * alpha;
+                for (var jj = 0u; jj < cnt; jj++) {
+                    a += ps[jj] * v1(slots[jj] * pc.vw + kvh * pc.dv + d);
+                }
+                acc[ii] = a;
+            }
+        }
+        m = m_new;
+        workgroupBarrier();
+    }
+    let inv = 1.0 / l;
+    for (var ii = 0u; ii < DPT; ii++) {
+        let d = t + ii * WG;
+        if d < pc.dv {
+            O[(tok * pc.n_head + h) * pc.dv + d] = acc[ii] * inv;
+        }
+    }
+}

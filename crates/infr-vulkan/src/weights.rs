@@ -1,0 +1,169 @@
+//! Weights on the device: repacked row chunks (each fits one storage binding) plus an f32
+//! copy of 1-D weights (norm weights, biases, RoPE factors), and the KV cache buffers.
+
+use std::sync::Arc;
+
+use infr_core::{KvDType, KvSpec, WeightData};
+
+use crate::device::Context;
+use crate::error::{VkError, VkResult};
+use crate::memory::{Buffer, MemKind, OneShot};
+use crate::repack::{gpu_layout, GpuLayout};
+
+/// One row chunk of a weight.
+pub(crate) struct WeightChunk {
+    pub buf: Buffer,
+    /// First weight row in this chunk.
+    pub row0: u32,
+    /// Rows in this chunk.
+    pub rows: u32,
+    /// Word offset of the scale plane in `buf`.
+    pub soff_words: u32,
+}
+
+/// A weight uploaded to the device.
+pub(crate) struct GpuWeight {
+    pub layout: GpuLayout,
+    pub cols: usize,
+    pub rows: usize,
+    pub chunks: Vec<WeightChunk>,
+    /// f32 values of a 1-D weight.
+    pub vec: Option<Buffer>,
+}
+
+impl GpuWeight {
+    /// Length of the f32 vector form, if this is a 1-D weight.
+    pub fn vec_len(&self) -> Option<usize> {
+        self.vec.as_ref().map(|_| self.cols)
+    }
+}
+
+/// Upload `w` to the device: validate, repack, split into chunks of at most `max_range`
+/// bytes per binding.
+pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightData) -> VkResult<GpuWeight> {
+    let ty = w.info.ty;
+    let unsupported = |m: String| VkError::Unsupported(format!("{}: {m}", w.name));
+    let layout = gpu_layout(ty)
+        .ok_or_else(|| unsupported(format!("weight type {ty} is not supported by the Vulkan backend")))?;
+    let cols = *w.info.dims.first().ok_or_else(|| unsupported("weight without dimensions".into()))?;
+    let rows = w
+        .info
+        .dims
+        .iter()
+        .skip(1)
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| unsupported("shape overflows".into()))?;
+    if cols == 0 || rows == 0 || cols % layout.block_elems as usize != 0 {
+        return Err(unsupported(format!(
+            "row of {cols} elements is not a multiple of {} for {ty}",
+            layout.block_elems
+        )));
+    }
+    let row_bytes = (cols / layout.block_elems as usize) * layout.block_bytes as usize;
+    if ty.row_bytes(cols) != Some(row_bytes) && layout.block_elems as usize != 4 {
+        return Err(unsupported("inconsistent row size".into()));
+    }
+    if row_bytes.checked_mul(rows) != Some(w.bytes.len()) {
+        return Err(unsupported(format!("{} bytes do not match the shape {:?} of {ty}", w.bytes.len(), w.info.dims)));
+    }
+    let gpu_row = layout.gpu_row_bytes(cols);
+    let limit = ctx.caps.max_storage_buffer_range.min(ctx.caps.max_allocation_bytes).min(u32::MAX as u64 - 3);
+    let rows_per_chunk = (limit / gpu_row.max(1)) as usize;
+    if rows_per_chunk == 0 {
+        return Err(VkError::Unsupported(format!("{}: one row ({gpu_row} bytes) exceeds a storage binding", w.name)));
+    }
+    let mut chunks = Vec::new();
+    let mut row0 = 0usize;
+    while row0 < rows {
+        let n = rows_per_chunk.min(rows - row0);
+        let src = &w.bytes[row0 * row_bytes..(row0 + n) * row_bytes];
+        let packed = layout.repack(src);
+        let mut buf = Buffer::new(ctx, packed.bytes.len() as u64, MemKind::DeviceLocal, &format!("weight {}", w.name))?;
+        one.upload(&mut buf, 0, &packed.bytes)?;
+        chunks.push(WeightChunk { buf, row0: row0 as u32, rows: n as u32, soff_words: packed.scale_word_offset });
+        row0 += n;
+    }
+    let vec = if rows == 1 {
+        let mut v = vec![0f32; cols];
+        infr_quant::dequantize(ty, &w.bytes, &mut v).map_err(|e| unsupported(e.to_string()))?;
+        let mut buf = Buffer::new(ctx, (cols * 4) as u64, MemKind::DeviceLocal, &format!("vector {}", w.name))?;
+        one.upload(&mut buf, 0, bytemuck::cast_slice(&v))?;
+        Some(buf)
+    } else {
+        None
+    };
+    Ok(GpuWeight { layout, cols, rows, chunks, vec })
+}
+
+/// The KV cache: per layer one K and one V buffer of `slots × width` elements.
+pub(crate) struct KvCache {
+    pub spec: KvSpec,
+    pub k: Vec<Buffer>,
+    pub v: Vec<Buffer>,
+}
+
+impl KvCache {
+    /// Bytes per element.
+    fn elem_bytes(dtype: KvDType) -> u64 {
+        match dtype {
+            KvDType::F16 => 2,
+            _ => 4,
+        }
+    }
+
+    /// Allocate (zeroed) cache buffers.
+    pub fn new(ctx: &Arc<Context>, one: &mut OneShot, spec: &KvSpec) -> VkResult<Self> {
+        if spec.dtype == KvDType::Q8_0 {
+            return Err(VkError::Unsupported("q8_0 KV cache".into()));
+        }
+        let eb = Self::elem_bytes(spec.dtype);
+        let slots = spec.n_pages as u64 * spec.page_size as u64;
+        let limit = ctx.caps.max_storage_buffer_range;
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for (i, l) in spec.layers.iter().enumerate() {
+            for (which, d, out) in [("K", l.head_dim_k, &mut k), ("V", l.head_dim_v, &mut v)] {
+                let bytes = slots * (l.n_kv_head * d) as u64 * eb;
+                if bytes > limit {
+                    return Err(VkError::OutOfMemory {
+                        what: format!("KV layer {i} {which} (larger than a storage binding: {limit})"),
+                        bytes,
+                    });
+                }
+                let buf = Buffer::new(ctx, bytes, MemKind::DeviceLocal, &format!("KV layer {i} {which}"))?;
+                let raw = buf.raw;
+                // SAFETY: the buffer is valid and idle; fill covers its whole size.
+                one.run(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, raw, 0, ash::vk::WHOLE_SIZE, 0) })?;
+                out.push(buf);
+            }
+        }
+        Ok(Self { spec: spec.clone(), k, v })
+    }
+
+    /// Copy whole pages `src → dst` in every layer, pair by pair (later pairs see earlier copies).
+    pub fn copy_pages(&self, one: &mut OneShot, pairs: &[(u32, u32)]) -> VkResult<()> {
+        let eb = Self::elem_bytes(self.spec.dtype);
+        let ps = self.spec.page_size as u64;
+        let mut bufs = Vec::new();
+        for (l, spec) in self.spec.layers.iter().enumerate() {
+            bufs.push((self.k[l].raw, ps * (spec.n_kv_head * spec.head_dim_k) as u64 * eb));
+            bufs.push((self.v[l].raw, ps * (spec.n_kv_head * spec.head_dim_v) as u64 * eb));
+        }
+        one.run(|d, cmd| {
+            for &(s, t) in pairs {
+                if s == t {
+                    continue;
+                }
+                for &(raw, page_bytes) in &bufs {
+                    let r = [ash::vk::BufferCopy::default()
+                        .src_offset(s as u64 * page_bytes)
+                        .dst_offset(t as u64 * page_bytes)
+                        .size(page_bytes)];
+                    // SAFETY: both pages lie inside the buffer (checked by the caller) and differ,
+                    // so the regions do not overlap.
+                    unsafe { d.cmd_copy_buffer(cmd, raw, raw, &r) };
+                }
+                crate::memory::compute_barrier(d, cmd);
+            }
+        })
+    }
+}
