@@ -8,7 +8,7 @@
 mod backend;
 pub mod device;
 mod error;
-pub mod kernels;
+mod kernels;
 mod lower;
 pub mod memory;
 pub mod pipeline;

@@ -43,12 +43,12 @@ pub(crate) struct Dispatch {
     pub label: OpLabel,
 }
 
-/// Offsets (in u32 words) of the step-input arrays inside the step buffer.
+/// Offsets (in u32 words) of the step-input arrays inside the step buffer (token_seq sits
+/// between positions and output_rows; kernels use the per-token page-table offsets instead).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepLayout {
     pub tokens: u32,
     pub positions: u32,
-    pub token_seq: u32,
     pub output_rows: u32,
     pub tok_pages: u32,
     pub pages: u32,
@@ -58,7 +58,7 @@ impl StepLayout {
     pub fn new(n_tokens: usize, n_outputs: usize) -> Self {
         let n = n_tokens as u32;
         let o = n_outputs as u32;
-        Self { tokens: 0, positions: n, token_seq: 2 * n, output_rows: 3 * n, tok_pages: 3 * n + o, pages: 4 * n + o }
+        Self { tokens: 0, positions: n, output_rows: 3 * n, tok_pages: 3 * n + o, pages: 4 * n + o }
     }
 }
 

@@ -1,0 +1,8 @@
+//! Vulkan backend parity tests: every op and every weight type against the CPU reference
+//! backend and plain f32 references, plus a tiny random model end to end. They run on
+//! lavapipe; `INFR_REQUIRE_VULKAN=1` makes a missing device a failure.
+
+mod common;
+mod matmul;
+mod model;
+mod ops;

@@ -1,0 +1,181 @@
+//! Linear and embedding parity for every weight type.
+
+use infr_core::{Backend, KvDType};
+use infr_quant::GgmlType;
+
+use crate::common::*;
+
+const K: usize = 256;
+
+/// `x · Wᵀ` in f32 from dequantized weights.
+fn reference(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, bias: Option<&[f32]>) -> Vec<f32> {
+    let mut out = vec![0f32; n * m];
+    for i in 0..n {
+        for j in 0..m {
+            let mut s = 0f64;
+            for t in 0..k {
+                s += x[i * k + t] as f64 * w[j * k + t] as f64;
+            }
+            out[i * m + j] = s as f32 + bias.map_or(0.0, |b| b[j]);
+        }
+    }
+    out
+}
+
+fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns: &[usize], with_bias: bool, seed: u64) {
+    let mut rng = Rng(seed);
+    let mut w = Weights::default();
+    let vocab = 8;
+    let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
+    let wt = w.add(weight("w", ty, K, m, &mut rng, 0.5));
+    let bias = with_bias.then(|| w.add(weight("b", GgmlType::F32, m, 1, &mut rng, 1.0)));
+    let mut cpu = cpu();
+    w.load(vk);
+    w.load(&mut cpu);
+    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+    vk.init_kv(&spec).unwrap();
+    cpu.init_kv(&spec).unwrap();
+    let table_f = dequant(&w.list[table.0 as usize]);
+    let w_f = dequant(&w.list[wt.0 as usize]);
+    let b_f = bias.map(|b| dequant(&w.list[b.0 as usize]));
+    for &n in ns {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(table);
+            g.linear(x, wt, bias)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
+        let x: Vec<f32> = tokens.iter().flat_map(|&t| table_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
+        let want = reference(&x, &w_f, n, K, m, b_f.as_deref());
+        let step = Step::simple(tokens, 0, vec![0]);
+        let pv = vk.compile(&g).unwrap();
+        let got = step.run(vk, pv);
+        assert_close(&format!("{ty} linear n={n} vs f32"), &got, &want, 1e-4, 1e-4);
+        let pc = cpu.compile(&g).unwrap();
+        let got_cpu = step.run(&mut cpu, pc);
+        assert_close(&format!("{ty} linear n={n} vs cpu"), &got, &got_cpu, 1e-3, 3e-2);
+    }
+    assert_clean(vk);
+}
+
+#[test]
+fn linear_every_type() {
+    let Some(mut vk) = vulkan() else { return };
+    for (i, ty) in all_types().into_iter().enumerate() {
+        check_linear(&mut vk, ty, 37, &[1, 3, 5], false, 100 + i as u64);
+    }
+}
+
+#[test]
+fn linear_with_bias() {
+    let Some(mut vk) = vulkan() else { return };
+    for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K] {
+        check_linear(&mut vk, ty, 24, &[2], true, 7);
+    }
+}
+
+#[test]
+fn embed_every_type() {
+    let Some(mut vk) = vulkan() else { return };
+    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+    vk.init_kv(&spec).unwrap();
+    for (i, ty) in all_types().into_iter().enumerate() {
+        let mut rng = Rng(1000 + i as u64);
+        let mut w = Weights::default();
+        let vocab = 6;
+        let table = w.add(weight("tok", ty, K, vocab, &mut rng, 1.0));
+        w.load(&mut vk);
+        let g = graph(&w, 4, 4, |g| g.embed(table));
+        let tokens = vec![5u32, 0, 3, 5];
+        let t_f = dequant(&w.list[0]);
+        let want: Vec<f32> = tokens.iter().flat_map(|&t| t_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
+        let p = vk.compile(&g).unwrap();
+        let got = Step::simple(tokens, 0, vec![0]).run(&mut vk, p);
+        assert_close(&format!("{ty} embed"), &got, &want, 1e-6, 1e-6);
+    }
+    assert_clean(&vk);
+}
+
+/// A weight larger than one storage binding (lavapipe: 128 MiB) is split into row chunks.
+#[test]
+fn large_weights_split_into_chunks() {
+    let Some(mut vk) = vulkan() else { return };
+    let range = vk.caps().max_storage_buffer_range;
+    if range > (512 << 20) {
+        eprintln!("skipping: storage range {range} too large to exceed cheaply");
+        return;
+    }
+    let rows = (range as usize / (K * 4)) + 1000;
+    let mut rng = Rng(3);
+    let mut w = Weights::default();
+    let table = w.add(weight("big", GgmlType::F32, K, rows, &mut rng, 1.0));
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let t_f = dequant(&w.list[0]);
+    let tokens = vec![0u32, rows as u32 - 1, 7, (rows - 500) as u32];
+    let g = graph(&w, 4, 4, |g| g.embed(table));
+    let p = vk.compile(&g).unwrap();
+    let got = Step::simple(tokens.clone(), 0, vec![0]).run(&mut vk, p);
+    let want: Vec<f32> = tokens.iter().flat_map(|&t| t_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
+    assert_close("chunked embed", &got, &want, 0.0, 0.0);
+    // The same table as a linear layer (the tied-embedding LM head): output rows from both chunks.
+    let g = graph(&w, 1, 1, |g| {
+        let x = g.embed(table);
+        g.linear(x, table, None)
+    });
+    let p = vk.compile(&g).unwrap();
+    let got = Step::simple(vec![rows as u32 - 1], 0, vec![0]).run(&mut vk, p);
+    let x = &t_f[(rows - 1) * K..rows * K];
+    for j in [0, 1, rows / 2, rows - 600, rows - 1] {
+        let want: f32 = (0..K).map(|t| x[t] as f64 * t_f[j * K + t] as f64).sum::<f64>() as f32;
+        assert!((got[j] - want).abs() < 1e-3, "row {j}: {} vs {want}", got[j]);
+    }
+    drop(t_f);
+    assert_clean(&vk);
+}
+
+/// A token id beyond the vocabulary is an error, not a crash.
+#[test]
+fn bad_token_is_an_error() {
+    let Some(mut vk) = vulkan() else { return };
+    let mut rng = Rng(5);
+    let mut w = Weights::default();
+    let table = w.add(weight("tok", GgmlType::F32, K, 4, &mut rng, 1.0));
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let g = graph(&w, 1, 1, |g| g.embed(table));
+    let p = vk.compile(&g).unwrap();
+    let seqs = [infr_core::SeqPages { pages: &[0] }];
+    let inp = infr_core::StepInputs { tokens: &[4], positions: &[0], token_seq: &[0], seqs: &seqs, output_rows: &[0] };
+    assert!(matches!(vk.execute(p, &inp), Err(infr_core::BackendError::InvalidInput(_))));
+    assert_clean(&vk);
+}
+
+/// Types the backend cannot run are refused at load time.
+#[test]
+fn unsupported_type_is_refused_at_load() {
+    let Some(mut vk) = vulkan() else { return };
+    let w = infr_core::WeightData {
+        name: "ints".into(),
+        info: infr_core::WeightInfo { ty: GgmlType::I32, dims: vec![4, 2] },
+        bytes: infr_gguf::TensorData::from_vec(vec![0; 32]),
+    };
+    let e = vk.load_weight(infr_core::WeightId(0), &w).unwrap_err();
+    assert!(matches!(e, infr_core::BackendError::Unsupported { .. }), "{e}");
+}
+
+/// The validation layer is on for these tests wherever it is installed.
+#[test]
+fn validation_layer_is_active_when_installed() {
+    let Some(vk) = vulkan() else { return };
+    let installed = [
+        "/usr/share/vulkan/explicit_layer.d",
+        "/etc/vulkan/explicit_layer.d",
+        "/usr/local/share/vulkan/explicit_layer.d",
+    ]
+    .iter()
+    .any(|d| std::path::Path::new(d).join("VkLayer_khronos_validation.json").exists());
+    eprintln!("validation layer installed: {installed}, active: {}", vk.validation_enabled());
+    if installed {
+        assert!(vk.validation_enabled());
+    }
+}

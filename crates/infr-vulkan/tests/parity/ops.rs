@@ -1,0 +1,295 @@
+//! Parity of every non-matmul op against the CPU reference backend.
+
+use infr_core::{Activation, AttnParams, Backend, KvDType, RopeMode, RopeParams, RopeScaling, TensorId, WeightId};
+use infr_quant::GgmlType;
+
+use crate::common::*;
+
+const VOCAB: usize = 16;
+
+/// Run the same graph on Vulkan and CPU for each step and compare every output.
+struct Pair {
+    vk: infr_vulkan::VulkanBackend,
+    cpu: infr_cpu::CpuBackend,
+}
+
+impl Pair {
+    fn new(w: &Weights, kv: &infr_core::KvSpec) -> Option<Self> {
+        let mut vk = vulkan()?;
+        let mut cpu = cpu();
+        w.load(&mut vk);
+        w.load(&mut cpu);
+        vk.init_kv(kv).unwrap();
+        cpu.init_kv(kv).unwrap();
+        Some(Self { vk, cpu })
+    }
+
+    fn check(&mut self, what: &str, g: &infr_core::Graph, steps: &[Step], atol: f32, rtol: f32) {
+        let pv = self.vk.compile(g).unwrap();
+        let pc = self.cpu.compile(g).unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let a = s.run(&mut self.vk, pv);
+            let b = s.run(&mut self.cpu, pc);
+            assert_close(&format!("{what} step {i}"), &a, &b, atol, rtol);
+        }
+        assert_clean(&self.vk);
+    }
+}
+
+fn table(w: &mut Weights, rng: &mut Rng, cols: usize, scale: f32) -> WeightId {
+    w.add(weight("t", GgmlType::F32, cols, VOCAB, rng, scale))
+}
+
+fn tokens(n: usize, salt: u32) -> Vec<u32> {
+    (0..n as u32).map(|i| (i * 7 + salt) % VOCAB as u32).collect()
+}
+
+fn small_kv() -> infr_core::KvSpec {
+    kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)
+}
+
+#[test]
+fn elementwise_ops() {
+    let mut rng = Rng(11);
+    let mut w = Weights::default();
+    let (ta, tb) = (table(&mut w, &mut rng, 96, 4.0), table(&mut w, &mut rng, 96, 3.0));
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    type Build = fn(&mut infr_core::GraphBuilder<'_>, TensorId, TensorId) -> TensorId;
+    let cases: [(&str, Build); 6] = [
+        ("add", |g, a, b| g.add(a, b)),
+        ("mul", |g, a, b| g.mul(a, b)),
+        ("scale", |g, a, _| g.scale(a, -0.37)),
+        ("softcap", |g, a, _| g.softcap(a, 1.5)),
+        ("glu_silu", |g, a, b| g.glu(a, b, Activation::Silu)),
+        ("glu_gelu", |g, a, b| g.glu(a, b, Activation::GeluTanh)),
+    ];
+    for (name, f) in cases {
+        let g = graph(&w, 5, 5, |g| {
+            let a = g.embed(ta);
+            let b = g.embed(tb);
+            f(g, a, b)
+        });
+        p.check(name, &g, &[Step::simple(tokens(5, 1), 0, vec![0])], 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn rms_norm_groups_and_weights() {
+    let mut rng = Rng(12);
+    let mut w = Weights::default();
+    let t = table(&mut w, &mut rng, 256, 2.0);
+    let w_row = w.add(weight("nw", GgmlType::F32, 256, 1, &mut rng, 1.0));
+    let w_head = w.add(weight("hw", GgmlType::F32, 64, 1, &mut rng, 1.0));
+    let w_f16 = w.add(weight("hw16", GgmlType::F16, 64, 1, &mut rng, 1.0));
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    for (name, weight, group) in [
+        ("row", Some(w_row), 256),
+        ("head", Some(w_head), 64),
+        ("head f16 weight", Some(w_f16), 64),
+        ("plain", None, 128),
+    ] {
+        let g = graph(&w, 3, 3, |g| {
+            let x = g.embed(t);
+            g.rms_norm(x, weight, 1e-6, group)
+        });
+        p.check(name, &g, &[Step::simple(tokens(3, 2), 0, vec![0])], 1e-5, 1e-5);
+    }
+}
+
+#[test]
+fn rope_modes_scaling_and_factors() {
+    let mut rng = Rng(13);
+    let mut w = Weights::default();
+    let t = table(&mut w, &mut rng, 4 * 64, 1.0);
+    let ff: Vec<f32> = (0..24).map(|i| 1.0 + i as f32 * 0.25).collect();
+    let ffw = w.add(infr_core::WeightData {
+        name: "rope_freqs".into(),
+        info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![24] },
+        bytes: infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&ff).to_vec()),
+    });
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    let yarn =
+        RopeScaling::Yarn { ext_factor: 1.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 4096 };
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for (n_rot, scaling, freq_scale, factors) in
+            [(64, RopeScaling::None, 1.0, None), (48, RopeScaling::None, 0.5, Some(ffw)), (64, yarn, 0.25, None)]
+        {
+            let params = RopeParams {
+                mode,
+                head_dim: 64,
+                n_rot,
+                freq_base: 10000.0,
+                freq_scale,
+                scaling,
+                freq_factors: factors,
+            };
+            let g = graph(&w, 4, 4, |g| {
+                let x = g.embed(t);
+                g.rope(x, params)
+            });
+            let steps = [Step::simple(tokens(4, 3), 0, vec![0]), Step::simple(tokens(4, 5), 4093, vec![0; 257])];
+            p.check(&format!("rope {mode:?} n_rot={n_rot} {scaling:?}"), &g, &steps, 2e-5, 2e-5);
+        }
+    }
+}
+
+#[test]
+fn output_rows_gather() {
+    let mut rng = Rng(14);
+    let mut w = Weights::default();
+    let t = table(&mut w, &mut rng, 40, 1.0);
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    let g = graph(&w, 5, 2, |g| {
+        let x = g.embed(t);
+        g.output_rows(x)
+    });
+    let mut s = Step::simple(tokens(5, 4), 0, vec![0]);
+    s.output_rows = vec![4, 1];
+    p.check("output_rows", &g, &[s], 0.0, 0.0);
+}
+
+struct AttnCase {
+    name: &'static str,
+    nh: u32,
+    nkv: u32,
+    dk: u32,
+    dv: u32,
+    window: Option<u32>,
+    softcap: Option<f32>,
+    dtype: KvDType,
+}
+
+fn attention_case(c: &AttnCase) {
+    let mut rng = Rng(15);
+    let mut w = Weights::default();
+    let tq = table(&mut w, &mut rng, (c.nh * c.dk) as usize, 1.0);
+    let tk = table(&mut w, &mut rng, (c.nkv * c.dk) as usize, 1.0);
+    let tv = table(&mut w, &mut rng, (c.nkv * c.dv) as usize, 1.0);
+    let page_size = 4;
+    let kv = kv_spec(2, c.nkv, c.dk, c.dv, 12, page_size, c.dtype);
+    let Some(mut p) = Pair::new(&w, &kv) else { return };
+    let params = |layer: u32, write_kv: bool| AttnParams {
+        kv_layer: layer,
+        n_head: c.nh,
+        n_kv_head: c.nkv,
+        head_dim_k: c.dk,
+        head_dim_v: c.dv,
+        scale: 1.0 / (c.dk as f32).sqrt(),
+        softcap: c.softcap,
+        window: c.window,
+        write_kv,
+    };
+    let build = |n: usize| {
+        graph(&w, n, n, |g| {
+            let q = g.embed(tq);
+            let k = g.embed(tk);
+            let v = g.embed(tv);
+            let a = g.attention(q, k, v, params(0, true));
+            // A KV-sharing layer reads layer 0 without writing; layer 1 is written and read.
+            let b = g.attention(q, k, v, params(0, false));
+            let s = g.add(a, b);
+            let c2 = g.attention(q, k, v, params(1, true));
+            g.add(s, c2)
+        })
+    };
+    // Sequence A on pages [7, 2, 9]; B on [4, 11]. Prefill A (6 tokens), then a mixed step with
+    // one decode token of A and a 3-token prefill of B, then decode steps.
+    let pa = vec![7u32, 2, 9];
+    let pb = vec![4u32, 11];
+    let prefill = Step::simple(tokens(6, 1), 0, pa.clone());
+    let mixed = Step {
+        tokens: vec![3, 8, 1, 12],
+        positions: vec![6, 0, 1, 2],
+        token_seq: vec![0, 1, 1, 1],
+        seqs: vec![pa.clone(), pb.clone()],
+        output_rows: vec![0, 1, 2, 3],
+    };
+    let decode = |t: u32, pos_a: u32, pos_b: u32| Step {
+        tokens: vec![t, t + 1],
+        positions: vec![pos_a, pos_b],
+        token_seq: vec![0, 1],
+        seqs: vec![pa.clone(), pb.clone()],
+        output_rows: vec![0, 1],
+    };
+    let tol = if c.dtype == KvDType::F16 { 2e-3 } else { 1e-4 };
+    p.check(&format!("{} prefill", c.name), &build(6), &[prefill], tol, tol);
+    p.check(&format!("{} mixed", c.name), &build(4), &[mixed], tol, tol);
+    p.check(&format!("{} decode", c.name), &build(2), &[decode(5, 7, 3), decode(9, 8, 4), decode(2, 9, 5)], tol, tol);
+}
+
+#[test]
+fn attention_gqa_f16() {
+    attention_case(&AttnCase {
+        name: "gqa f16",
+        nh: 4,
+        nkv: 2,
+        dk: 64,
+        dv: 64,
+        window: None,
+        softcap: None,
+        dtype: KvDType::F16,
+    });
+}
+
+#[test]
+fn attention_f32_cache_mixed_head_dims() {
+    attention_case(&AttnCase {
+        name: "f32 dk!=dv",
+        nh: 2,
+        nkv: 1,
+        dk: 32,
+        dv: 80,
+        window: None,
+        softcap: None,
+        dtype: KvDType::F32,
+    });
+}
+
+#[test]
+fn attention_window_and_softcap() {
+    attention_case(&AttnCase {
+        name: "window softcap",
+        nh: 2,
+        nkv: 2,
+        dk: 16,
+        dv: 16,
+        window: Some(3),
+        softcap: Some(5.0),
+        dtype: KvDType::F16,
+    });
+}
+
+#[test]
+fn kv_page_copy() {
+    let mut rng = Rng(16);
+    let mut w = Weights::default();
+    let (tq, tk, tv) =
+        (table(&mut w, &mut rng, 32, 1.0), table(&mut w, &mut rng, 32, 1.0), table(&mut w, &mut rng, 32, 1.0));
+    let kv = kv_spec(1, 1, 32, 32, 6, 4, KvDType::F16);
+    let Some(mut p) = Pair::new(&w, &kv) else { return };
+    let params = |write_kv| AttnParams {
+        kv_layer: 0,
+        n_head: 1,
+        n_kv_head: 1,
+        head_dim_k: 32,
+        head_dim_v: 32,
+        scale: 0.2,
+        softcap: None,
+        window: None,
+        write_kv,
+    };
+    let build = |n, write| {
+        graph(&w, n, n, |g| {
+            let q = g.embed(tq);
+            let k = g.embed(tk);
+            let v = g.embed(tv);
+            g.attention(q, k, v, params(write))
+        })
+    };
+    p.check("fill", &build(8, true), &[Step::simple(tokens(8, 2), 0, vec![1, 3])], 2e-3, 2e-3);
+    p.vk.copy_kv_pages(&[(1, 4), (3, 5)]).unwrap();
+    p.cpu.copy_kv_pages(&[(1, 4), (3, 5)]).unwrap();
+    // Read the copied prefix through the new pages without writing.
+    p.check("copied", &build(1, false), &[Step::simple(vec![3], 7, vec![4, 5])], 2e-3, 2e-3);
+    assert!(p.vk.copy_kv_pages(&[(0, 6)]).is_err());
+}
