@@ -8,6 +8,7 @@
 
 mod backend;
 mod graph;
+mod profile;
 mod weights;
 
 pub use backend::{Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages, StepInputs};
@@ -15,4 +16,5 @@ pub use graph::{
     Activation, AttnParams, Graph, GraphBuilder, Node, Op, RopeMode, RopeParams, RopeScaling, TensorId, WeightId,
 };
 pub use infr_quant::GgmlType;
+pub use profile::{prof_by_shape, prof_enabled, OpLabel, Profile, ProfileOnDrop};
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

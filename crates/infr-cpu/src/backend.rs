@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use infr_core::{Backend, BackendError, DeviceInfo, GgmlType, Graph, KvSpec, PlanId, StepInputs, WeightData, WeightId};
+use infr_core::{
+    prof_enabled, Backend, BackendError, DeviceInfo, GgmlType, Graph, KvSpec, PlanId, Profile, ProfileOnDrop,
+    StepInputs, WeightData, WeightId,
+};
 use infr_gguf::TensorData;
 
 use crate::kv::KvCache;
@@ -48,6 +51,7 @@ pub struct CpuBackend {
     plans: Vec<Plan>,
     pool: rayon::ThreadPool,
     pub(crate) tier: KernelTier,
+    prof: Option<ProfileOnDrop>,
 }
 
 /// Features of this CPU relevant to our kernels, detected at run time.
@@ -113,7 +117,8 @@ impl CpuBackend {
             memory_bytes: host_memory_bytes(),
             features,
         };
-        Ok(Self { info, weights: HashMap::new(), kv: None, plans: Vec::new(), pool, tier: opts.tier })
+        let prof = prof_enabled().then(|| ProfileOnDrop(std::sync::Mutex::new(Profile::new("cpu"))));
+        Ok(Self { info, weights: HashMap::new(), kv: None, plans: Vec::new(), pool, tier: opts.tier, prof })
     }
 
     /// Information about the host CPU without building a backend.
@@ -173,7 +178,8 @@ impl Backend for CpuBackend {
         let plan = self.plans.get(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
         let kv = self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
         let (weights, tier) = (&self.weights, self.tier);
-        self.pool.install(|| plan.execute(weights, kv, tier, inputs))
+        let prof = self.prof.as_ref().map(|p| &p.0);
+        self.pool.install(|| plan.execute(weights, kv, tier, inputs, prof))
     }
 
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {

@@ -1,6 +1,7 @@
 //! The KV cache in host memory: per layer, K and V as `[slots, n_kv_head * head_dim]`.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use infr_core::{BackendError, KvDType, KvSpec};
 
 /// Storage of one cache tensor.
@@ -23,11 +24,7 @@ impl KvStore {
     pub(crate) fn write(&mut self, at: usize, src: &[f32]) {
         match self {
             KvStore::F32(v) => v[at..at + src.len()].copy_from_slice(src),
-            KvStore::F16(v) => {
-                for (d, s) in v[at..at + src.len()].iter_mut().zip(src) {
-                    *d = f16::from_f32(*s);
-                }
-            }
+            KvStore::F16(v) => v[at..at + src.len()].convert_from_f32_slice(src),
         }
     }
 
@@ -37,9 +34,7 @@ impl KvStore {
             KvStore::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
             KvStore::F16(v) => {
                 let n = dst.len();
-                for (d, s) in dst.iter_mut().zip(&v[at..at + n]) {
-                    *d = s.to_f32();
-                }
+                v[at..at + n].convert_to_f32_slice(dst);
             }
         }
     }

@@ -119,17 +119,27 @@ pub(crate) fn linear(
             let j1 = (j0 + ROWS_PER_TASK).min(m);
             let mut res = vec![0f32; (j1 - j0) * n];
             let mut wrow = if fast { Vec::new() } else { vec![0f32; k] };
+            if fast {
+                // res is [weight row][activation row]; tile activations to stay in cache.
+                let wb = &w.bytes[j0 * row_bytes..j1 * row_bytes];
+                let mut tile = vec![0f32; (j1 - j0) * ACT_TILE];
+                for i0 in (0..n).step_by(ACT_TILE) {
+                    let i1 = (i0 + ACT_TILE).min(n);
+                    let a = &acts.bytes[i0 * acts.row_bytes..i1 * acts.row_bytes];
+                    let done =
+                        crate::simd::dot_tile(w.ty, wb, row_bytes, j1 - j0, a, acts.row_bytes, i1 - i0, &mut tile);
+                    debug_assert!(done, "fast kernel declined {}", w.ty);
+                    for jj in 0..j1 - j0 {
+                        res[jj * n + i0..jj * n + i1].copy_from_slice(&tile[jj * (i1 - i0)..(jj + 1) * (i1 - i0)]);
+                    }
+                }
+                return res;
+            }
             for i0 in (0..n).step_by(ACT_TILE) {
                 let i1 = (i0 + ACT_TILE).min(n);
                 for j in j0..j1 {
                     let wb = &w.bytes[j * row_bytes..(j + 1) * row_bytes];
                     let r = &mut res[(j - j0) * n + i0..(j - j0) * n + i1];
-                    if fast {
-                        let a = &acts.bytes[i0 * acts.row_bytes..i1 * acts.row_bytes];
-                        let done = crate::simd::dot_rows(w.ty, wb, a, acts.row_bytes, r);
-                        debug_assert!(done);
-                        continue;
-                    }
                     infr_quant::dequantize(w.ty, wb, &mut wrow).expect("weight row validated at load");
                     for (ii, o) in r.iter_mut().enumerate() {
                         let i = i0 + ii;

@@ -1,8 +1,10 @@
 //! A compiled CPU plan: the validated graph plus buffer lifetimes, interpreted node by node.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
 
-use infr_core::{BackendError, Graph, Op, StepInputs, WeightId};
+use infr_core::{BackendError, Graph, Op, OpLabel, Profile, StepInputs, WeightId};
 
 use crate::backend::CpuWeight;
 use crate::kv::KvCache;
@@ -70,7 +72,9 @@ impl Plan {
         kv: &mut KvCache,
         tier: KernelTier,
         inp: &StepInputs<'_>,
+        prof: Option<&Mutex<Profile>>,
     ) -> Result<Vec<f32>, BackendError> {
+        let mut times: Vec<f64> = Vec::new();
         let g = &self.graph;
         inp.validate(g.n_tokens, g.n_outputs, kv.page_size, kv.n_pages)?;
         let page_size = kv.page_size as usize;
@@ -80,6 +84,7 @@ impl Plan {
         type ActKey = (infr_core::TensorId, infr_quant::GgmlType, bool);
         let mut act_cache: Vec<(ActKey, std::sync::Arc<matmul::PreparedActs>)> = Vec::new();
         for (i, node) in g.nodes.iter().enumerate() {
+            let t0 = prof.map(|_| Instant::now());
             // Take an input's buffer if this node is its last reader, else copy it.
             let take = |t: infr_core::TensorId, bufs: &mut Vec<Option<Vec<f32>>>| -> Vec<f32> {
                 let ti = t.0 as usize;
@@ -187,6 +192,9 @@ impl Plan {
                     out
                 }
             };
+            if let Some(t0) = t0 {
+                times.push(t0.elapsed().as_nanos() as f64);
+            }
             bufs[i] = Some(out);
             act_cache.retain(|((t, _, _), _)| self.last_use[t.0 as usize] > i);
             for t in node.op.inputs() {
@@ -196,6 +204,30 @@ impl Plan {
                 }
             }
         }
+        if let Some(p) = prof {
+            if let Ok(mut p) = p.lock() {
+                p.add_submit(&self.labels(weights), &times, std::env::var("INFR_PROF_SUBMITS").is_ok_and(|v| v == "1"));
+            }
+        }
         Ok(bufs.pop().flatten().expect("output buffer"))
+    }
+
+    /// Profile labels of the nodes: kernel `op.type` for matmuls and embeddings.
+    fn labels(&self, weights: &HashMap<WeightId, CpuWeight>) -> Vec<OpLabel> {
+        let g = &self.graph;
+        g.nodes
+            .iter()
+            .map(|n| {
+                let (kernel, shape) = match &n.op {
+                    Op::Linear { x, weight, .. } => {
+                        let w = &weights[weight];
+                        (format!("linear.{}", w.ty), Some(format!("{}x{} n={}", g.node(*x).cols, n.cols, n.rows)))
+                    }
+                    Op::Embed { table } => (format!("embed.{}", weights[table].ty), None),
+                    op => (op.name().to_owned(), None),
+                };
+                OpLabel { node: n.label.clone().unwrap_or_default(), kernel, shape }
+            })
+            .collect()
     }
 }

@@ -3,6 +3,7 @@
 //! probabilities are rounded to f16 as ggml's f16 matmuls do.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use infr_core::{AttnParams, StepInputs};
 use rayon::prelude::*;
 
@@ -26,9 +27,35 @@ pub(crate) fn write_kv(layer: &mut KvLayer, k: &[f32], v: &[f32], inp: &StepInpu
 }
 
 fn round16(x: &mut [f32]) {
-    for v in x {
-        *v = f16::from_f32(*v).to_f32();
+    let mut h = vec![f16::ZERO; x.len()];
+    h.convert_from_f32_slice(x);
+    h.convert_to_f32_slice(x);
+}
+
+/// The keys and values one sequence's queries can see in this step, converted to f32 once:
+/// positions `lo..=hi`, rows of the layer's K/V width.
+struct SeqKv {
+    lo: usize,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+fn gather_seq(layer: &KvLayer, pages: &[u32], page_size: usize, lo: usize, hi: usize) -> SeqKv {
+    let n = hi + 1 - lo;
+    let (kw, vw) = (layer.k_width, layer.v_width);
+    let mut k = vec![0f32; n * kw];
+    let mut v = vec![0f32; n * vw];
+    // Copy page-contiguous runs in one call each.
+    let mut pos = lo;
+    while pos <= hi {
+        let run = (page_size - pos % page_size).min(hi + 1 - pos);
+        let s = slot(pages, page_size, pos);
+        let r = pos - lo;
+        layer.k.read(s * kw, &mut k[r * kw..(r + run) * kw]);
+        layer.v.read(s * vw, &mut v[r * vw..(r + run) * vw]);
+        pos += run;
     }
+    SeqKv { lo, k, v }
 }
 
 /// Attention for every token and head; `q` is `[n_tokens, n_head * dk]`, returns
@@ -42,29 +69,45 @@ pub(crate) fn attention(
 ) -> Vec<f32> {
     let (nh, nkv) = (p.n_head as usize, p.n_kv_head as usize);
     let (dk, dv) = (p.head_dim_k as usize, p.head_dim_v as usize);
+    let (kw, vw) = (layer.k_width, layer.v_width);
     let group = nh / nkv;
     let n = inp.tokens.len();
     let f16_cache = layer.k.is_f16();
+    let lo_of = |pos: usize| match p.window {
+        Some(w) => (pos + 1).saturating_sub(w as usize),
+        None => 0,
+    };
+    // Visible key range per sequence of the step.
+    let mut ranges: Vec<Option<(usize, usize)>> = vec![None; inp.seqs.len()];
+    for t in 0..n {
+        let pos = inp.positions[t] as usize;
+        let r = &mut ranges[inp.token_seq[t] as usize];
+        *r = Some(match *r {
+            None => (lo_of(pos), pos),
+            Some((lo, hi)) => (lo.min(lo_of(pos)), hi.max(pos)),
+        });
+    }
+    let seq_kv: Vec<Option<SeqKv>> = ranges
+        .par_iter()
+        .enumerate()
+        .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, inp.seqs[s].pages, page_size, lo, hi)))
+        .collect();
     let mut out = vec![0f32; n * nh * dv];
     out.par_chunks_mut(dv).enumerate().for_each(|(idx, o)| {
         let (t, h) = (idx / nh, idx % nh);
         let kvh = h / group;
-        let seq = &inp.seqs[inp.token_seq[t] as usize];
+        let kv = seq_kv[inp.token_seq[t] as usize].as_ref().expect("range built for every token's sequence");
         let pos = inp.positions[t] as usize;
-        let lo = match p.window {
-            Some(w) => (pos + 1).saturating_sub(w as usize),
-            None => 0,
-        };
+        let lo = lo_of(pos);
         let mut qh = q[(t * nh + h) * dk..(t * nh + h + 1) * dk].to_vec();
         if f16_cache {
             round16(&mut qh);
         }
-        let mut kbuf = vec![0f32; dk];
         let mut scores = Vec::with_capacity(pos + 1 - lo);
         for j in lo..=pos {
-            let s = slot(seq.pages, page_size, j);
-            layer.k.read(s * layer.k_width + kvh * dk, &mut kbuf);
-            let mut sc = dot_f32(&qh, &kbuf) * p.scale;
+            let r = j - kv.lo;
+            let kr = &kv.k[r * kw + kvh * dk..r * kw + (kvh + 1) * dk];
+            let mut sc = dot_f32(&qh, kr) * p.scale;
             if let Some(cap) = p.softcap {
                 sc = (sc / cap).tanh() * cap;
             }
@@ -83,12 +126,11 @@ pub(crate) fn attention(
         if f16_cache {
             round16(&mut scores);
         }
-        let mut vbuf = vec![0f32; dv];
         for (jj, j) in (lo..=pos).enumerate() {
-            let s = slot(seq.pages, page_size, j);
-            layer.v.read(s * layer.v_width + kvh * dv, &mut vbuf);
+            let r = j - kv.lo;
+            let vr = &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv];
             let w = scores[jj];
-            for (a, b) in o.iter_mut().zip(&vbuf) {
+            for (a, b) in o.iter_mut().zip(vr) {
                 *a += w * b;
             }
         }

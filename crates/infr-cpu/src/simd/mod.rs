@@ -25,7 +25,10 @@ pub(crate) fn level() -> SimdLevel {
     *LEVEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
                 return SimdLevel::Avx2;
             }
         }
@@ -42,13 +45,23 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
     }
 }
 
-/// `out[r] = dot(w_row, acts[r])` for `out.len()` activation rows of `act_row_bytes` each.
-/// Returns false if there is no fast kernel (nothing is written then).
-pub(crate) fn dot_rows(ty: GgmlType, w_row: &[u8], acts: &[u8], act_row_bytes: usize, out: &mut [f32]) -> bool {
+/// `out[j * n_a + i] = dot(w_rows[j], acts[i])` for `n_w` consecutive weight rows of `wrb`
+/// bytes and `n_a` activation rows of `arb` bytes. Returns false if there is no fast kernel
+/// (nothing is written then).
+pub(crate) fn dot_tile(
+    ty: GgmlType,
+    w_rows: &[u8],
+    wrb: usize,
+    n_w: usize,
+    acts: &[u8],
+    arb: usize,
+    n_a: usize,
+    out: &mut [f32],
+) -> bool {
     match level() {
         SimdLevel::None => false,
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: level() checked that the CPU has AVX2 and FMA.
-        SimdLevel::Avx2 => unsafe { avx2::dot_rows(ty, w_row, acts, act_row_bytes, out) },
+        // SAFETY: level() checked that the CPU has AVX2, FMA and F16C.
+        SimdLevel::Avx2 => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
     }
 }
