@@ -20,6 +20,10 @@ pub struct VulkanOptions {
     pub device: usize,
     /// Enable the Khronos validation layer (also on with `INFR_VK_VALIDATION=1`).
     pub validation: bool,
+    /// Use only the portable kernels (no subgroup operations): for tests and diagnosis.
+    pub portable_kernels: bool,
+    /// Collect per-dispatch timings (also on with `INFR_PROF_OPS=1`).
+    pub profile: bool,
 }
 
 /// The Vulkan backend.
@@ -34,6 +38,7 @@ pub struct VulkanBackend {
     pipelines: Pipelines,
     profile: Option<Profile>,
     generation: u64,
+    features: crate::lower::Features,
     info: DeviceInfo,
     ctx: Arc<Context>,
 }
@@ -61,8 +66,9 @@ impl VulkanBackend {
             dummy,
             one,
             pipelines,
-            profile: crate::profile::enabled().then(Profile::default),
+            profile: (opts.profile || crate::profile::enabled()).then(Profile::default),
             generation: 0,
+            features: crate::lower::Features { subgroups: ctx.caps.subgroup_arithmetic && !opts.portable_kernels },
             info,
             ctx,
         })
@@ -119,9 +125,14 @@ impl Backend for VulkanBackend {
 
     fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
         let e = |err: VkError| err.into_backend(&self.info.id);
-        let dispatches =
-            crate::lower::lower(graph, &self.weights, self.kv.as_ref().map(|k| &k.spec), &mut self.pipelines)
-                .map_err(e)?;
+        let dispatches = crate::lower::lower(
+            graph,
+            &self.weights,
+            self.kv.as_ref().map(|k| &k.spec),
+            &mut self.pipelines,
+            self.features,
+        )
+        .map_err(e)?;
         let res = Resources {
             weights: &self.weights,
             kv: self.kv.as_ref(),

@@ -148,8 +148,93 @@ fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
     s
 }
 
+/// Entry-point parameters and code of the workgroup reduction of `R*C` accumulators into
+/// `total` (valid in threads `t < R*C`): subgroupAdd when the device has subgroup
+/// arithmetic, a shared-memory tree otherwise.
+fn with_reduce(spec: KernelSpec, subgroups: bool) -> KernelSpec {
+    if subgroups {
+        spec.define(
+            "SG_PARAMS",
+            ", @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32",
+        )
+        .define(
+            "REDUCE",
+            "for (var j = 0u; j < R * C; j++) {
+        let s = subgroupAdd(acc[j]);
+        if sgi == 0u {
+            red[j * WG + sgid] = s;
+        }
+    }
+    workgroupBarrier();
+    var total = 0.0;
+    if t < R * C {
+        for (var i = 0u; i < nsg; i++) {
+            total += red[t * WG + i];
+        }
+    }",
+        )
+    } else {
+        spec.define("SG_PARAMS", "").define(
+            "REDUCE",
+            "for (var j = 0u; j < R * C; j++) {
+        red[j * WG + t] = acc[j];
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if t < s {
+            for (var j = 0u; j < R * C; j++) {
+                red[j * WG + t] += red[j * WG + t + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    var total = 0.0;
+    if t < R * C {
+        total = red[t * WG];
+    }",
+        )
+    }
+}
+
+/// Weight types with a fast matrix-vector kernel, and its lanes per block.
+pub fn vec_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
+    use infr_quant::GgmlType::*;
+    match ty {
+        Q8_0 => Some(8),
+        Q4_K | Q6_K => Some(16),
+        _ => None,
+    }
+}
+
+/// Largest activation-row count the matrix-vector kernel takes.
+pub const VEC_MAX_COLS: usize = 8;
+
+/// Threads per workgroup of the matrix-vector kernel.
+pub const VEC_WG: u32 = 64;
+
+/// The fast matrix-vector kernel for `c` activation rows and `r` weight rows per workgroup
+/// (needs subgroup arithmetic; `None` for types without one).
+pub fn matmul_vec(l: &GpuLayout, c: u32, r: u32) -> Option<KernelSpec> {
+    let tpb = vec_lanes(l.ty)?;
+    let spec = KernelSpec {
+        name: format!("matmul_vec.{}", l.ty),
+        parts: vec!["common", "dequant", "matmul_vec"],
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<MatmulParams>(),
+    }
+    .define("WG", VEC_WG)
+    .define("R", r)
+    .define("C", c)
+    .define("RC", r * c)
+    .define("RED", VEC_WG * r * c)
+    .define("TPB", tpb)
+    .define("VDOT", format!("vdot_{}", l.deq));
+    Some(with_reduce(with_layout(spec, l), true))
+}
+
 /// The generic matmul for a weight layout, computing `c` activation rows per workgroup.
-pub fn matmul_generic(l: &GpuLayout, c: u32) -> KernelSpec {
+pub fn matmul_generic(l: &GpuLayout, c: u32, subgroups: bool) -> KernelSpec {
     let spec = KernelSpec {
         name: format!("matmul_generic.{}", l.ty),
         parts: dequant_parts(l, "matmul_generic"),
@@ -162,7 +247,7 @@ pub fn matmul_generic(l: &GpuLayout, c: u32) -> KernelSpec {
     .define("C", c)
     .define("RC", MATMUL_R * c)
     .define("RED", MATMUL_WG * MATMUL_R * c);
-    with_layout(spec, l)
+    with_reduce(with_layout(spec, l), subgroups)
 }
 
 /// Activation rows per workgroup of the generic matmul for `n` rows.
@@ -273,8 +358,11 @@ mod tests {
     fn every_shader_compiles() {
         for ty in GgmlType::ALL {
             if let Some(l) = gpu_layout(ty) {
-                check(&matmul_generic(&l, 1));
-                check(&matmul_generic(&l, 4));
+                check(&matmul_generic(&l, 1, false));
+                check(&matmul_generic(&l, 4, true));
+                if let Some(s) = matmul_vec(&l, 3, 2) {
+                    check(&s);
+                }
                 check(&embed(&l));
             }
         }

@@ -79,12 +79,23 @@ fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
     n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
 }
 
+/// Device features that select kernels.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Features {
+    /// Subgroup arithmetic in compute shaders (fast reductions, matrix-vector kernels).
+    pub subgroups: bool,
+}
+
+/// Weight rows per workgroup of the matrix-vector kernel.
+const VEC_R: u32 = 2;
+
 /// Lower every node of `graph` to dispatches.
 pub(crate) fn lower(
     graph: &Graph,
     weights: &HashMap<WeightId, GpuWeight>,
     kv: Option<&KvSpec>,
     pipes: &mut Pipelines,
+    feat: Features,
 ) -> VkResult<Vec<Dispatch>> {
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
@@ -132,15 +143,25 @@ pub(crate) fn lower(
             Op::Linear { x, weight, bias } => {
                 let lw = w(weight)?;
                 let n = node.rows;
-                let c = kernels::matmul_cols(n);
-                let spec = kernels::matmul_generic(&lw.layout, c);
+                let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
+                    kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
+                } else {
+                    None
+                };
+                let (spec, c, r) = match vec_spec {
+                    Some(s) => (s, n as u32, VEC_R),
+                    None => {
+                        let c = kernels::matmul_cols(n);
+                        (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
+                    }
+                };
                 let bias_res = match bias {
                     Some(b) => vec_of(b, lw.rows)?,
                     None => Res::Dummy,
                 };
                 let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
                 for (ci, ch) in lw.chunks.iter().enumerate() {
-                    let tiles_m = ch.rows.div_ceil(kernels::MATMUL_R);
+                    let tiles_m = ch.rows.div_ceil(r);
                     let tiles_n = (n as u32).div_ceil(c);
                     let groups = tiles_m
                         .checked_mul(tiles_n)

@@ -41,7 +41,7 @@ const QPB: u32 = BLOCK / 4u;
 var<workgroup> red: array<f32, {{RED}}>;
 
 @compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
     let lin = wg_linear(wid, nwg);
     let tm = lin % pc.tiles_m;
     let tn = lin / pc.tiles_m;
@@ -72,23 +72,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
     }
-    for (var j = 0u; j < R * C; j++) {
-        red[j * WG + t] = acc[j];
-    }
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            for (var j = 0u; j < R * C; j++) {
-                red[j * WG + t] += red[j * WG + t + s];
-            }
-        }
-        workgroupBarrier();
-    }
+    {{REDUCE}}
     if t < R * C {
         let r = t / C;
         let c = t % C;
         if r0 + r < pc.m && c0 + c < pc.n {
-            var v = red[t * WG];
+            var v = total;
             let col = pc.out_col0 + r0 + r;
             if pc.has_bias != 0u {
                 v += BIAS[col];

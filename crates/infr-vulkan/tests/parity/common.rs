@@ -13,7 +13,12 @@ use infr_vulkan::{VulkanBackend, VulkanOptions};
 /// Open lavapipe (or whatever `VK_LOADER_DRIVERS_SELECT` picks); `None` skips the test unless
 /// `INFR_REQUIRE_VULKAN=1`, which turns a missing device into a failure.
 pub fn vulkan() -> Option<VulkanBackend> {
-    match VulkanBackend::new(&VulkanOptions { device: 0, validation: true }) {
+    vulkan_with(VulkanOptions { validation: true, ..Default::default() })
+}
+
+/// [`vulkan`] with explicit options.
+pub fn vulkan_with(opts: VulkanOptions) -> Option<VulkanBackend> {
+    match VulkanBackend::new(&opts) {
         Ok(b) => Some(b),
         Err(e) => {
             if std::env::var("INFR_REQUIRE_VULKAN").is_ok_and(|v| v == "1") {

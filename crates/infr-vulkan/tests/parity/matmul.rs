@@ -57,11 +57,22 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
     assert_clean(vk);
 }
 
+/// Fast kernels where the device has them (matrix-vector for n ≤ 8), generic otherwise.
 #[test]
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 5], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 5, 9], false, 100 + i as u64);
+    }
+}
+
+/// The portable kernels only (no subgroup operations).
+#[test]
+fn linear_every_type_portable() {
+    let opts = infr_vulkan::VulkanOptions { validation: true, portable_kernels: true, ..Default::default() };
+    let Some(mut vk) = vulkan_with(opts) else { return };
+    for (i, ty) in all_types().into_iter().enumerate() {
+        check_linear(&mut vk, ty, 21, &[1, 6], false, 300 + i as u64);
     }
 }
 

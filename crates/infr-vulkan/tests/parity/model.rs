@@ -131,9 +131,60 @@ fn step_graph(m: &Model, n_tokens: usize, n_out: usize) -> infr_core::Graph {
 #[test]
 fn tiny_model_prefill_and_decode() {
     let Some(mut vk) = vulkan() else { return };
+    run_tiny_model(&mut vk);
+}
+
+/// The same model with the portable kernels only.
+#[test]
+fn tiny_model_portable() {
+    let opts = infr_vulkan::VulkanOptions { validation: true, portable_kernels: true, ..Default::default() };
+    let Some(mut vk) = vulkan_with(opts) else { return };
+    run_tiny_model(&mut vk);
+}
+
+/// Per-dispatch timestamps are collected and labelled by kernel.
+#[test]
+fn profile_collects_every_dispatch() {
+    let opts = infr_vulkan::VulkanOptions { validation: true, profile: true, ..Default::default() };
+    let Some(mut vk) = vulkan_with(opts) else { return };
+    if vk.caps().timestamp_period_ns == 0.0 {
+        eprintln!("skipping: no timestamps on compute queues");
+        return;
+    }
+    run_tiny_model(&mut vk);
+    let p = vk.profile().expect("profiling on");
+    assert_eq!(p.submits, 5);
+    let kernels: Vec<&String> = p.totals.keys().collect();
+    for k in
+        ["embed.q8_0", "rms_norm", "rope", "attention.f16.d64x64", "kv_write.f16", "glu_silu", "add", "output_rows"]
+    {
+        assert!(p.totals.contains_key(k), "{k} missing from {kernels:?}");
+    }
+    let fast = vk.caps().subgroup_arithmetic;
+    let name = if fast { "matmul_vec.q4_K" } else { "matmul_generic.q4_K" };
+    assert!(p.totals.contains_key(name), "{name} missing from {kernels:?}");
+    for line in p.report() {
+        eprintln!("{line}");
+    }
+}
+
+/// `list_devices` reports the device with its capabilities.
+#[test]
+fn list_devices_reports_capabilities() {
+    let Some(vk) = vulkan() else { return };
+    let devs = infr_vulkan::list_devices().expect("list devices");
+    assert!(!devs.is_empty());
+    assert_eq!(devs[0].id, "Vulkan0");
+    assert_eq!(devs[0].name, vk.caps().name);
+    assert!(devs[0].features.iter().any(|f| f.starts_with("subgroup ")), "{:?}", devs[0].features);
+    eprintln!("{} {} {:?}", devs[0].id, devs[0].name, devs[0].features);
+}
+
+fn run_tiny_model(vk: &mut infr_vulkan::VulkanBackend) {
+    let vk = vk;
     let m = model();
     let mut cpu = cpu();
-    m.w.load(&mut vk);
+    m.w.load(vk);
     m.w.load(&mut cpu);
     let kv = kv_spec(LAYERS, N_KV, HD, HD, 8, 4, KvDType::F16);
     vk.init_kv(&kv).unwrap();
@@ -146,21 +197,21 @@ fn tiny_model_prefill_and_decode() {
     let (dv, dc) = (vk.compile(&dec).unwrap(), cpu.compile(&dec).unwrap());
     let mut s = Step::simple(prompt.clone(), 0, pages.clone());
     s.output_rows = vec![prompt.len() as u32 - 1];
-    let a = s.run(&mut vk, pv);
+    let a = s.run(vk, pv);
     let b = s.run(&mut cpu, pc);
-    assert_close("prefill logits", &a, &b, 1e-3, 3e-2);
+    assert_close("prefill logits", &a, &b, 1e-3, 5e-2);
     let mut next = argmax(&b);
     let mut agree = 0;
     for pos in prompt.len() as u32..prompt.len() as u32 + 4 {
         let s = Step::simple(vec![next], pos, pages.clone());
-        let a = s.run(&mut vk, dv);
+        let a = s.run(vk, dv);
         let b = s.run(&mut cpu, dc);
-        assert_close(&format!("decode logits at {pos}"), &a, &b, 1e-3, 3e-2);
+        assert_close(&format!("decode logits at {pos}"), &a, &b, 1e-3, 5e-2);
         agree += (argmax(&a) == argmax(&b)) as usize;
         next = argmax(&b);
     }
     assert!(agree >= 3, "greedy tokens disagree too often ({agree}/4)");
-    assert_clean(&vk);
+    assert_clean(vk);
 }
 
 fn argmax(v: &[f32]) -> u32 {
