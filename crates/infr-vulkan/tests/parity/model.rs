@@ -181,7 +181,6 @@ fn list_devices_reports_capabilities() {
 }
 
 fn run_tiny_model(vk: &mut infr_vulkan::VulkanBackend) {
-    let vk = vk;
     let m = model();
     let mut cpu = cpu();
     m.w.load(vk);
