@@ -233,6 +233,21 @@ pub fn matmul_vec(l: &GpuLayout, c: u32, r: u32) -> Option<KernelSpec> {
     Some(with_reduce(with_layout(spec, l), true))
 }
 
+/// Weight rows and activation rows of one tile of the tiled matmul.
+pub const TILE: u32 = 64;
+
+/// The tiled matmul for prefill (portable; any weight type).
+pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_tiled.{}", l.ty),
+        parts: dequant_parts(l, "matmul_tiled"),
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<MatmulParams>(),
+    };
+    with_layout(spec, l)
+}
+
 /// The generic matmul for a weight layout, computing `c` activation rows per workgroup.
 pub fn matmul_generic(l: &GpuLayout, c: u32, subgroups: bool) -> KernelSpec {
     let spec = KernelSpec {
@@ -364,6 +379,7 @@ mod tests {
                     check(&s);
                 }
                 check(&embed(&l));
+                check(&matmul_tiled(&l));
             }
         }
         check(&rms_norm());

@@ -126,6 +126,9 @@ pub(crate) fn lower(
         match &node.op {
             Op::Embed { table } => {
                 let tw = w(table)?;
+                if tw.chunks.is_empty() {
+                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", table.0)));
+                }
                 let spec = kernels::embed(&tw.layout);
                 for (c, ch) in tw.chunks.iter().enumerate() {
                     let p = kernels::EmbedParams {
@@ -142,6 +145,9 @@ pub(crate) fn lower(
             }
             Op::Linear { x, weight, bias } => {
                 let lw = w(weight)?;
+                if lw.chunks.is_empty() {
+                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", weight.0)));
+                }
                 let n = node.rows;
                 let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
                     kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
@@ -150,6 +156,9 @@ pub(crate) fn lower(
                 };
                 let (spec, c, r) = match vec_spec {
                     Some(s) => (s, n as u32, VEC_R),
+                    None if n > kernels::VEC_MAX_COLS => {
+                        (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE)
+                    }
                     None => {
                         let c = kernels::matmul_cols(n);
                         (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)

@@ -17,6 +17,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("dequant_iq", include_str!("shaders/dequant_iq.wgsl")),
     ("matmul_generic", include_str!("shaders/matmul_generic.wgsl")),
     ("matmul_vec", include_str!("shaders/matmul_vec.wgsl")),
+    ("matmul_tiled", include_str!("shaders/matmul_tiled.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),
     ("rope", include_str!("shaders/rope.wgsl")),

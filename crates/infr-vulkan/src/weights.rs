@@ -53,16 +53,18 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         .skip(1)
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or_else(|| unsupported("shape overflows".into()))?;
-    if cols == 0 || rows == 0 || cols % layout.block_elems as usize != 0 {
+    if cols == 0 || rows == 0 {
+        return Err(unsupported("empty weight".into()));
+    }
+    // Plain-float vectors of any length are kept as f32 only (norm weights, biases).
+    let vector_only = rows == 1 && !ty.is_quantized() && cols % layout.block_elems as usize != 0;
+    if cols % layout.block_elems as usize != 0 && !vector_only {
         return Err(unsupported(format!(
             "row of {cols} elements is not a multiple of {} for {ty}",
             layout.block_elems
         )));
     }
-    let row_bytes = (cols / layout.block_elems as usize) * layout.block_bytes as usize;
-    if ty.row_bytes(cols) != Some(row_bytes) && layout.block_elems as usize != 4 {
-        return Err(unsupported("inconsistent row size".into()));
-    }
+    let row_bytes = ty.row_bytes(cols).ok_or_else(|| unsupported("row size overflows".into()))?;
     if row_bytes.checked_mul(rows) != Some(w.bytes.len()) {
         return Err(unsupported(format!("{} bytes do not match the shape {:?} of {ty}", w.bytes.len(), w.info.dims)));
     }
@@ -73,7 +75,7 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         return Err(VkError::Unsupported(format!("{}: one row ({gpu_row} bytes) exceeds a storage binding", w.name)));
     }
     let mut chunks = Vec::new();
-    let mut row0 = 0usize;
+    let mut row0 = if vector_only { rows } else { 0 };
     while row0 < rows {
         let n = rows_per_chunk.min(rows - row0);
         let src = &w.bytes[row0 * row_bytes..(row0 + n) * row_bytes];

@@ -46,7 +46,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
         let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
         let x: Vec<f32> = tokens.iter().flat_map(|&t| table_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
         let want = reference(&x, &w_f, n, K, m, b_f.as_deref());
-        let step = Step::simple(tokens, 0, vec![0]);
+        let step = Step::simple(tokens, 0, vec![0; 8]);
         let pv = vk.compile(&g).unwrap();
         let got = step.run(vk, pv);
         assert_close(&format!("{ty} linear n={n} vs f32"), &got, &want, 1e-4, 1e-4);
@@ -62,7 +62,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 5, 9], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 5, 9, 70], false, 100 + i as u64);
     }
 }
 
@@ -80,7 +80,16 @@ fn linear_every_type_portable() {
 fn linear_with_bias() {
     let Some(mut vk) = vulkan() else { return };
     for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K] {
-        check_linear(&mut vk, ty, 24, &[2], true, 7);
+        check_linear(&mut vk, ty, 24, &[2, 12], true, 7);
+    }
+}
+
+/// Several weight-row and activation-row tiles of the tiled (prefill) kernel.
+#[test]
+fn linear_tiled_multi_tile() {
+    let Some(mut vk) = vulkan() else { return };
+    for ty in [GgmlType::F16, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0, GgmlType::IQ4_XS] {
+        check_linear(&mut vk, ty, 150, &[67], true, 9);
     }
 }
 
