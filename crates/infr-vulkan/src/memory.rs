@@ -37,11 +37,6 @@ unsafe impl Send for Buffer {}
 // SAFETY: shared references only read the mapping (see `read`), never concurrently with writes.
 unsafe impl Sync for Buffer {}
 
-fn find_memory_type(ctx: &Context, bits: u32, want: vk::MemoryPropertyFlags) -> Option<u32> {
-    (0..ctx.memory.memory_type_count)
-        .find(|&i| bits & (1 << i) != 0 && ctx.memory.memory_types[i as usize].property_flags.contains(want))
-}
-
 impl Buffer {
     /// Allocate a storage buffer of `size` bytes (`what` names it in errors).
     pub fn new(ctx: &Arc<Context>, size: u64, kind: MemKind, what: &str) -> VkResult<Self> {
@@ -71,39 +66,49 @@ impl Buffer {
                 &[F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED, F::HOST_VISIBLE | F::HOST_COHERENT]
             }
         };
-        // Prefer host-visible device memory only when it is not a small BAR window.
-        let heap_ok = |t: u32| {
+        // Candidate memory types in order of preference. Host-visible device memory is taken
+        // only from a heap about as large as the device's (ReBAR, unified memory), never a
+        // small BAR window; an allocation that fails there falls back to the next candidate.
+        let big_heap = |t: u32| {
             let heap = ctx.memory.memory_types[t as usize].heap_index as usize;
-            ctx.memory.memory_heaps[heap].size >= req.size.saturating_mul(2)
+            ctx.memory.memory_heaps[heap].size.saturating_mul(2) >= ctx.caps.device_local_bytes
         };
-        let ty = choices
-            .iter()
-            .find_map(|&f| find_memory_type(ctx, req.memory_type_bits, f).filter(|&t| heap_ok(t) || f.is_empty()))
-            .ok_or_else(|| VkError::Unsupported(format!("no memory type for {what} ({kind:?})")));
-        let ty = match ty {
-            Ok(t) => t,
-            Err(e) => {
-                // SAFETY: the buffer is unused.
-                unsafe { d.destroy_buffer(raw, None) };
-                return Err(e);
+        let mut candidates: Vec<u32> = Vec::new();
+        for &f in choices {
+            for t in 0..ctx.memory.memory_type_count {
+                let flags = ctx.memory.memory_types[t as usize].property_flags;
+                let host_dev = flags.contains(F::DEVICE_LOCAL | F::HOST_VISIBLE) && kind == MemKind::DeviceLocal;
+                if req.memory_type_bits & (1 << t) != 0
+                    && flags.contains(f)
+                    && (!host_dev || big_heap(t))
+                    && !candidates.contains(&t)
+                {
+                    candidates.push(t);
+                }
             }
+        }
+        let mut last_err = VkError::Unsupported(format!("no memory type for {what} ({kind:?})"));
+        let mut found = None;
+        for &ty in &candidates {
+            let ainfo = vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(ty);
+            // SAFETY: valid allocate info.
+            match unsafe { d.allocate_memory(&ainfo, None) } {
+                Ok(m) => {
+                    found = Some((m, ty));
+                    break;
+                }
+                Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY) => {
+                    last_err = VkError::OutOfMemory { what: what.to_owned(), bytes: req.size };
+                }
+                Err(r) => last_err = VkError::call("vkAllocateMemory", r),
+            }
+        }
+        let Some((mem, ty)) = found else {
+            // SAFETY: the buffer is unused.
+            unsafe { d.destroy_buffer(raw, None) };
+            return Err(last_err);
         };
         let flags = ctx.memory.memory_types[ty as usize].property_flags;
-        let ainfo = vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(ty);
-        // SAFETY: valid allocate info.
-        let mem = match unsafe { d.allocate_memory(&ainfo, None) } {
-            Ok(m) => m,
-            Err(r) => {
-                // SAFETY: the buffer is unused.
-                unsafe { d.destroy_buffer(raw, None) };
-                return Err(match r {
-                    vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
-                        VkError::OutOfMemory { what: what.to_owned(), bytes: req.size }
-                    }
-                    r => VkError::call("vkAllocateMemory", r),
-                });
-            }
-        };
         let mut buf =
             Self { ctx: ctx.clone(), raw, mem, size, mapped: None, coherent: flags.contains(F::HOST_COHERENT) };
         // SAFETY: memory and buffer belong to this device; the memory type satisfies the requirements.
