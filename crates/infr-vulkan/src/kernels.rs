@@ -103,6 +103,16 @@ pub struct AttnParamsGpu {
     pub pos_off: u32,
     pub pt_off: u32,
     pub round_q: u32,
+    pub n_split: u32,
+}
+
+/// Push constants of `attention_combine.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct AttnCombineParams {
+    pub n_rows: u32,
+    pub dv: u32,
+    pub n_split: u32,
 }
 
 /// Push constants of `elementwise.wgsl`.
@@ -318,11 +328,26 @@ pub fn kv_write(dtype: KvDType) -> KernelSpec {
 /// Attention for head dims `dk`/`dv` and a cache element type.
 pub fn attention(dtype: KvDType, dk: u32, dv: u32) -> KernelSpec {
     let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
-    let spec = KernelSpec::new(name, &["common", "attention"], 5, push_size::<AttnParamsGpu>())
+    let spec = KernelSpec::new(name, &["common", "attention"], 6, push_size::<AttnParamsGpu>())
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
     kv_defines(spec, dtype)
+}
+
+/// Merge of split attention partials.
+pub fn attention_combine() -> KernelSpec {
+    KernelSpec::new("attention_combine", &["common", "attention_combine"], 2, push_size::<AttnCombineParams>())
+}
+
+/// Key splits for attention with `rows` (token, head) pairs: enough workgroups to fill a
+/// device when few tokens attend (decode), one split when there are many.
+pub fn attention_splits(rows: usize) -> u32 {
+    if rows >= 128 {
+        1
+    } else {
+        (256usize.div_ceil(rows.max(1))).min(16) as u32
+    }
 }
 
 /// Elementwise op kinds.
@@ -395,5 +420,6 @@ mod tests {
             check(&elementwise(op));
         }
         check(&gather_rows());
+        check(&attention_combine());
     }
 }

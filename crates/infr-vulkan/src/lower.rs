@@ -29,6 +29,8 @@ pub(crate) enum Res {
     Step,
     /// The i-quant tables.
     Tables,
+    /// The plan's scratch buffer (attention partials).
+    Scratch,
     /// A placeholder for an unused optional binding.
     Dummy,
 }
@@ -96,7 +98,8 @@ pub(crate) fn lower(
     kv: Option<&KvSpec>,
     pipes: &mut Pipelines,
     feat: Features,
-) -> VkResult<Vec<Dispatch>> {
+) -> VkResult<(Vec<Dispatch>, u64)> {
+    let mut scratch = 0u64;
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -285,10 +288,19 @@ pub(crate) fn lower(
                     pos_off: st.positions,
                     pt_off: st.tok_pages,
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
+                    n_split: kernels::attention_splits(n_tok * ap.n_head as usize),
                 };
+                let rows = n_tok * ap.n_head as usize;
                 let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v);
-                let res = vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me];
-                push(&spec, res, bytes(&p), u32_of(n_tok * ap.n_head as usize, "attention groups")?, None)?;
+                let res =
+                    vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
+                let groups = u32_of(rows * p.n_split as usize, "attention groups")?;
+                push(&spec, res, bytes(&p), groups, None)?;
+                if p.n_split > 1 {
+                    scratch = scratch.max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
+                    let cp = kernels::AttnCombineParams { n_rows: rows as u32, dv: ap.head_dim_v, n_split: p.n_split };
+                    push(&kernels::attention_combine(), vec![Res::Scratch, me], bytes(&cp), rows as u32, None)?;
+                }
             }
             Op::Add { a, b } | Op::Mul { a, b } => {
                 let op = if matches!(node.op, Op::Add { .. }) { Elt::Add } else { Elt::Mul };
@@ -329,7 +341,7 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok(out)
+    Ok((out, scratch))
 }
 
 /// Byte offsets of every node's output in one activation buffer, reusing the space of

@@ -41,6 +41,7 @@ pub(crate) struct Plan {
     step_words: Vec<u32>,
     layout: StepLayout,
     readback: Buffer,
+    scratch: Buffer,
     desc_pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
@@ -54,7 +55,7 @@ impl Plan {
     pub fn new(
         ctx: &Arc<Context>,
         graph: &Graph,
-        dispatches: Vec<Dispatch>,
+        (dispatches, scratch_bytes): (Vec<Dispatch>, u64),
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
@@ -74,6 +75,12 @@ impl Plan {
         let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
         let out = graph.node(graph.output());
         let readback = Buffer::new(ctx, (out.rows * out.cols * 4) as u64, MemKind::Readback, "output readback")?;
+        if scratch_bytes > ctx.caps.max_storage_buffer_range {
+            return Err(VkError::Unsupported(format!(
+                "attention scratch of {scratch_bytes} bytes exceeds a storage binding"
+            )));
+        }
+        let scratch = Buffer::new(ctx, scratch_bytes, MemKind::DeviceLocal, "attention scratch")?;
         let vocab = graph
             .nodes
             .iter()
@@ -125,6 +132,7 @@ impl Plan {
             step_words: Vec::new(),
             layout,
             readback,
+            scratch,
             desc_pool,
             cmd_pool,
             cmd,
@@ -164,6 +172,7 @@ impl Plan {
             }
             Res::Step => (self.step.raw, 0, self.step.size),
             Res::Tables => (res.tables.raw, 0, res.tables.size),
+            Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
             Res::Dummy => (res.dummy.raw, 0, res.dummy.size),
         })
     }

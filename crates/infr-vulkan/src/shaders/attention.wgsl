@@ -1,5 +1,8 @@
-// Causal attention of one (token, head) per workgroup over the paged KV cache, with online
-// softmax over tiles of WG keys: scores = q·k * scale (softcap), window, GQA head mapping.
+// Causal attention of one (token, head, key split) per workgroup over the paged KV cache,
+// with online softmax over tiles of WG keys: scores = q·k * scale (softcap), window, GQA head
+// mapping. With one split the workgroup writes the normalized output; with several (long
+// decode: few tokens, many keys) each writes its partial (max, sum, unnormalized output) to
+// the scratch buffer and `attention_combine` merges them.
 
 struct Params {
     n_head: u32,
@@ -16,6 +19,7 @@ struct Params {
     pos_off: u32,
     pt_off: u32,
     round_q: u32,
+    n_split: u32,
 }
 
 var<immediate> pc: Params;
@@ -25,6 +29,7 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read> VC: array<{{KV_TY}}>;
 @group(0) @binding(3) var<storage, read> S: array<u32>;
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
+@group(0) @binding(5) var<storage, read_write> PART: array<f32>;
 
 const WG: u32 = {{WG}}u;
 const DPT: u32 = {{DPT}}u;
@@ -74,7 +79,9 @@ fn reduce_sum(t: u32, v: f32) -> f32 {
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let lin = wg_linear(wid, nwg);
+    let lin0 = wg_linear(wid, nwg);
+    let split = lin0 % pc.n_split;
+    let lin = lin0 / pc.n_split;
     let tok = lin / pc.n_head;
     if tok >= pc.n_tokens {
         return;
@@ -95,14 +102,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         qs[d] = q;
     }
     workgroupBarrier();
+    let chunk = (pos + 1u - lo + pc.n_split - 1u) / pc.n_split;
+    let begin = lo + split * chunk;
+    let end = min(begin + chunk, pos + 1u);
     var acc: array<f32, {{DPT}}>;
     var m = -1e30;
     var l = 0.0;
-    for (var base = lo; base <= pos; base += WG) {
+    for (var base = begin; base < end; base += WG) {
         let j = base + t;
         var sc = -1e30;
         var slot = 0u;
-        if j <= pos {
+        if j < end {
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
             let kb = slot * pc.kw + kvh * pc.dk;
             var dotv = 0.0;
@@ -120,13 +130,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let m_new = max(m, tile_max);
         let alpha = exp(m - m_new);
         var p = 0.0;
-        if j <= pos {
+        if j < end {
             p = exp(sc - m_new);
         }
         ps[t] = p;
         let tile_sum = reduce_sum(t, p);
         l = l * alpha + tile_sum;
-        let cnt = min(WG, pos + 1u - base);
+        let cnt = min(WG, end - base);
         for (var ii = 0u; ii < DPT; ii++) {
             let d = t + ii * WG;
             if d < pc.dv {
@@ -140,11 +150,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = m_new;
         workgroupBarrier();
     }
-    let inv = 1.0 / l;
+    if pc.n_split == 1u {
+        let inv = 1.0 / l;
+        for (var ii = 0u; ii < DPT; ii++) {
+            let d = t + ii * WG;
+            if d < pc.dv {
+                O[(tok * pc.n_head + h) * pc.dv + d] = acc[ii] * inv;
+            }
+        }
+        return;
+    }
+    // Partial record of this split: [m, l, acc[0..dv]].
+    let rec = lin0 * (pc.dv + 2u);
+    if t == 0u {
+        PART[rec] = m;
+        PART[rec + 1u] = l;
+    }
     for (var ii = 0u; ii < DPT; ii++) {
         let d = t + ii * WG;
         if d < pc.dv {
-            O[(tok * pc.n_head + h) * pc.dv + d] = acc[ii] * inv;
+            PART[rec + 2u + d] = acc[ii];
         }
     }
 }

@@ -293,3 +293,41 @@ fn kv_page_copy() {
     p.check("copied", &build(1, false), &[Step::simple(vec![3], 7, vec![4, 5])], 2e-3, 2e-3);
     assert!(p.vk.copy_kv_pages(&[(0, 6)]).is_err());
 }
+
+/// A long prefill (one key split per workgroup) followed by split decode steps over a long
+/// context (many keys per split, partials merged).
+#[test]
+fn attention_long_context_splits() {
+    let mut rng = Rng(17);
+    let mut w = Weights::default();
+    let (nh, nkv, d) = (4u32, 1u32, 32u32);
+    let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
+    let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
+    let Some(mut p) = Pair::new(&w, &kv) else { return };
+    let params = AttnParams {
+        kv_layer: 0,
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: d,
+        head_dim_v: d,
+        scale: 0.3,
+        softcap: None,
+        window: None,
+        write_kv: true,
+    };
+    let build = |n: usize| {
+        graph(&w, n, n, |g| {
+            let q = g.embed(tq);
+            let k = g.embed(tk);
+            let v = g.embed(tv);
+            g.attention(q, k, v, params)
+        })
+    };
+    let pages: Vec<u32> = (0..40).rev().collect();
+    let steps: Vec<Step> = (0..4).map(|i| Step::simple(tokens(64, i), 64 * i, pages.clone())).collect();
+    p.check("long prefill", &build(64), &steps, 2e-3, 2e-3);
+    let dec: Vec<Step> = (0..3).map(|i| Step::simple(vec![i + 1], 256 + i, pages.clone())).collect();
+    p.check("long decode", &build(1), &dec, 2e-3, 2e-3);
+}
