@@ -24,6 +24,8 @@ pub struct VulkanOptions {
     pub portable_kernels: bool,
     /// Collect per-dispatch timings (also on with `INFR_PROF_OPS=1`).
     pub profile: bool,
+    /// Do not use cooperative-matrix kernels even where the device has them.
+    pub disable_coopmat: bool,
 }
 
 /// The Vulkan backend.
@@ -68,7 +70,7 @@ impl VulkanBackend {
             pipelines,
             profile: (opts.profile || crate::profile::enabled()).then(Profile::default),
             generation: 0,
-            features: crate::lower::Features { subgroups: ctx.caps.subgroup_arithmetic && !opts.portable_kernels },
+            features: crate::lower::Features::of(&ctx.caps, opts.portable_kernels, opts.disable_coopmat),
             info,
             ctx,
         })
@@ -77,6 +79,11 @@ impl VulkanBackend {
     /// Capabilities of the device.
     pub fn caps(&self) -> &DeviceCaps {
         &self.ctx.caps
+    }
+
+    /// Whether prefill matmuls use cooperative matrices on this device.
+    pub fn uses_coopmat(&self) -> bool {
+        self.features.coopmat.is_some()
     }
 
     /// Whether the validation layer is active.

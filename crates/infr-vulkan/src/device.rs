@@ -72,6 +72,8 @@ pub struct DeviceCaps {
     pub int_dot_accelerated: bool,
     /// `VK_KHR_shader_bfloat16` is offered.
     pub bf16: bool,
+    /// The Vulkan memory model (needed by cooperative-matrix shaders).
+    pub vulkan_memory_model: bool,
     /// Cooperative matrix shapes (empty without `VK_KHR_cooperative_matrix`).
     pub coopmat: Vec<CoopMatShape>,
     /// Nanoseconds per timestamp tick; 0 if compute queues have no timestamps.
@@ -421,6 +423,7 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
             int_dot: v13 && f13.shader_integer_dot_product == vk::TRUE,
             int_dot_accelerated: int_dot_props.integer_dot_product4x8_bit_packed_signed_accelerated == vk::TRUE,
             bf16: has_ext(&exts, c"VK_KHR_shader_bfloat16"),
+            vulkan_memory_model: v12 && f12.vulkan_memory_model == vk::TRUE,
             coopmat,
             timestamp_period_ns: if ts_ok { l.timestamp_period } else { 0.0 },
             pipeline_cache_uuid: props.pipeline_cache_uuid,
@@ -494,7 +497,9 @@ impl Context {
         let v12 = caps.api_version.1 >= 2;
         let v13 = caps.api_version.1 >= 3;
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(caps.storage_16bit);
-        let mut f12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(caps.shader_f16);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default()
+            .shader_float16(caps.shader_f16)
+            .vulkan_memory_model(caps.vulkan_memory_model);
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default().shader_integer_dot_product(caps.int_dot);
         let mut cm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
         let mut f2 = vk::PhysicalDeviceFeatures2::default();

@@ -258,6 +258,20 @@ pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
     with_layout(spec, l)
 }
 
+/// The cooperative-matrix matmul for prefill: 64×64 tiles, four subgroups of
+/// `subgroup_size` lanes per workgroup (needs f16 16x16x16 → f32 cooperative matrices).
+pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_coop.{}", l.ty),
+        parts: dequant_parts(l, "matmul_coop"),
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<MatmulParams>(),
+    }
+    .define("WG", 4 * subgroup_size);
+    with_layout(spec, l)
+}
+
 /// The generic matmul for a weight layout, computing `c` activation rows per workgroup.
 pub fn matmul_generic(l: &GpuLayout, c: u32, subgroups: bool) -> KernelSpec {
     let spec = KernelSpec {
@@ -385,11 +399,19 @@ mod tests {
     use crate::repack::gpu_layout;
     use infr_quant::GgmlType;
 
+    /// Compile with and without int dot; `INFR_VK_DUMP_SPV=<dir>` also writes the SPIR-V
+    /// there (for `spirv-val`).
     fn check(spec: &KernelSpec) {
         let src = spec.wgsl().unwrap();
         for int_dot in [false, true] {
-            if let Err(e) = compile_wgsl(&spec.name, &src, int_dot) {
-                panic!("{e}");
+            match compile_wgsl(&spec.name, &src, int_dot) {
+                Err(e) => panic!("{e}"),
+                Ok(words) => {
+                    if let Some(dir) = std::env::var_os("INFR_VK_DUMP_SPV") {
+                        let p = std::path::Path::new(&dir).join(format!("{}.{int_dot}.spv", spec.name));
+                        std::fs::write(p, bytemuck::cast_slice::<u32, u8>(&words)).unwrap();
+                    }
+                }
             }
         }
     }
@@ -405,6 +427,7 @@ mod tests {
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
+                check(&matmul_coop(&l, 32));
             }
         }
         check(&rms_norm());

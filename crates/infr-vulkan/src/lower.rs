@@ -86,6 +86,32 @@ fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
 pub(crate) struct Features {
     /// Subgroup arithmetic in compute shaders (fast reductions, matrix-vector kernels).
     pub subgroups: bool,
+    /// f16 16x16x16 cooperative matrices with f32 accumulators, and the (fixed) subgroup
+    /// size the cooperative kernel's workgroup is built from.
+    pub coopmat: Option<u32>,
+}
+
+impl Features {
+    /// What the kernels may use on a device (`portable` turns off everything optional,
+    /// `no_coopmat` only the cooperative-matrix kernels).
+    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool) -> Self {
+        let subgroups = caps.subgroup_arithmetic && !portable;
+        let fixed_sg = match caps.subgroup_size_range {
+            Some((lo, hi)) => (lo == hi).then_some(lo),
+            None => Some(caps.subgroup_size),
+        };
+        let shape = caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (16, 16, 16, "f16", "f32"));
+        let coopmat = (subgroups
+            && !no_coopmat
+            && shape
+            && caps.shader_f16
+            && caps.vulkan_memory_model
+            && caps.shared_memory_bytes >= 24 * 1024)
+            .then_some(fixed_sg)
+            .flatten()
+            .filter(|&s| (4..=64).contains(&s));
+        Self { subgroups, coopmat }
+    }
 }
 
 /// Weight rows per workgroup of the matrix-vector kernel.
@@ -159,9 +185,10 @@ pub(crate) fn lower(
                 };
                 let (spec, c, r) = match vec_spec {
                     Some(s) => (s, n as u32, VEC_R),
-                    None if n > kernels::VEC_MAX_COLS => {
-                        (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE)
-                    }
+                    None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
+                        Some(sg) => (kernels::matmul_coop(&lw.layout, sg), kernels::TILE, kernels::TILE),
+                        None => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
+                    },
                     None => {
                         let c = kernels::matmul_cols(n);
                         (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)

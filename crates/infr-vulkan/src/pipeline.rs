@@ -18,6 +18,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("matmul_generic", include_str!("shaders/matmul_generic.wgsl")),
     ("matmul_vec", include_str!("shaders/matmul_vec.wgsl")),
     ("matmul_tiled", include_str!("shaders/matmul_tiled.wgsl")),
+    ("matmul_coop", include_str!("shaders/matmul_coop.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),
     ("rope", include_str!("shaders/rope.wgsl")),
@@ -73,6 +74,11 @@ impl KernelSpec {
         for (k, v) in &self.defines {
             src = src.replace(&format!("{{{{{k}}}}}"), v);
         }
+        // WGSL wants `enable` directives before any declaration: hoist them out of the parts.
+        let (enables, rest): (Vec<&str>, Vec<&str>) = src.lines().partition(|l| l.trim_start().starts_with("enable "));
+        let mut src = enables.join("\n");
+        src.push('\n');
+        src.push_str(&rest.join("\n"));
         if let Some(pos) = src.find("{{") {
             let end = src[pos..].find("}}").map_or(pos + 10, |e| pos + e + 2);
             return Err(VkError::Shader {
@@ -92,7 +98,8 @@ pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> 
         | naga::valid::Capabilities::SUBGROUP
         | naga::valid::Capabilities::SHADER_INT64
         | naga::valid::Capabilities::SHADER_FLOAT16
-        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | naga::valid::Capabilities::COOPERATIVE_MATRIX;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
         .subgroup_operations(naga::valid::SubgroupOperationSet::all())
@@ -123,6 +130,8 @@ pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> 
             C::GroupNonUniformVote,
             C::GroupNonUniformQuad,
             C::StorageBuffer16BitAccess,
+            C::CooperativeMatrixKHR,
+            C::VulkanMemoryModel,
         ] {
             set.insert(c);
         }
