@@ -14,16 +14,36 @@ pub enum VkError {
     NoDevice(String),
     /// The device lacks something this backend needs.
     #[error("Vulkan device {device} lacks {what}")]
-    MissingCapability { device: String, what: String },
+    MissingCapability {
+        /// Device name.
+        device: String,
+        /// The missing capability.
+        what: String,
+    },
     /// A Vulkan call failed.
     #[error("{call} failed: {result}")]
-    Call { call: &'static str, result: vk::Result },
+    Call {
+        /// The Vulkan function.
+        call: &'static str,
+        /// Its result code.
+        result: vk::Result,
+    },
     /// An allocation did not fit the device.
     #[error("out of device memory: {what} needs {bytes} bytes")]
-    OutOfMemory { what: String, bytes: u64 },
+    OutOfMemory {
+        /// What was being allocated.
+        what: String,
+        /// Bytes requested.
+        bytes: u64,
+    },
     /// A WGSL shader failed to parse, validate or translate (a bug in this crate).
     #[error("shader {name}: {message}")]
-    Shader { name: String, message: String },
+    Shader {
+        /// Kernel name.
+        name: String,
+        /// naga's diagnostic.
+        message: String,
+    },
     /// A request that the backend cannot serve.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -5,6 +5,8 @@
 //! (ggml blocks → GPU planes), [`kernels`] (kernel specs and push constants), `plan` (a graph
 //! recorded into one command buffer), [`profile`] (timestamp queries) and [`VulkanBackend`].
 
+#![warn(missing_docs)]
+
 mod backend;
 pub mod device;
 mod error;

@@ -144,22 +144,31 @@ impl GpuLayout {
         let sbytes = nblocks * self.sb as usize;
         let mut out = vec![0u8; qbytes + sbytes.next_multiple_of(4)];
         let (qp, sp) = out.split_at_mut(qbytes);
-        let mut in_quant = vec![false; bb];
+        // The scale ranges are the complement of the quant ranges.
+        let mut scale_ranges = Vec::new();
+        let mut at = 0u32;
         for &(s, l) in self.quant_ranges {
-            in_quant[s as usize..(s + l) as usize].iter_mut().for_each(|x| *x = true);
+            if s > at {
+                scale_ranges.push((at, s - at));
+            }
+            at = s + l;
+        }
+        if at < self.block_bytes {
+            scale_ranges.push((at, self.block_bytes - at));
         }
         let (qw, sb) = (self.qw as usize * 4, self.sb as usize);
         for (b, blk) in src.chunks_exact(bb).enumerate() {
             let mut qi = b * qw;
+            for &(s, l) in self.quant_ranges {
+                let (s, l) = (s as usize, l as usize);
+                qp[qi..qi + l].copy_from_slice(&blk[s..s + l]);
+                qi += l;
+            }
             let mut si = b * sb;
-            for (i, &byte) in blk.iter().enumerate() {
-                if in_quant[i] {
-                    qp[qi] = byte;
-                    qi += 1;
-                } else {
-                    sp[si] = byte;
-                    si += 1;
-                }
+            for &(s, l) in &scale_ranges {
+                let (s, l) = (s as usize, l as usize);
+                sp[si..si + l].copy_from_slice(&blk[s..s + l]);
+                si += l;
             }
         }
         Repacked { bytes: out, scale_word_offset: (qbytes / 4) as u32 }
