@@ -26,6 +26,8 @@ pub struct VulkanOptions {
     pub profile: bool,
     /// Do not use cooperative-matrix kernels even where the device has them.
     pub disable_coopmat: bool,
+    /// Do not use the int8 (packed dot) matrix-vector kernels even where the device has them.
+    pub disable_int8: bool,
 }
 
 /// The Vulkan backend.
@@ -70,7 +72,12 @@ impl VulkanBackend {
             pipelines,
             profile: (opts.profile || crate::profile::enabled()).then(Profile::default),
             generation: 0,
-            features: crate::lower::Features::of(&ctx.caps, opts.portable_kernels, opts.disable_coopmat),
+            features: crate::lower::Features::of(
+                &ctx.caps,
+                opts.portable_kernels,
+                opts.disable_coopmat,
+                opts.disable_int8,
+            ),
             info,
             ctx,
         })
@@ -84,6 +91,11 @@ impl VulkanBackend {
     /// Whether prefill matmuls use cooperative matrices on this device.
     pub fn uses_coopmat(&self) -> bool {
         self.features.coopmat.is_some()
+    }
+
+    /// Whether decode matmuls of Q8_0/Q4_K/Q6_K use int8 activations and packed dot products.
+    pub fn uses_int8(&self) -> bool {
+        self.features.int8
     }
 
     /// Whether the validation layer is active.

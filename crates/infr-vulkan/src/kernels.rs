@@ -31,6 +31,66 @@ pub struct MatmulParams {
     pub tiles_m: u32,
 }
 
+/// Push constants of `matmul_vec_q8.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MatmulQ8Params {
+    pub mm: MatmulParams,
+    /// vec4 offset of the block scales inside the quantized-activation binding.
+    pub qs_off: u32,
+}
+
+/// Push constants of `quantize_act.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct QuantizeParams {
+    pub k: u32,
+    pub n_blocks: u32,
+    pub scale_off: u32,
+}
+
+/// Bytes of int8-quantized activations for `n` rows of `k`: packed quants then one vec4 of
+/// scale and sums per 32 elements.
+pub fn qact_bytes(n: usize, k: usize) -> u64 {
+    (n * k + n * (k / 32) * 16) as u64
+}
+
+/// Activation quantization to int8 blocks of 32.
+pub fn quantize_act() -> KernelSpec {
+    KernelSpec::new("quantize_act", &["common", "quantize_act"], 3, push_size::<QuantizeParams>())
+}
+
+/// Weight types with an integer-dot matrix-vector kernel, and its lanes per block.
+pub fn vec_q8_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
+    use infr_quant::GgmlType::*;
+    match ty {
+        Q8_0 => Some(1),
+        Q4_K => Some(4),
+        Q6_K => Some(8),
+        _ => None,
+    }
+}
+
+/// The integer-dot matrix-vector kernel (needs subgroup arithmetic and packed int8 dot).
+pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32) -> Option<KernelSpec> {
+    let tpb = vec_q8_lanes(l.ty)?;
+    let spec = KernelSpec {
+        name: format!("matmul_vec_q8.{}", l.ty),
+        parts: vec!["common", "dequant", "matmul_vec_q8"],
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<MatmulQ8Params>(),
+    }
+    .define("WG", VEC_WG)
+    .define("R", r)
+    .define("C", c)
+    .define("RC", r * c)
+    .define("RED", VEC_WG * r * c)
+    .define("TPB", tpb)
+    .define("VDOT", format!("vdot8_{}", l.deq));
+    Some(with_reduce(with_layout(spec, l), true))
+}
+
 /// Push constants of `embed.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -425,6 +485,9 @@ mod tests {
                 if let Some(s) = matmul_vec(&l, 3, 2) {
                     check(&s);
                 }
+                if let Some(s) = matmul_vec_q8(&l, 2, 2) {
+                    check(&s);
+                }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
                 check(&matmul_coop(&l, 32));
@@ -444,5 +507,6 @@ mod tests {
         }
         check(&gather_rows());
         check(&attention_combine());
+        check(&quantize_act());
     }
 }

@@ -31,6 +31,8 @@ pub(crate) enum Res {
     Tables,
     /// The plan's scratch buffer (attention partials).
     Scratch,
+    /// Int8-quantized activations number `0` of the plan.
+    ActQ(u32),
     /// A placeholder for an unused optional binding.
     Dummy,
 }
@@ -89,12 +91,23 @@ pub(crate) struct Features {
     /// f16 16x16x16 cooperative matrices with f32 accumulators, and the (fixed) subgroup
     /// size the cooperative kernel's workgroup is built from.
     pub coopmat: Option<u32>,
+    /// Packed int8 dot products (integer matrix-vector kernels for decode).
+    pub int8: bool,
+}
+
+/// A lowered graph: its dispatches and the extra buffers they need.
+pub(crate) struct Lowered {
+    pub dispatches: Vec<Dispatch>,
+    /// Bytes of the attention scratch buffer.
+    pub scratch_bytes: u64,
+    /// Bytes of each int8-quantized activation buffer (`Res::ActQ(i)`).
+    pub qact_bytes: Vec<u64>,
 }
 
 impl Features {
     /// What the kernels may use on a device (`portable` turns off everything optional,
     /// `no_coopmat` only the cooperative-matrix kernels).
-    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool) -> Self {
+    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool, no_int8: bool) -> Self {
         let subgroups = caps.subgroup_arithmetic && !portable;
         let fixed_sg = match caps.subgroup_size_range {
             Some((lo, hi)) => (lo == hi).then_some(lo),
@@ -110,7 +123,7 @@ impl Features {
             .then_some(fixed_sg)
             .flatten()
             .filter(|&s| (4..=64).contains(&s));
-        Self { subgroups, coopmat }
+        Self { subgroups, coopmat, int8: subgroups && caps.int_dot && !no_int8 }
     }
 }
 
@@ -124,8 +137,11 @@ pub(crate) fn lower(
     kv: Option<&KvSpec>,
     pipes: &mut Pipelines,
     feat: Features,
-) -> VkResult<(Vec<Dispatch>, u64)> {
+) -> VkResult<Lowered> {
     let mut scratch = 0u64;
+    let mut qact_bytes: Vec<u64> = Vec::new();
+    // Input node → its int8-quantized copy (q/k/v and gate/up share one).
+    let mut qact_of: HashMap<u32, u32> = HashMap::new();
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -178,6 +194,49 @@ pub(crate) fn lower(
                     return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", weight.0)));
                 }
                 let n = node.rows;
+                let k = lw.cols;
+                let q8_spec = if feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 {
+                    kernels::matmul_vec_q8(&lw.layout, n as u32, VEC_R)
+                } else {
+                    None
+                };
+                if let Some(spec) = q8_spec {
+                    let qi = match qact_of.get(&x.0) {
+                        Some(&qi) => qi,
+                        None => {
+                            let qi = qact_bytes.len() as u32;
+                            qact_bytes.push(kernels::qact_bytes(n, k));
+                            qact_of.insert(x.0, qi);
+                            let n_blocks = u32_of(n * k / 32, "activation blocks")?;
+                            let qp = kernels::QuantizeParams { k: k as u32, n_blocks, scale_off: (n * k / 16) as u32 };
+                            let res = vec![Res::Act(x.0), Res::ActQ(qi), Res::ActQ(qi)];
+                            push(&kernels::quantize_act(), res, bytes(&qp), threads_groups(n * k / 32)?, None)?;
+                            qi
+                        }
+                    };
+                    let bias_res = match bias {
+                        Some(b) => vec_of(b, lw.rows)?,
+                        None => Res::Dummy,
+                    };
+                    let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+                    for (ci, ch) in lw.chunks.iter().enumerate() {
+                        let tiles_m = ch.rows.div_ceil(VEC_R);
+                        let mm = kernels::MatmulParams {
+                            k: k as u32,
+                            m: ch.rows,
+                            n: n as u32,
+                            out_stride: lw.rows as u32,
+                            out_col0: ch.row0,
+                            soff: ch.soff_words,
+                            has_bias: bias.is_some() as u32,
+                            tiles_m,
+                        };
+                        let p = kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 };
+                        let res = vec![Res::WeightChunk(*weight, ci), Res::ActQ(qi), me, bias_res, Res::ActQ(qi)];
+                        push(&spec, res, bytes(&p), tiles_m, Some(shape.clone()))?;
+                    }
+                    continue;
+                }
                 let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
                     kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
                 } else {
@@ -368,7 +427,7 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok((out, scratch))
+    Ok(Lowered { dispatches: out, scratch_bytes: scratch, qact_bytes })
 }
 
 /// Byte offsets of every node's output in one activation buffer, reusing the space of

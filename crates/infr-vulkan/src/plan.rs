@@ -10,7 +10,7 @@ use infr_core::{Graph, Op, StepInputs, WeightId};
 
 use crate::device::Context;
 use crate::error::{CallExt, VkError, VkResult};
-use crate::lower::{Dispatch, Res, StepLayout};
+use crate::lower::{Dispatch, Lowered, Res, StepLayout};
 use crate::memory::{compute_barrier, Buffer, MemKind};
 use crate::profile::Profile;
 use crate::weights::{GpuWeight, KvCache};
@@ -42,6 +42,7 @@ pub(crate) struct Plan {
     layout: StepLayout,
     readback: Buffer,
     scratch: Buffer,
+    qact: Vec<Buffer>,
     desc_pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
@@ -55,10 +56,15 @@ impl Plan {
     pub fn new(
         ctx: &Arc<Context>,
         graph: &Graph,
-        (dispatches, scratch_bytes): (Vec<Dispatch>, u64),
+        lowered: Lowered,
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
+        let Lowered { dispatches, scratch_bytes, qact_bytes } = lowered;
+        let qact = qact_bytes
+            .iter()
+            .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "quantized activations"))
+            .collect::<VkResult<Vec<_>>>()?;
         let align = ctx.caps.storage_offset_alignment.max(16);
         let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, align);
         let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
@@ -133,6 +139,7 @@ impl Plan {
             layout,
             readback,
             scratch,
+            qact,
             desc_pool,
             cmd_pool,
             cmd,
@@ -173,6 +180,10 @@ impl Plan {
             Res::Step => (self.step.raw, 0, self.step.size),
             Res::Tables => (res.tables.raw, 0, res.tables.size),
             Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
+            Res::ActQ(i) => {
+                let b = self.qact.get(i as usize).ok_or_else(|| missing(format!("quantized activations {i}")))?;
+                (b.raw, 0, b.size)
+            }
             Res::Dummy => (res.dummy.raw, 0, res.dummy.size),
         })
     }

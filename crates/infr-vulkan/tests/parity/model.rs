@@ -161,7 +161,13 @@ fn profile_collects_every_dispatch() {
         assert!(p.totals.contains_key(k), "{k} missing from {kernels:?}");
     }
     let fast = vk.caps().subgroup_arithmetic;
-    let name = if fast { "matmul_vec.q4_K" } else { "matmul_generic.q4_K" };
+    let name = if vk.uses_int8() {
+        "matmul_vec_q8.q4_K"
+    } else if fast {
+        "matmul_vec.q4_K"
+    } else {
+        "matmul_generic.q4_K"
+    };
     assert!(p.totals.contains_key(name), "{name} missing from {kernels:?}");
     for line in p.report() {
         eprintln!("{line}");
