@@ -1,1 +1,81 @@
-fn main() {}
+//! `infr`: pure-Rust LLM inference. One binary for inspecting, running, serving and
+//! benchmarking GGUF models.
+
+mod cmd;
+mod load;
+
+use clap::{Parser, Subcommand};
+
+/// Pure-Rust LLM inference engine: GGUF in, tokens out.
+#[derive(Parser)]
+#[command(name = "infr", version, about, propagate_version = true)]
+struct Cli {
+    /// Log filter (`info`, `debug`, `infr_engine=trace`…); also `RUST_LOG`.
+    #[arg(long, global = true, env = "INFR_LOG")]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a model's metadata, tensors, tokenizer and chat template.
+    Inspect(cmd::inspect::Args),
+    /// Print the token ids of a text as a JSON array.
+    Tokenize(cmd::tokenize::TokenizeArgs),
+    /// Print the text of token ids.
+    Detokenize(cmd::tokenize::DetokenizeArgs),
+    /// Run tokens through the model and print top-k logits per position (oracle format).
+    Eval(cmd::eval::Args),
+    /// Generate text: one-shot with a prompt, or an interactive chat without one.
+    Run(cmd::run::Args),
+    /// Serve a model over HTTP: OpenAI and Anthropic compatible APIs with streaming.
+    Serve(cmd::serve::Args),
+    /// Measure prompt processing and generation speed (llama-bench compatible flags).
+    Bench(cmd::bench::Args),
+    /// Run infr and llama-bench on the same models and print the speed ratios.
+    Compare(cmd::compare::Args),
+    /// Write a random-weight GGUF of a real model shape, for speed tests without real weights.
+    Synth(cmd::synth::Args),
+    /// List compute devices and their capabilities.
+    Devices,
+    /// Download a model into the shared Hugging Face cache (`org/repo[:quant]`).
+    Pull(cmd::pull::Args),
+    /// Print the resolved configuration and where each value came from.
+    Config(cmd::config::Args),
+}
+
+fn init_tracing(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match filter {
+        Some(f) => EnvFilter::new(f),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Tokenize(a) => cmd::tokenize::tokenize(a),
+        Command::Detokenize(a) => cmd::tokenize::detokenize(a),
+        Command::Eval(a) => cmd::eval::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Synth(a) => cmd::synth::run(a),
+        Command::Devices => cmd::devices::run(),
+        Command::Pull(a) => cmd::pull::run(a),
+        Command::Config(a) => cmd::config::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -44,6 +44,8 @@ pub struct Report {
     pub top10_overlap_min: f64,
     pub kl_top40_mean: f64,
     pub kl_top40_max: f64,
+    /// Rows whose KL exceeds the per-row limit (0.1), for diagnosis.
+    pub bad_rows: Vec<(usize, f64)>,
 }
 
 impl Report {
@@ -157,5 +159,6 @@ pub fn compare(oracle: &Oracle, rows: &[Vec<f32>], our_greedy: &[u32], margin: f
         top10_overlap_min: ov.iter().copied().fold(f64::INFINITY, f64::min),
         kl_top40_mean: mean(&kls),
         kl_top40_max: kls.iter().copied().fold(0.0, f64::max),
+        bad_rows: kls.iter().enumerate().filter(|(_, &k)| k > 0.1).map(|(i, &k)| (i, k)).collect(),
     }
 }

@@ -10,6 +10,7 @@ mod cursor;
 mod error;
 mod file;
 mod model;
+mod stream_writer;
 mod value;
 mod writer;
 
@@ -17,6 +18,7 @@ pub use error::GgufError;
 pub use file::{GgufFile, TensorData, TensorInfo};
 pub use infr_quant::GgmlType;
 pub use model::{split_shard_paths, GgufModel, TensorRef};
+pub use stream_writer::{GgufStreamWriter, TensorSpec};
 pub use value::{Metadata, Value, ValueType};
 pub use writer::GgufWriter;
 

@@ -12,7 +12,9 @@ mod hparams;
 mod llama;
 mod model;
 mod qwen2;
+mod qwen3;
 mod registry;
+pub mod synth;
 mod tensors;
 
 pub use error::ModelError;

@@ -1,1 +1,77 @@
-//! infr-server
+//! infr's HTTP server: OpenAI- and Anthropic-compatible endpoints over the engine's
+//! continuous-batching [`Scheduler`](infr_engine::Scheduler).
+//!
+//! | route | |
+//! | --- | --- |
+//! | `GET /health` | liveness and slot load; never needs the API key |
+//! | `GET /v1/models` | the one served model (id = the file stem, `context_length` = a slot's context) |
+//! | `POST /v1/chat/completions` | chat, plain or SSE (`stream_options.include_usage` supported) |
+//! | `POST /v1/completions` | raw text prompt, plain or SSE |
+//! | `POST /v1/messages` | Anthropic messages, plain or SSE events |
+//! | `POST /v1/messages/count_tokens` | prompt length of an Anthropic request |
+//! | `GET /props` | llama.cpp-style server properties |
+//!
+//! The `model` field of requests is ignored (as llama.cpp's server does): the loaded model
+//! answers whatever name is asked for, and responses carry its id. With an API key set, every
+//! route except `/health` requires it (`Authorization: Bearer KEY` or `x-api-key: KEY`).
+
+pub mod auth;
+pub mod errors;
+pub mod generate;
+pub mod params;
+pub mod routes_anthropic;
+pub mod routes_misc;
+pub mod routes_openai;
+pub mod sse;
+pub mod state;
+pub mod stop;
+pub mod text;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use errors::ApiError;
+pub use state::{AppState, ServerOptions, SharedState};
+pub use text::TextModel;
+
+/// Largest request body accepted (16 MiB).
+pub const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// The shared state of a server over `sched`.
+pub fn state(sched: infr_engine::SchedulerHandle, text: TextModel, opts: ServerOptions) -> SharedState {
+    Arc::new(AppState::new(sched, text, opts))
+}
+
+/// All routes, with the API-key check on everything but `/health`.
+pub fn router(state: SharedState) -> Router {
+    let gated = Router::new()
+        .route("/v1/models", get(routes_openai::models))
+        .route("/models", get(routes_openai::models))
+        .route("/v1/chat/completions", post(routes_openai::chat_completions))
+        .route("/chat/completions", post(routes_openai::chat_completions))
+        .route("/v1/completions", post(routes_openai::completions))
+        .route("/completions", post(routes_openai::completions))
+        .route("/v1/messages", post(routes_anthropic::messages))
+        .route("/v1/messages/count_tokens", post(routes_anthropic::count_tokens))
+        .route("/props", get(routes_misc::props))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_key));
+    Router::new()
+        .route("/health", get(routes_misc::health))
+        .route("/v1/health", get(routes_misc::health))
+        .merge(gated)
+        .fallback(routes_misc::not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serve on `listener` until `shutdown` resolves (then finish the requests in flight).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: SharedState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,13 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod compare;
+pub mod config;
+pub mod devices;
+pub mod eval;
+pub mod inspect;
+pub mod pull;
+pub mod run;
+pub mod serve;
+pub mod synth;
+pub mod tokenize;

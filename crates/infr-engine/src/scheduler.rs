@@ -1,0 +1,476 @@
+//! Continuous batching: a thread that owns the [`Runner`] and serves many requests at once.
+//!
+//! **Slots and KV.** The runner is built with `n_seq = parallel` sequences of `n_ctx` tokens
+//! each, one per slot (see [`slot_runner_options`]: the total context is divided across the
+//! slots, like llama.cpp's `-np`). Every slot owns its pages, so raising `parallel` never needs
+//! more KV memory than one slot of the full context did, and a slot can never run out of pages.
+//!
+//! **A step.** Each forward step carries one token for every decoding slot plus at most one
+//! prefill chunk, of the earliest admitted slot still processing its prompt. While anything is
+//! decoding, the chunk is at most [`SchedulerOptions::prefill_chunk`] tokens (so a long prompt
+//! adds a bounded delay to the other streams); with nothing decoding it is the runner's full
+//! `ubatch`.
+//!
+//! **Prefix reuse.** A slot keeps its cached tokens after its request ends. A new request goes
+//! to the idle slot whose cache shares the longest prefix with its prompt (ties: the least
+//! recently used), which is truncated to that prefix; only the rest of the prompt is computed.
+//! A multi-turn chat thus computes only its new turn.
+//!
+//! **Queue, cancellation, timeouts.** Requests wait in a bounded channel (full: [`RequestError::QueueFull`])
+//! and are taken only when a slot is idle. A request whose [`EventSink`] is closed is dropped
+//! before the next step and its slot freed; one past its deadline gets [`RequestError::Timeout`].
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, TryRecvError, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::request::{ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, Usage};
+use crate::{common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem};
+
+/// Scheduler settings (the slot count and context come from the runner's options).
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Requests that may wait for a slot before [`RequestError::QueueFull`].
+    pub queue_capacity: usize,
+    /// Largest prefill chunk in a step that also decodes other sequences.
+    pub prefill_chunk: usize,
+    /// Timeout of requests that set none.
+    pub default_timeout: Option<Duration>,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self { queue_capacity: 64, prefill_chunk: 256, default_timeout: Some(Duration::from_secs(600)) }
+    }
+}
+
+/// Runner options for `parallel` slots sharing `n_ctx_total` tokens of KV: each slot gets
+/// `n_ctx_total / parallel` tokens of context.
+pub fn slot_runner_options(n_ctx_total: usize, parallel: usize, base: RunnerOptions) -> RunnerOptions {
+    let parallel = parallel.max(1);
+    RunnerOptions { n_ctx: (n_ctx_total / parallel).max(1), n_seq: parallel, ..base }
+}
+
+/// Counters shared between the scheduler thread and its handles.
+#[derive(Debug, Default)]
+struct Shared {
+    active: AtomicUsize,
+    queued: AtomicUsize,
+    computed: AtomicU64,
+    steps: AtomicU64,
+}
+
+/// A snapshot of the scheduler's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulerStats {
+    /// Slots in total.
+    pub slots: usize,
+    /// Slots serving a request.
+    pub active: usize,
+    /// Requests waiting for a slot.
+    pub queued: usize,
+    /// Tokens run through the model so far (prompt chunks and decoded tokens).
+    pub tokens_computed: u64,
+    /// Forward steps run so far.
+    pub steps: u64,
+}
+
+struct Queued {
+    req: Request,
+    sink: Box<dyn EventSink>,
+    submitted: Instant,
+}
+
+/// A cheap, cloneable handle to submit requests to a [`Scheduler`] thread.
+#[derive(Clone)]
+pub struct SchedulerHandle {
+    tx: mpsc::SyncSender<Queued>,
+    shared: Arc<Shared>,
+    slots: usize,
+    n_ctx: usize,
+    n_vocab: usize,
+    queue_capacity: usize,
+}
+
+impl std::fmt::Debug for SchedulerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerHandle").field("slots", &self.slots).field("n_ctx", &self.n_ctx).finish()
+    }
+}
+
+impl SchedulerHandle {
+    /// Context of one slot, in tokens (the longest prompt + generation of a request).
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Number of slots (requests served at once).
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Vocabulary size of the model.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// Current load.
+    pub fn stats(&self) -> SchedulerStats {
+        SchedulerStats {
+            slots: self.slots,
+            active: self.shared.active.load(Ordering::Relaxed),
+            queued: self.shared.queued.load(Ordering::Relaxed),
+            tokens_computed: self.shared.computed.load(Ordering::Relaxed),
+            steps: self.shared.steps.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Check a request without queueing it.
+    pub fn validate(&self, req: &Request) -> Result<(), RequestError> {
+        if req.prompt.is_empty() {
+            return Err(RequestError::EmptyPrompt);
+        }
+        if req.prompt.len() >= self.n_ctx {
+            return Err(RequestError::PromptTooLong { tokens: req.prompt.len(), n_ctx: self.n_ctx });
+        }
+        if let Some(&id) = req.prompt.iter().find(|&&t| t as usize >= self.n_vocab) {
+            return Err(RequestError::InvalidToken { id, n_vocab: self.n_vocab });
+        }
+        req.sampling.validate().map_err(|e| RequestError::InvalidSampling(e.to_string()))
+    }
+
+    /// Queue a request; its events go to `sink`. Fails at once when the request is invalid,
+    /// the queue is full or the scheduler has stopped.
+    pub fn submit(&self, req: Request, sink: impl EventSink) -> Result<(), RequestError> {
+        self.validate(&req)?;
+        // Count first so the scheduler's decrement can never run before the increment.
+        self.shared.queued.fetch_add(1, Ordering::Relaxed);
+        let q = Queued { req, sink: Box::new(sink), submitted: Instant::now() };
+        match self.tx.try_send(q) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                Err(match e {
+                    TrySendError::Full(_) => RequestError::QueueFull { capacity: self.queue_capacity },
+                    TrySendError::Disconnected(_) => RequestError::ShutDown,
+                })
+            }
+        }
+    }
+
+    /// [`submit`](Self::submit) with a blocking [`event_channel`]; dropping the receiver cancels.
+    pub fn submit_channel(&self, req: Request) -> Result<EventReceiver, RequestError> {
+        let (sink, rx): (ChannelSink, EventReceiver) = event_channel();
+        self.submit(req, sink)?;
+        Ok(rx)
+    }
+}
+
+struct Active {
+    sink: Box<dyn EventSink>,
+    sampler: Sampler,
+    prompt_len: usize,
+    /// Prompt followed by the generated tokens (penalties look at it).
+    history: Vec<u32>,
+    /// Prompt tokens in the KV cache (prefill progress).
+    prefilled: usize,
+    cached: usize,
+    /// Sampled token not yet run through the model.
+    pending: Option<u32>,
+    generated: usize,
+    max_tokens: Option<usize>,
+    stop_ids: Vec<u32>,
+    deadline: Option<Instant>,
+    submitted: Instant,
+    admitted: Instant,
+    first_token: Option<Instant>,
+    order: u64,
+}
+
+struct Slot {
+    seq: SeqId,
+    last_used: u64,
+    active: Option<Active>,
+}
+
+/// What a slot contributes to a step.
+enum Part {
+    Decode(u32),
+    Prefill(std::ops::Range<usize>),
+}
+
+/// The scheduler thread's state.
+pub struct Scheduler {
+    runner: Runner,
+    slots: Vec<Slot>,
+    rx: mpsc::Receiver<Queued>,
+    shared: Arc<Shared>,
+    opts: SchedulerOptions,
+    clock: u64,
+}
+
+impl Scheduler {
+    /// Start the scheduler thread over `runner` (one slot per runner sequence) and return
+    /// its handle. The thread ends once every handle is dropped and its requests are done.
+    pub fn spawn(mut runner: Runner, opts: SchedulerOptions) -> Result<SchedulerHandle, EngineError> {
+        if opts.queue_capacity == 0 || opts.prefill_chunk == 0 {
+            return Err(EngineError::Invalid("queue capacity and prefill chunk must be positive".into()));
+        }
+        let ro = runner.options().clone();
+        if ro.n_seq > ro.ubatch {
+            return Err(EngineError::Invalid(format!("{} slots need a ubatch of at least as many tokens", ro.n_seq)));
+        }
+        let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
+        let shared = Arc::new(Shared::default());
+        let slots = (0..ro.n_seq).map(|_| Slot { seq: runner.add_sequence(), last_used: 0, active: None }).collect();
+        let handle = SchedulerHandle {
+            tx,
+            shared: shared.clone(),
+            slots: ro.n_seq,
+            n_ctx: ro.n_ctx,
+            n_vocab: runner.n_vocab(),
+            queue_capacity: opts.queue_capacity,
+        };
+        let mut s = Scheduler { runner, slots, rx, shared, opts, clock: 0 };
+        std::thread::Builder::new()
+            .name("infr-scheduler".into())
+            .spawn(move || s.run())
+            .map_err(|e| EngineError::Invalid(format!("cannot start the scheduler thread: {e}")))?;
+        Ok(handle)
+    }
+
+    fn n_active(&self) -> usize {
+        self.slots.iter().filter(|s| s.active.is_some()).count()
+    }
+
+    fn run(&mut self) {
+        let mut disconnected = false;
+        loop {
+            if !disconnected {
+                disconnected = self.admit();
+            }
+            self.reap();
+            if self.n_active() == 0 {
+                if disconnected {
+                    tracing::debug!("scheduler: every handle dropped, stopping");
+                    return;
+                }
+                continue;
+            }
+            self.step();
+        }
+    }
+
+    /// Take queued requests while a slot is idle; blocks when nothing is running. Returns
+    /// true once every handle is gone.
+    fn admit(&mut self) -> bool {
+        while self.slots.iter().any(|s| s.active.is_none()) {
+            let q = if self.n_active() > 0 {
+                match self.rx.try_recv() {
+                    Ok(q) => q,
+                    Err(TryRecvError::Empty) => return false,
+                    Err(TryRecvError::Disconnected) => return true,
+                }
+            } else {
+                match self.rx.recv() {
+                    Ok(q) => q,
+                    Err(_) => return true,
+                }
+            };
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            self.start(q);
+        }
+        false
+    }
+
+    /// Put a request in the idle slot with the longest cached prefix of its prompt.
+    fn start(&mut self, q: Queued) {
+        let now = Instant::now();
+        let deadline = q.req.timeout.or(self.opts.default_timeout).map(|t| q.submitted + t);
+        if q.sink.is_closed() {
+            return;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            q.sink.send(Event::Error(RequestError::Timeout));
+            return;
+        }
+        let prompt = &q.req.prompt;
+        let mut best: Option<(usize, usize, u64)> = None;
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.active.is_none()) {
+            let lcp = self.runner.seq_tokens(s.seq).map_or(0, |t| common_prefix(t, prompt));
+            if best.is_none_or(|(_, bl, bu)| lcp > bl || (lcp == bl && s.last_used < bu)) {
+                best = Some((i, lcp, s.last_used));
+            }
+        }
+        let Some((i, lcp, _)) = best else { return };
+        // Always compute at least the last prompt token: its logits give the first token.
+        let cached = lcp.min(prompt.len() - 1);
+        if let Err(e) = self.runner.truncate(self.slots[i].seq, cached) {
+            q.sink.send(Event::Error(RequestError::Engine(e.to_string())));
+            return;
+        }
+        let info = StartInfo { slot: i, prompt_tokens: prompt.len(), cached_tokens: cached, queue_wait: now - q.submitted };
+        if !q.sink.send(Event::Started(info)) {
+            return;
+        }
+        tracing::debug!(slot = i, prompt = prompt.len(), cached, "request started");
+        self.clock += 1;
+        self.slots[i].active = Some(Active {
+            sink: q.sink,
+            sampler: Sampler::new(q.req.sampling),
+            prompt_len: prompt.len(),
+            history: q.req.prompt,
+            prefilled: cached,
+            cached,
+            pending: None,
+            generated: 0,
+            max_tokens: q.req.max_tokens,
+            stop_ids: q.req.stop_ids,
+            deadline,
+            submitted: q.submitted,
+            admitted: now,
+            first_token: None,
+            order: self.clock,
+        });
+        self.shared.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Free the slot of `i` (its cache stays for prefix reuse).
+    fn free(&mut self, i: usize) -> Option<Active> {
+        let a = self.slots[i].active.take()?;
+        self.clock += 1;
+        self.slots[i].last_used = self.clock;
+        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        Some(a)
+    }
+
+    /// Drop cancelled requests and fail those past their deadline.
+    fn reap(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let Some(a) = &self.slots[i].active else { continue };
+            if a.sink.is_closed() {
+                tracing::debug!(slot = i, "request cancelled by its client");
+                self.free(i);
+            } else if a.deadline.is_some_and(|d| now >= d) {
+                if let Some(a) = self.free(i) {
+                    a.sink.send(Event::Error(RequestError::Timeout));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize, finish: Finish) {
+        let Some(a) = self.free(i) else { return };
+        let now = Instant::now();
+        let first = a.first_token.unwrap_or(now);
+        let done = Done {
+            finish,
+            usage: Usage { prompt_tokens: a.prompt_len, cached_tokens: a.cached, completion_tokens: a.generated },
+            timings: Timings {
+                queue_wait: a.admitted - a.submitted,
+                prompt_time: first - a.admitted,
+                decode_time: now - first,
+            },
+        };
+        a.sink.send(Event::Done(done));
+    }
+
+    /// Compose and run one forward step, then sample and deliver tokens.
+    fn step(&mut self) {
+        let ubatch = self.runner.options().ubatch;
+        let mut parts: Vec<(usize, Part)> = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(t) = s.active.as_ref().and_then(|a| a.pending) {
+                parts.push((i, Part::Decode(t)));
+            }
+        }
+        let n_decode = parts.len();
+        let prefilling = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.active.as_ref().map(|a| (i, a)))
+            .filter(|(_, a)| a.prefilled < a.prompt_len)
+            .min_by_key(|(_, a)| a.order);
+        if let Some((i, a)) = prefilling {
+            let budget = if n_decode == 0 { ubatch } else { self.opts.prefill_chunk.min(ubatch - n_decode) }.max(1);
+            let end = (a.prefilled + budget).min(a.prompt_len);
+            parts.push((i, Part::Prefill(a.prefilled..end)));
+        }
+        if parts.is_empty() {
+            return;
+        }
+        let tokens: Vec<Vec<u32>> = parts
+            .iter()
+            .map(|(i, p)| match p {
+                Part::Decode(t) => vec![*t],
+                Part::Prefill(r) => self.slots[*i].active.as_ref().map_or(Vec::new(), |a| a.history[r.clone()].to_vec()),
+            })
+            .collect();
+        let items: Vec<StepItem<'_>> = parts
+            .iter()
+            .zip(&tokens)
+            .map(|((i, _), t)| StepItem { seq: self.slots[*i].seq, tokens: t, all_logits: false })
+            .collect();
+        let n_tokens: usize = tokens.iter().map(Vec::len).sum();
+        let result = self.runner.step(&items);
+        self.shared.steps.fetch_add(1, Ordering::Relaxed);
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("forward step failed: {e}");
+                for (i, _) in &parts {
+                    if let Some(a) = self.free(*i) {
+                        a.sink.send(Event::Error(RequestError::Engine(e.to_string())));
+                    }
+                }
+                return;
+            }
+        };
+        self.shared.computed.fetch_add(n_tokens as u64, Ordering::Relaxed);
+        for ((i, part), row) in parts.into_iter().zip(logits) {
+            let Some(a) = self.slots[i].active.as_mut() else { continue };
+            match part {
+                Part::Decode(_) => a.pending = None,
+                Part::Prefill(r) => {
+                    a.prefilled = r.end;
+                    if a.prefilled < a.prompt_len {
+                        continue;
+                    }
+                    a.first_token = Some(Instant::now());
+                    if a.max_tokens == Some(0) {
+                        self.finish(i, Finish::Length);
+                        continue;
+                    }
+                }
+            }
+            let tok = a.sampler.sample(&row, &a.history);
+            self.on_token(i, tok);
+        }
+    }
+
+    /// Deliver a sampled token and decide whether the slot goes on.
+    fn on_token(&mut self, i: usize, tok: u32) {
+        let n_ctx = self.runner.options().n_ctx;
+        let Some(a) = self.slots[i].active.as_mut() else { return };
+        if a.stop_ids.contains(&tok) {
+            self.finish(i, Finish::Stop);
+            return;
+        }
+        a.generated += 1;
+        a.history.push(tok);
+        if !a.sink.send(Event::Token(tok)) {
+            self.free(i);
+            return;
+        }
+        if a.max_tokens.is_some_and(|m| a.generated >= m) {
+            self.finish(i, Finish::Length);
+        } else if a.history.len() > n_ctx {
+            self.finish(i, Finish::ContextFull);
+        } else {
+            a.pending = Some(tok);
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The real models on the Vulkan backend (lavapipe in CI, the GPU where there is one) against
+//! llama.cpp's logits. lavapipe is a slow software rasterizer, so CI runs the shorter cases of
+//! every model; `INFR_ORACLE_ALL=1` runs all sixteen (done on the H200).
+
+mod common;
+
+use infr_core::Backend;
+use infr_vulkan::{VulkanBackend, VulkanOptions};
+
+fn vulkan() -> Option<Box<dyn Backend>> {
+    match VulkanBackend::new(&VulkanOptions::default()) {
+        Ok(b) => Some(Box::new(b)),
+        Err(e) => {
+            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
+            eprintln!("skipping: no Vulkan device ({e})");
+            None
+        }
+    }
+}
+
+fn check(filter: &str) {
+    if vulkan().is_none() {
+        return;
+    }
+    let n = common::check_all(filter, &|| vulkan().expect("device opened before"));
+    eprintln!("{n} cases on Vulkan");
+}
+
+fn all() -> bool {
+    std::env::var("INFR_ORACLE_ALL").is_ok_and(|v| v == "1")
+}
+
+#[test]
+fn smollm2_vulkan_matches_llama_cpp() {
+    check(if all() { "smollm2" } else { "smollm2-135m-instruct-q4_1__chat" });
+}
+
+#[test]
+fn gemma3_vulkan_matches_llama_cpp() {
+    check(if all() { "gemma3" } else { "gemma3-270m-q4_k_m__short" });
+}
+
+#[test]
+fn qwen05_vulkan_matches_llama_cpp() {
+    check(if all() { "qwen2.5-coder-0.5b" } else { "qwen2.5-coder-0.5b-instruct-awq-q4_k_m__code" });
+}
+
+#[test]
+fn qwen15_vulkan_matches_llama_cpp() {
+    check(if all() { "qwen2.5-coder-1.5b" } else { "qwen2.5-coder-1.5b-instruct-q4_k_m__short" });
+}

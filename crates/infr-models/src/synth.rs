@@ -1,0 +1,594 @@
+//! Random-weight GGUF files with the shapes and metadata of real models (`infr synth`), for
+//! speed tests of infr and llama.cpp without downloading real weights.
+//!
+//! The files load in both engines: standard tensor names and shapes, the hyper-parameter keys
+//! llama.cpp reads, a valid byte-level BPE vocabulary (`gpt2` model, `qwen2` / `llama-bpe`
+//! pre-tokenizer) and the per-tensor type mix of llama.cpp's quantizer
+//! (`llama_tensor_get_type` in `src/llama-quant.cpp`). Weights are random but numerically sane:
+//! quant nibbles / int8 values are random bytes and the block scales are patched so that the
+//! dequantized weights have a spread of about 0.02; norm weights are 1 ± 0.01.
+//!
+//! Data is generated and written chunk by chunk through [`GgufStreamWriter`], so an 8B model
+//! never sits in memory. The output is a deterministic function of (shape, quant, layers, seed).
+//!
+//! The shapes, from each model's Hugging Face `config.json` (`head_dim` = key/value length):
+//!
+//! | shape       | arch  | n_embd | layers | heads | kv heads | head_dim | n_ff  | vocab  | output | rope base | rms eps | context |
+//! |-------------|-------|-------:|-------:|------:|---------:|---------:|------:|-------:|--------|----------:|--------:|--------:|
+//! | qwen3-0.6b  | qwen3 |   1024 |     28 |    16 |        8 |      128 |  3072 | 151936 | tied   |       1e6 |    1e-6 |   40960 |
+//! | qwen3-1.7b  | qwen3 |   2048 |     28 |    16 |        8 |      128 |  6144 | 151936 | tied   |       1e6 |    1e-6 |   40960 |
+//! | qwen3-4b    | qwen3 |   2560 |     36 |    32 |        8 |      128 |  9728 | 151936 | tied   |       1e6 |    1e-6 |   40960 |
+//! | qwen3-8b    | qwen3 |   4096 |     36 |    32 |        8 |      128 | 12288 | 151936 | untied |       1e6 |    1e-6 |   40960 |
+//! | qwen3-14b   | qwen3 |   5120 |     40 |    40 |        8 |      128 | 17408 | 151936 | untied |       1e6 |    1e-6 |   40960 |
+//! | llama3-8b   | llama |   4096 |     32 |    32 |        8 |      128 | 14336 | 128256 | untied |       5e5 |    1e-5 |    8192 |
+//! | tiny-qwen3  | qwen3 |    256 |      2 |     8 |        4 |       64 |   512 |    512 | tied   |       1e6 |    1e-6 |    4096 |
+//! | tiny-llama3 | llama |    256 |      2 |     4 |        2 |       64 |   512 |    512 | untied |       5e5 |    1e-5 |    4096 |
+//!
+//! The tiny shapes are for tests; their widths are multiples of 256 so that the k-quants apply
+//! (and tiny-qwen3's 8 × 64 query width differs from n_embd, as Qwen3's does).
+
+use std::path::{Path, PathBuf};
+
+use infr_gguf::{GgmlType, GgufError, GgufStreamWriter, Metadata, TensorSpec, Value, ValueType};
+use infr_quant::blocks::{BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
+use infr_quant::float::f32_to_f16;
+
+/// Why a synthetic model could not be planned or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// A shape name that is not in [`SHAPES`].
+    #[error("unknown shape '{name}' (valid: {valid})")]
+    UnknownShape {
+        /// The name given.
+        name: String,
+        /// The valid names, comma separated.
+        valid: String,
+    },
+    /// A quantization name that is not a [`SynthQuant`].
+    #[error("unknown quantization '{name}' (valid: {valid})")]
+    UnknownQuant {
+        /// The name given.
+        name: String,
+        /// The valid names, comma separated.
+        valid: String,
+    },
+    /// A layer count of zero or above what loaders accept.
+    #[error("layer count {0} is out of range (1 to 1024)")]
+    BadLayers(usize),
+    /// Writing the file failed.
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+}
+
+/// The hyper-parameters of a model family member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// Name used on the command line, e.g. `qwen3-8b`.
+    pub name: &'static str,
+    /// `general.architecture` (`qwen3` or `llama`).
+    pub arch: &'static str,
+    /// `general.name` of the real model.
+    pub model_name: &'static str,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Decoder layers.
+    pub n_layer: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Key and value head size.
+    pub head_dim: usize,
+    /// FFN intermediate size.
+    pub n_ff: usize,
+    /// Vocabulary size (rows of `token_embd`).
+    pub n_vocab: usize,
+    /// Output projection shared with the token embeddings (no `output.weight`).
+    pub tied: bool,
+    /// RoPE base frequency.
+    pub rope_base: f32,
+    /// RMS norm epsilon.
+    pub rms_eps: f32,
+    /// Training context length.
+    pub n_ctx: usize,
+}
+
+const fn qwen3(
+    name: &'static str,
+    model_name: &'static str,
+    (n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff): (usize, usize, usize, usize, usize, usize),
+    (n_vocab, tied, n_ctx): (usize, bool, usize),
+) -> Shape {
+    Shape {
+        name,
+        arch: "qwen3",
+        model_name,
+        n_embd,
+        n_layer,
+        n_head,
+        n_head_kv,
+        head_dim,
+        n_ff,
+        n_vocab,
+        tied,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        n_ctx,
+    }
+}
+
+const fn llama3(
+    name: &'static str,
+    model_name: &'static str,
+    dims: (usize, usize, usize, usize, usize),
+    ctx: (usize, usize),
+) -> Shape {
+    let (n_embd, n_layer, n_head, n_head_kv, n_ff) = dims;
+    Shape {
+        name,
+        arch: "llama",
+        model_name,
+        n_embd,
+        n_layer,
+        n_head,
+        n_head_kv,
+        head_dim: n_embd / n_head,
+        n_ff,
+        n_vocab: ctx.0,
+        tied: false,
+        rope_base: 5e5,
+        rms_eps: 1e-5,
+        n_ctx: ctx.1,
+    }
+}
+
+/// Every shape `infr synth` knows (see the table in the module documentation).
+pub const SHAPES: &[Shape] = &[
+    qwen3("qwen3-0.6b", "Qwen3 0.6B", (1024, 28, 16, 8, 128, 3072), (151936, true, 40960)),
+    qwen3("qwen3-1.7b", "Qwen3 1.7B", (2048, 28, 16, 8, 128, 6144), (151936, true, 40960)),
+    qwen3("qwen3-4b", "Qwen3 4B", (2560, 36, 32, 8, 128, 9728), (151936, true, 40960)),
+    qwen3("qwen3-8b", "Qwen3 8B", (4096, 36, 32, 8, 128, 12288), (151936, false, 40960)),
+    qwen3("qwen3-14b", "Qwen3 14B", (5120, 40, 40, 8, 128, 17408), (151936, false, 40960)),
+    llama3("llama3-8b", "Meta Llama 3 8B", (4096, 32, 32, 8, 14336), (128256, 8192)),
+    qwen3("tiny-qwen3", "tiny Qwen3", (256, 2, 8, 4, 64, 512), (512, true, 4096)),
+    llama3("tiny-llama3", "tiny Llama 3", (256, 2, 4, 2, 512), (512, 4096)),
+];
+
+impl Shape {
+    /// Look a shape up by name (case-insensitive).
+    pub fn by_name(name: &str) -> Result<&'static Shape, SynthError> {
+        SHAPES.iter().find(|s| s.name.eq_ignore_ascii_case(name)).ok_or_else(|| SynthError::UnknownShape {
+            name: name.to_owned(),
+            valid: SHAPES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// The quantization mixes `infr synth` writes, named like llama.cpp's `llama-quantize` types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum SynthQuant {
+    /// Q4_K with Q6_K for the output, and for `attn_v` / `ffn_down` of the "more bits" layers.
+    Q4_K_M,
+    /// Q8_0 everywhere.
+    Q8_0,
+    /// Q4_0, with a Q6_K output (as llama.cpp does).
+    Q4_0,
+    /// F16 everywhere.
+    F16,
+}
+
+impl SynthQuant {
+    /// All mixes, in the order they are listed to users.
+    pub const ALL: [SynthQuant; 4] = [Self::Q4_K_M, Self::Q8_0, Self::Q4_0, Self::F16];
+
+    /// Parse a name (case-insensitive): `Q4_K_M`, `Q8_0`, `Q4_0`, `F16`.
+    pub fn from_name(name: &str) -> Result<Self, SynthError> {
+        Self::ALL.into_iter().find(|q| q.name().eq_ignore_ascii_case(name)).ok_or_else(|| SynthError::UnknownQuant {
+            name: name.to_owned(),
+            valid: Self::ALL.map(|q| q.name()).join(", "),
+        })
+    }
+
+    /// The name as llama.cpp spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Q4_K_M => "Q4_K_M",
+            Self::Q8_0 => "Q8_0",
+            Self::Q4_0 => "Q4_0",
+            Self::F16 => "F16",
+        }
+    }
+
+    /// `general.file_type` (`enum llama_ftype`).
+    pub fn file_type(self) -> u32 {
+        match self {
+            Self::Q4_K_M => 15,
+            Self::Q8_0 => 7,
+            Self::Q4_0 => 2,
+            Self::F16 => 1,
+        }
+    }
+
+    /// The type most tensors get.
+    pub fn default_type(self) -> GgmlType {
+        match self {
+            Self::Q4_K_M => GgmlType::Q4_K,
+            Self::Q8_0 => GgmlType::Q8_0,
+            Self::Q4_0 => GgmlType::Q4_0,
+            Self::F16 => GgmlType::F16,
+        }
+    }
+}
+
+/// llama.cpp's `use_more_bits`: the first and last eighth of the layers and every third one
+/// in between get more bits in the `_M` mixes.
+pub fn use_more_bits(il: usize, n_layer: usize) -> bool {
+    il < n_layer / 8 || il >= 7 * n_layer / 8 || (il as i64 - (n_layer / 8) as i64).rem_euclid(3) == 2
+}
+
+/// The type llama.cpp's quantizer gives tensor `name` (layer `il` of `n_layer`, row length
+/// `ne0`, `dims` dimensions) in a `quant` file; `has_output` is false for tied embeddings,
+/// whose `token_embd` then gets the output's type.
+pub fn tensor_type(
+    quant: SynthQuant,
+    name: &str,
+    il: usize,
+    n_layer: usize,
+    has_output: bool,
+    dims: &[u64],
+) -> GgmlType {
+    let default = quant.default_type();
+    if dims.len() < 2 || name.ends_with("_norm.weight") {
+        return GgmlType::F32;
+    }
+    if !default.is_quantized() {
+        return default;
+    }
+    let ne0 = dims[0];
+    let mut ty = default;
+    if name == "output.weight" || (!has_output && name == "token_embd.weight") {
+        if ne0 % default.info().block_size as u64 != 0 {
+            ty = GgmlType::Q8_0;
+        } else if default != GgmlType::Q8_0 {
+            ty = GgmlType::Q6_K;
+        }
+    } else if quant == SynthQuant::Q4_K_M
+        && (name.contains("attn_v.weight") || name.contains("ffn_down"))
+        && use_more_bits(il, n_layer)
+    {
+        ty = GgmlType::Q6_K;
+    }
+    // `tensor_type_fallback`: rows that are not whole super-blocks.
+    if ne0 % ty.info().block_size as u64 != 0 {
+        ty = match ty {
+            GgmlType::Q4_K => GgmlType::Q5_0,
+            GgmlType::Q6_K => GgmlType::Q8_0,
+            other => other,
+        };
+        if ne0 % ty.info().block_size as u64 != 0 {
+            ty = GgmlType::F16;
+        }
+    }
+    ty
+}
+
+/// Everything about a synthetic file except its tensor data.
+#[derive(Debug, Clone)]
+pub struct SynthPlan {
+    /// The shape (with the layer count override applied).
+    pub shape: Shape,
+    /// The quantization mix.
+    pub quant: SynthQuant,
+    /// The GGUF metadata.
+    pub metadata: Metadata,
+    /// The tensor table, in file order.
+    pub tensors: Vec<TensorSpec>,
+}
+
+impl SynthPlan {
+    /// Plan a file of `shape` in `quant`, optionally with another layer count.
+    pub fn new(shape: &Shape, quant: SynthQuant, layers: Option<usize>) -> Result<Self, SynthError> {
+        let mut shape = shape.clone();
+        if let Some(n) = layers {
+            if n == 0 || n > 1024 {
+                return Err(SynthError::BadLayers(n));
+            }
+            shape.n_layer = n;
+        }
+        let s = &shape;
+        let (e, q, kv) = (s.n_embd as u64, (s.n_head * s.head_dim) as u64, (s.n_head_kv * s.head_dim) as u64);
+        let (ff, hd) = (s.n_ff as u64, s.head_dim as u64);
+        let mut raw: Vec<(String, Vec<u64>, usize)> = vec![("token_embd.weight".into(), vec![e, s.n_vocab as u64], 0)];
+        for il in 0..s.n_layer {
+            let mut layer = vec![
+                ("attn_norm", vec![e]),
+                ("attn_q", vec![e, q]),
+                ("attn_k", vec![e, kv]),
+                ("attn_v", vec![e, kv]),
+                ("attn_output", vec![q, e]),
+            ];
+            if s.arch == "qwen3" {
+                layer.extend([("attn_q_norm", vec![hd]), ("attn_k_norm", vec![hd])]);
+            }
+            layer.extend([
+                ("ffn_norm", vec![e]),
+                ("ffn_gate", vec![e, ff]),
+                ("ffn_up", vec![e, ff]),
+                ("ffn_down", vec![ff, e]),
+            ]);
+            raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}.weight"), d, il)));
+        }
+        raw.push(("output_norm.weight".into(), vec![e], 0));
+        if !s.tied {
+            raw.push(("output.weight".into(), vec![e, s.n_vocab as u64], 0));
+        }
+        let tensors = raw
+            .into_iter()
+            .map(|(name, dims, il)| {
+                let ty = tensor_type(quant, &name, il, s.n_layer, !s.tied, &dims);
+                TensorSpec { name, dims, ty }
+            })
+            .collect();
+        let metadata = metadata(s, quant);
+        Ok(Self { shape, quant, metadata, tensors })
+    }
+
+    /// Number of weights.
+    pub fn n_params(&self) -> u64 {
+        self.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum()
+    }
+}
+
+fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
+    let mut m = Metadata::new();
+    let a = s.arch;
+    let u = |v: usize| Value::U32(v as u32);
+    m.insert("general.architecture", Value::String(a.into()));
+    m.insert("general.name", Value::String(format!("{} (synthetic {})", s.model_name, quant.name())));
+    m.insert("general.file_type", Value::U32(quant.file_type()));
+    m.insert("general.quantization_version", Value::U32(2));
+    m.insert("general.alignment", Value::U32(32));
+    m.insert(format!("{a}.context_length"), u(s.n_ctx));
+    m.insert(format!("{a}.embedding_length"), u(s.n_embd));
+    m.insert(format!("{a}.block_count"), u(s.n_layer));
+    m.insert(format!("{a}.feed_forward_length"), u(s.n_ff));
+    m.insert(format!("{a}.attention.head_count"), u(s.n_head));
+    m.insert(format!("{a}.attention.head_count_kv"), u(s.n_head_kv));
+    m.insert(format!("{a}.attention.key_length"), u(s.head_dim));
+    m.insert(format!("{a}.attention.value_length"), u(s.head_dim));
+    m.insert(format!("{a}.rope.dimension_count"), u(s.head_dim));
+    m.insert(format!("{a}.rope.freq_base"), Value::F32(s.rope_base));
+    m.insert(format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(s.rms_eps));
+    m.insert(format!("{a}.vocab_size"), u(s.n_vocab));
+    // Control tokens (last ids), bos / eos among them, add_bos as the real GGUFs set it.
+    const LLAMA3: &[&str] =
+        &["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"];
+    const QWEN: &[&str] = &["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+    let (pre, controls, bos, eos, add_bos) =
+        if a == "llama" { ("llama-bpe", LLAMA3, 0, 4, true) } else { ("qwen2", QWEN, 0, 2, false) };
+    let vocab = vocabulary(s.n_vocab, controls);
+    let first_control = (s.n_vocab - controls.len()) as u32;
+    m.insert("tokenizer.ggml.model", Value::String("gpt2".into()));
+    m.insert("tokenizer.ggml.pre", Value::String(pre.into()));
+    m.insert("tokenizer.ggml.tokens", Value::Array(ValueType::String, vocab.tokens));
+    m.insert("tokenizer.ggml.token_type", Value::Array(ValueType::I32, vocab.types));
+    m.insert("tokenizer.ggml.merges", Value::Array(ValueType::String, vocab.merges));
+    m.insert("tokenizer.ggml.bos_token_id", Value::U32(first_control + bos));
+    m.insert("tokenizer.ggml.eos_token_id", Value::U32(first_control + eos));
+    m.insert("tokenizer.ggml.padding_token_id", Value::U32(first_control));
+    m.insert("tokenizer.ggml.add_bos_token", Value::Bool(add_bos));
+    m
+}
+
+struct Vocab {
+    tokens: Vec<Value>,
+    types: Vec<Value>,
+    merges: Vec<Value>,
+}
+
+/// Merges written at most (enough to exercise the BPE merge loop; llama.cpp needs the key).
+const MAX_MERGES: usize = 1000;
+
+/// A GPT-2 style byte-level vocabulary of `n` tokens: the 256 byte characters of
+/// `bytes_to_unicode` (in its order, as real vocabularies start), filler tokens `f0`, `f1`…
+/// built by merges `f{i/10} {i%10}` (so each merge joins two existing tokens), and the
+/// control tokens last.
+fn vocabulary(n: usize, controls: &[&str]) -> Vocab {
+    let mut printable: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
+    let mut chars: Vec<char> = printable.iter().filter_map(|&c| char::from_u32(c)).collect();
+    let mut extra = 0;
+    for b in 0..256u32 {
+        if !printable.contains(&b) {
+            chars.push(char::from_u32(256 + extra).unwrap_or('?'));
+            printable.push(b);
+            extra += 1;
+        }
+    }
+    let mut tokens: Vec<Value> = chars.iter().map(|c| Value::String(c.to_string())).collect();
+    let n_filler = n.saturating_sub(256 + controls.len());
+    tokens.extend((0..n_filler).map(|i| Value::String(format!("f{i}"))));
+    tokens.extend(controls.iter().map(|c| Value::String((*c).to_owned())));
+    tokens.truncate(n);
+    let first_control = n.saturating_sub(controls.len());
+    let types = (0..tokens.len()).map(|i| Value::I32(if i >= first_control { 3 } else { 1 })).collect();
+    let merges = (0..n_filler.min(MAX_MERGES))
+        .map(|i| Value::String(if i < 10 { format!("f {i}") } else { format!("f{} {}", i / 10, i % 10) }))
+        .collect();
+    Vocab { tokens, types, merges }
+}
+
+/// What [`write`] produced.
+#[derive(Debug, Clone)]
+pub struct SynthSummary {
+    /// The file written.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Number of tensors.
+    pub tensors: usize,
+    /// Number of weights.
+    pub n_params: u64,
+}
+
+/// Write `plan` to `path` with weights drawn from `seed`. `progress(done, total)` is called
+/// with byte counts after the header and after every chunk of tensor data.
+pub fn write(
+    plan: &SynthPlan,
+    seed: u64,
+    path: impl AsRef<Path>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SynthSummary, SynthError> {
+    let path = path.as_ref();
+    let mut w = GgufStreamWriter::create(path, &plan.metadata, &plan.tensors)?;
+    let total = w.file_len();
+    progress(w.written(), total);
+    const CHUNK: usize = 4 << 20;
+    let mut buf = vec![0u8; CHUNK];
+    for t in &plan.tensors {
+        let mut rng = Rng::new(seed, &t.name);
+        let info = t.ty.info();
+        let step = (CHUNK / info.type_size).max(1) * info.type_size;
+        let mut left = t.byte_len()? as usize;
+        while left > 0 {
+            let n = left.min(step);
+            fill(t.ty, &mut buf[..n], &mut rng);
+            w.write_data(&buf[..n])?;
+            left -= n;
+            progress(w.written(), total);
+        }
+    }
+    let bytes = w.finish()?;
+    progress(bytes, total);
+    Ok(SynthSummary { path: path.to_owned(), bytes, tensors: plan.tensors.len(), n_params: plan.n_params() })
+}
+
+/// wyrand: one 64×64→128-bit multiply per 8 random bytes.
+struct Rng(u64);
+
+impl Rng {
+    /// A stream for one tensor: the seed mixed with an FNV-1a hash of the name, so a tensor's
+    /// bytes do not depend on which tensors precede it.
+    fn new(seed: u64, name: &str) -> Self {
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+        let mut r = Rng(seed ^ h.rotate_left(17));
+        r.next();
+        r
+    }
+
+    #[inline]
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        ((t >> 64) ^ t) as u64
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// Target standard deviation of the dequantized weights.
+const SIGMA: f32 = 0.02;
+
+/// Fill `buf` (whole blocks of `ty`) with random weights.
+fn fill(ty: GgmlType, buf: &mut [u8], rng: &mut Rng) {
+    if ty == GgmlType::F32 {
+        for c in buf.chunks_exact_mut(4) {
+            c.copy_from_slice(&(1.0 + (rng.unit() - 0.5) * SIGMA).to_le_bytes());
+        }
+        return;
+    }
+    let f16_lanes = ty == GgmlType::F16;
+    let mut word = || {
+        let r = rng.next();
+        if !f16_lanes {
+            return r.to_le_bytes();
+        }
+        // Random sign and mantissa, exponent 6..=9: |x| in [2^-9, 2^-5), rms about 0.024.
+        let exp = ((r >> 10) & 0x0003_0003_0003_0003) + 0x0006_0006_0006_0006;
+        ((r & 0x83FF_83FF_83FF_83FF) | (exp << 10)).to_le_bytes()
+    };
+    let mut chunks = buf.chunks_exact_mut(8);
+    for c in &mut chunks {
+        c.copy_from_slice(&word());
+    }
+    let tail = chunks.into_remainder();
+    let len = tail.len();
+    tail.copy_from_slice(&word()[..len]);
+    // Block scales: the spread of the raw quants times d gives SIGMA. The random bytes already
+    // in a scale field jitter its low mantissa bits (a few percent) so blocks differ.
+    let patch = |b: &mut [u8], off: usize, value: f32| {
+        let jitter = u16::from_le_bytes([b[off], b[off + 1]]) & 0x1F;
+        b[off..off + 2].copy_from_slice(&(f32_to_f16(value) ^ jitter).to_le_bytes());
+    };
+    match ty {
+        // x = d * q, q uniform in -128..=127 (sd 73.9).
+        GgmlType::Q8_0 => buf.chunks_exact_mut(BlockQ8_0::SIZE).for_each(|b| patch(b, BlockQ8_0::OFF_D, SIGMA / 73.9)),
+        // x = d * (q - 8), q uniform in 0..16 (sd 4.61).
+        GgmlType::Q4_0 => buf.chunks_exact_mut(BlockQ4_0::SIZE).for_each(|b| patch(b, BlockQ4_0::OFF_D, SIGMA / 4.61)),
+        // x = d * (q - 16), q uniform in 0..32 (sd 9.23).
+        GgmlType::Q5_0 => buf.chunks_exact_mut(BlockQ5_0::SIZE).for_each(|b| patch(b, BlockQ5_0::OFF_D, SIGMA / 9.23)),
+        // x = d * sc * q - dmin * m with every 6-bit sc = m = 16 (bytes 0..8 = 0x50, 8..12 = 0);
+        // dmin = 7.5 d centres q (sd 4.61).
+        GgmlType::Q4_K => buf.chunks_exact_mut(BlockQ4_K::SIZE).for_each(|b| {
+            let d = SIGMA / (16.0 * 4.61);
+            patch(b, BlockQ4_K::OFF_D, d);
+            b[BlockQ4_K::OFF_DMIN..BlockQ4_K::OFF_DMIN + 2].copy_from_slice(&f32_to_f16(7.5 * d).to_le_bytes());
+            let s = &mut b[BlockQ4_K::OFF_SCALES..BlockQ4_K::OFF_SCALES + 12];
+            s[..8].fill(0x50);
+            s[8..].fill(0);
+        }),
+        // x = d * sc * (q - 32) with every int8 sc = 8, q uniform in 0..64 (sd 18.5).
+        GgmlType::Q6_K => buf.chunks_exact_mut(BlockQ6_K::SIZE).for_each(|b| {
+            b[BlockQ6_K::OFF_SCALES..BlockQ6_K::OFF_SCALES + 16].fill(8);
+            patch(b, BlockQ6_K::OFF_D, SIGMA / (8.0 * 18.5));
+        }),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_bits_layers_match_llama_cpp() {
+        // 36 layers: n/8 = 4, 7n/8 = 31.
+        let more: Vec<usize> = (0..36).filter(|&i| use_more_bits(i, 36)).collect();
+        assert_eq!(more, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35]);
+        // 2 layers: n/8 = 0, 7n/8 = 1.
+        assert_eq!((0..2).map(|i| use_more_bits(i, 2)).collect::<Vec<_>>(), [false, true]);
+    }
+
+    #[test]
+    fn fallback_types_for_narrow_rows() {
+        let t = |q, name, ne0| tensor_type(q, name, 5, 36, true, &[ne0, 64]);
+        assert_eq!(t(SynthQuant::Q4_K_M, "blk.5.attn_q.weight", 128), GgmlType::Q5_0);
+        assert_eq!(t(SynthQuant::Q4_K_M, "blk.5.attn_q.weight", 256), GgmlType::Q4_K);
+        assert_eq!(t(SynthQuant::Q4_K_M, "output.weight", 128), GgmlType::Q8_0);
+        assert_eq!(t(SynthQuant::Q4_0, "output.weight", 256), GgmlType::Q6_K);
+        assert_eq!(t(SynthQuant::Q4_0, "output.weight", 96), GgmlType::Q8_0);
+        assert_eq!(t(SynthQuant::Q8_0, "output.weight", 256), GgmlType::Q8_0);
+        assert_eq!(t(SynthQuant::F16, "output.weight", 256), GgmlType::F16);
+        assert_eq!(tensor_type(SynthQuant::F16, "blk.0.attn_norm.weight", 0, 2, true, &[256]), GgmlType::F32);
+    }
+
+    #[test]
+    fn vocabulary_is_byte_level_and_unique() {
+        let v = vocabulary(600, &["<|a|>", "<|b|>"]);
+        let toks: Vec<&str> = v.tokens.iter().filter_map(Value::as_str).collect();
+        assert_eq!(toks.len(), 600);
+        assert_eq!(toks[0], "!");
+        assert_eq!(toks.iter().collect::<std::collections::HashSet<_>>().len(), 600);
+        assert!(toks[..256].iter().all(|t| t.chars().count() == 1));
+        assert!(toks.contains(&"\u{10A}"), "newline byte is Ċ");
+        assert_eq!(toks[599], "<|b|>");
+        // Every merge joins two tokens into a third.
+        for m in v.merges.iter().filter_map(Value::as_str) {
+            let (a, b) = m.split_once(' ').unwrap();
+            assert!(toks.contains(&a) && toks.contains(&b) && toks.contains(&format!("{a}{b}").as_str()), "{m}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! API errors and their two wire shapes: OpenAI's `{"error":{message,type,param,code}}` and
+//! Anthropic's `{"type":"error","error":{type,message}}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use infr_engine::RequestError;
+use serde_json::json;
+
+/// Why a request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed or has an invalid value (400).
+    #[error("{message}")]
+    BadRequest {
+        /// What is wrong.
+        message: String,
+        /// The offending field, where known.
+        param: Option<String>,
+    },
+    /// The prompt does not fit the context (400).
+    #[error("{0}")]
+    ContextExceeded(String),
+    /// Missing or wrong API key (401).
+    #[error("invalid or missing API key")]
+    Unauthorized,
+    /// No such route or object (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// Too many requests waiting (503).
+    #[error("{0}")]
+    Busy(String),
+    /// The request ran past its time limit (503).
+    #[error("{0}")]
+    Timeout(String),
+    /// The engine failed (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 400 error naming a field.
+    pub fn bad(message: impl Into<String>, param: impl Into<String>) -> Self {
+        Self::BadRequest { message: message.into(), param: Some(param.into()) }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } | Self::ContextExceeded(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Busy(_) | Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The OpenAI error body.
+    pub fn openai_body(&self) -> serde_json::Value {
+        let (ty, code, param) = match self {
+            Self::BadRequest { param, .. } => ("invalid_request_error", serde_json::Value::Null, param.clone()),
+            Self::ContextExceeded(_) => {
+                ("invalid_request_error", json!("context_length_exceeded"), Some("messages".to_owned()))
+            }
+            Self::Unauthorized => ("authentication_error", json!("invalid_api_key"), None),
+            Self::NotFound(_) => ("not_found_error", serde_json::Value::Null, None),
+            Self::Busy(_) => ("unavailable_error", json!("server_busy"), None),
+            Self::Timeout(_) => ("unavailable_error", json!("timeout"), None),
+            Self::Internal(_) => ("server_error", serde_json::Value::Null, None),
+        };
+        json!({ "error": { "message": self.to_string(), "type": ty, "param": param, "code": code } })
+    }
+
+    /// The Anthropic error body.
+    pub fn anthropic_body(&self) -> serde_json::Value {
+        let ty = match self {
+            Self::BadRequest { .. } | Self::ContextExceeded(_) => "invalid_request_error",
+            Self::Unauthorized => "authentication_error",
+            Self::NotFound(_) => "not_found_error",
+            Self::Busy(_) | Self::Timeout(_) => "overloaded_error",
+            Self::Internal(_) => "api_error",
+        };
+        json!({ "type": "error", "error": { "type": ty, "message": self.to_string() } })
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        let msg = e.to_string();
+        match e {
+            RequestError::QueueFull { .. } | RequestError::ShutDown => Self::Busy(msg),
+            RequestError::PromptTooLong { .. } => Self::ContextExceeded(msg),
+            RequestError::EmptyPrompt | RequestError::InvalidToken { .. } => {
+                Self::BadRequest { message: msg, param: None }
+            }
+            RequestError::InvalidSampling(m) => Self::BadRequest { message: m, param: None },
+            RequestError::Timeout => Self::Timeout(msg),
+            RequestError::Engine(_) => Self::Internal(msg),
+        }
+    }
+}
+
+/// An [`ApiError`] answered in OpenAI's shape.
+#[derive(Debug)]
+pub struct OpenAiError(pub ApiError);
+
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        (self.0.status(), Json(self.0.openai_body())).into_response()
+    }
+}
+
+/// An [`ApiError`] answered in Anthropic's shape.
+#[derive(Debug)]
+pub struct AnthropicError(pub ApiError);
+
+impl From<ApiError> for AnthropicError {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for AnthropicError {
+    fn into_response(self) -> Response {
+        (self.0.status(), Json(self.0.anthropic_body())).into_response()
+    }
+}
+
+/// Parse a JSON request body, naming the offending field on a type error.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data if path != "." => ApiError::BadRequest {
+                message: format!("invalid value for '{path}': {inner}"),
+                param: Some(path),
+            },
+            serde_json::error::Category::Data => {
+                ApiError::BadRequest { message: format!("invalid request body: {inner}"), param: None }
+            }
+            _ => ApiError::BadRequest { message: format!("malformed JSON in the request body: {inner}"), param: None },
+        }
+    })?;
+    de.end().map_err(|e| ApiError::BadRequest { message: format!("malformed JSON in the request body: {e}"), param: None })?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct T {
+        temperature: Option<f32>,
+        messages: Vec<M>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct M {
+        role: String,
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        let e = parse_json::<T>(br#"{"temperature":"hot","messages":[]}"#).unwrap_err();
+        assert!(e.to_string().contains("'temperature'"), "{e}");
+        let e = parse_json::<T>(br#"{"messages":[{"role":3}]}"#).unwrap_err();
+        assert!(e.to_string().contains("messages[0].role"), "{e}");
+        let e = parse_json::<T>(br#"{"messages":[}"#).unwrap_err();
+        assert!(e.to_string().contains("malformed JSON"), "{e}");
+        let e = parse_json::<T>(br#"{}"#).unwrap_err();
+        assert!(e.to_string().contains("messages"), "{e}");
+        assert!(parse_json::<T>(br#"{"messages":[], "extra": {"x": 1}}"#).is_ok());
+    }
+}

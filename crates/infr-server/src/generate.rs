@@ -1,0 +1,235 @@
+//! From a prepared request to a stream of text pieces: submits to the scheduler, decodes tokens
+//! to UTF-8 text incrementally, applies stop strings, and logs one line per request.
+//!
+//! The pieces go through a bounded channel; when its receiver is dropped (the HTTP client went
+//! away) the driver drops the scheduler's event receiver, which cancels the sequence at the
+//! next step and frees its slot.
+
+use std::time::{Duration, Instant};
+
+use infr_engine::{Event, EventSink, Finish, StartInfo};
+use tokio::sync::mpsc;
+
+use crate::errors::ApiError;
+use crate::params::Prepared;
+use crate::state::SharedState;
+use crate::stop::StopMatcher;
+
+/// Why a generation ended, in API terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishKind {
+    /// End-of-generation token.
+    Stop,
+    /// Token limit or full context.
+    Length,
+    /// A stop string matched (the string).
+    StopSequence(String),
+}
+
+impl FinishKind {
+    /// OpenAI's `finish_reason`.
+    pub fn openai(&self) -> &'static str {
+        match self {
+            FinishKind::Stop | FinishKind::StopSequence(_) => "stop",
+            FinishKind::Length => "length",
+        }
+    }
+
+    /// Anthropic's `stop_reason`.
+    pub fn anthropic(&self) -> &'static str {
+        match self {
+            FinishKind::Stop => "end_turn",
+            FinishKind::Length => "max_tokens",
+            FinishKind::StopSequence(_) => "stop_sequence",
+        }
+    }
+}
+
+/// Token counts and timings of a finished generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Why it ended.
+    pub finish: FinishKind,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Prompt tokens reused from the cache.
+    pub cached_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Time waiting for a slot.
+    pub queue_wait: Duration,
+    /// Prompt processing time.
+    pub prompt_time: Duration,
+    /// Time from the first to the last token.
+    pub decode_time: Duration,
+}
+
+impl Outcome {
+    /// Generated tokens per second after the first.
+    pub fn decode_tps(&self) -> f64 {
+        self.completion_tokens.saturating_sub(1) as f64 / self.decode_time.as_secs_f64().max(1e-9)
+    }
+}
+
+/// What the driver hands the route.
+#[derive(Debug, Clone)]
+pub enum Piece {
+    /// The request got a slot.
+    Started(StartInfo),
+    /// Text to send (never empty).
+    Text(String),
+    /// Normal end; nothing follows.
+    End(Outcome),
+    /// Failure; nothing follows.
+    Failed(ApiError),
+}
+
+/// The scheduler's events into a tokio channel.
+struct TokioSink(mpsc::UnboundedSender<Event>);
+
+impl EventSink for TokioSink {
+    fn send(&self, event: Event) -> bool {
+        self.0.send(event).is_ok()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// Submit `prep` and start the driver task. Refusals (queue full, prompt too long, bad
+/// sampling) come back at once, before any response is started.
+pub fn start(state: &SharedState, route: &'static str, prep: Prepared) -> Result<mpsc::Receiver<Piece>, ApiError> {
+    let (etx, erx) = mpsc::unbounded_channel();
+    let prompt_tokens = prep.request.prompt.len();
+    state.sched.submit(prep.request, TokioSink(etx))?;
+    let (tx, rx) = mpsc::channel(64);
+    let st = state.clone();
+    tokio::spawn(drive(st, route, erx, tx, prep.stops, prompt_tokens));
+    Ok(rx)
+}
+
+/// Run a generation to its end and return the whole text (non-streaming responses).
+pub async fn collect(mut rx: mpsc::Receiver<Piece>) -> Result<(String, Outcome), ApiError> {
+    let mut text = String::new();
+    while let Some(p) = rx.recv().await {
+        match p {
+            Piece::Started(_) => {}
+            Piece::Text(t) => text.push_str(&t),
+            Piece::End(o) => return Ok((text, o)),
+            Piece::Failed(e) => return Err(e),
+        }
+    }
+    Err(ApiError::Internal("the generation ended without a result".into()))
+}
+
+struct Clock {
+    submitted: Instant,
+    started: Option<Instant>,
+    first: Option<Instant>,
+}
+
+async fn drive(
+    st: SharedState,
+    route: &'static str,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    out: mpsc::Sender<Piece>,
+    stops: Vec<String>,
+    prompt_tokens: usize,
+) {
+    let mut dec = st.text.decoder();
+    let mut stop = StopMatcher::new(stops);
+    let mut clock = Clock { submitted: Instant::now(), started: None, first: None };
+    let mut cached = 0;
+    let mut completion = 0;
+    let outcome = |finish: FinishKind, completion: usize, cached: usize, clock: &Clock| {
+        let now = Instant::now();
+        let started = clock.started.unwrap_or(now);
+        let first = clock.first.unwrap_or(now);
+        Outcome {
+            finish,
+            prompt_tokens,
+            cached_tokens: cached,
+            completion_tokens: completion,
+            queue_wait: started - clock.submitted,
+            prompt_time: first.saturating_duration_since(started),
+            decode_time: now.saturating_duration_since(first),
+        }
+    };
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            _ = out.closed() => {
+                tracing::info!(route, prompt_tokens, completion_tokens = completion, "request cancelled: client disconnected");
+                return;
+            }
+        };
+        let pieces: Vec<Piece> = match ev {
+            None => vec![Piece::Failed(ApiError::Internal("the scheduler dropped the request".into()))],
+            Some(Event::Started(s)) => {
+                clock.started = Some(Instant::now());
+                cached = s.cached_tokens;
+                vec![Piece::Started(s)]
+            }
+            Some(Event::Token(t)) => {
+                completion += 1;
+                clock.first.get_or_insert_with(Instant::now);
+                let pushed = stop.push(&dec.push(t));
+                let mut v = Vec::new();
+                if !pushed.text.is_empty() {
+                    v.push(Piece::Text(pushed.text));
+                }
+                if let Some(s) = pushed.stopped {
+                    v.push(Piece::End(outcome(FinishKind::StopSequence(s), completion, cached, &clock)));
+                }
+                v
+            }
+            Some(Event::Done(d)) => {
+                let pushed = stop.push(&dec.flush());
+                let mut v = Vec::new();
+                let mut text = pushed.text;
+                let finish = match pushed.stopped {
+                    Some(s) => FinishKind::StopSequence(s),
+                    None => {
+                        text.push_str(&stop.finish());
+                        match d.finish {
+                            Finish::Stop => FinishKind::Stop,
+                            Finish::Length | Finish::ContextFull => FinishKind::Length,
+                        }
+                    }
+                };
+                if !text.is_empty() {
+                    v.push(Piece::Text(text));
+                }
+                v.push(Piece::End(outcome(finish, d.usage.completion_tokens, d.usage.cached_tokens, &clock)));
+                v
+            }
+            Some(Event::Error(e)) => vec![Piece::Failed(e.into())],
+        };
+        for p in pieces {
+            let last = matches!(p, Piece::End(_) | Piece::Failed(_));
+            if let Piece::End(o) = &p {
+                log(route, o);
+            } else if let Piece::Failed(e) = &p {
+                tracing::info!(route, prompt_tokens, completion_tokens = completion, "request failed: {e}");
+            }
+            if out.send(p).await.is_err() || last {
+                // Dropping `events` cancels the sequence if it is still running.
+                return;
+            }
+        }
+    }
+}
+
+fn log(route: &str, o: &Outcome) {
+    tracing::info!(
+        "{route}: prompt {} tokens ({} cached, {:.0} ms) | completion {} tokens, {:.1} t/s | queue wait {:.0} ms | {:?}",
+        o.prompt_tokens,
+        o.cached_tokens,
+        o.prompt_time.as_secs_f64() * 1e3,
+        o.completion_tokens,
+        o.decode_tps(),
+        o.queue_wait.as_secs_f64() * 1e3,
+        o.finish,
+    );
+}

@@ -1,0 +1,141 @@
+//! Request fields shared by the endpoints: sampling knobs, token limits and stop strings.
+
+use infr_engine::{Request, SamplingParams};
+use serde::Deserialize;
+
+use crate::errors::ApiError;
+
+/// `stop`: one string or a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StopSpec {
+    /// A single stop string.
+    One(String),
+    /// Several stop strings.
+    Many(Vec<String>),
+}
+
+impl StopSpec {
+    /// The stop strings as a list.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StopSpec::One(s) => vec![s],
+            StopSpec::Many(v) => v,
+        }
+    }
+}
+
+/// The sampling and limit fields of a request, all optional.
+#[derive(Debug, Clone, Default)]
+pub struct Knobs {
+    /// Temperature (0: greedy).
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    pub top_p: Option<f32>,
+    /// Top-k (0 disables).
+    pub top_k: Option<i32>,
+    /// Min-p.
+    pub min_p: Option<f32>,
+    /// RNG seed; negative means random.
+    pub seed: Option<i64>,
+    /// OpenAI presence penalty.
+    pub presence_penalty: Option<f32>,
+    /// OpenAI frequency penalty.
+    pub frequency_penalty: Option<f32>,
+    /// llama.cpp repetition penalty.
+    pub repeat_penalty: Option<f32>,
+    /// Tokens of history the penalties look at.
+    pub repeat_last_n: Option<i32>,
+    /// Most tokens to generate; negative or absent: until the end of generation.
+    pub max_tokens: Option<i64>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// `n` (only 1 is served).
+    pub n: Option<i64>,
+}
+
+/// A request ready for the scheduler plus the stop strings the server matches itself.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The scheduler request.
+    pub request: Request,
+    /// Stop strings.
+    pub stops: Vec<String>,
+}
+
+impl Knobs {
+    /// Build the scheduler request for `prompt`, filling unset fields from `defaults`.
+    pub fn prepare(
+        self,
+        prompt: Vec<u32>,
+        defaults: &SamplingParams,
+        stop_ids: Vec<u32>,
+    ) -> Result<Prepared, ApiError> {
+        if let Some(n) = self.n {
+            if n != 1 {
+                return Err(ApiError::bad(format!("n = {n} is not supported: only one choice (n = 1) is generated"), "n"));
+            }
+        }
+        if self.stop.len() > 16 {
+            return Err(ApiError::bad("at most 16 stop strings are supported", "stop"));
+        }
+        if let Some(t) = self.top_k {
+            if t < 0 {
+                return Err(ApiError::bad("top_k must be 0 (disabled) or positive", "top_k"));
+            }
+        }
+        if let Some(t) = self.temperature {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(ApiError::bad("temperature must be a non-negative number", "temperature"));
+            }
+        }
+        if let Some(p) = self.top_p {
+            if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+                return Err(ApiError::bad("top_p must be between 0 and 1", "top_p"));
+            }
+        }
+        let d = defaults;
+        let sampling = SamplingParams {
+            temperature: self.temperature.unwrap_or(d.temperature),
+            top_k: self.top_k.unwrap_or(d.top_k),
+            top_p: self.top_p.unwrap_or(d.top_p),
+            min_p: self.min_p.unwrap_or(d.min_p),
+            repeat_penalty: self.repeat_penalty.unwrap_or(d.repeat_penalty),
+            repeat_last_n: self.repeat_last_n.unwrap_or(d.repeat_last_n),
+            presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
+            frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
+            seed: match self.seed {
+                Some(s) if s >= 0 => Some(s as u64),
+                Some(_) => None,
+                None => d.seed,
+            },
+        };
+        sampling.validate().map_err(|e| ApiError::BadRequest { message: e.to_string(), param: None })?;
+        let max_tokens = self.max_tokens.and_then(|m| usize::try_from(m).ok());
+        let request = Request { prompt, sampling, max_tokens, stop_ids, timeout: None };
+        Ok(Prepared { request, stops: self.stop })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn n_other_than_one_is_refused() {
+        let k = Knobs { n: Some(2), ..Default::default() };
+        let e = k.prepare(vec![1], &SamplingParams::default(), vec![]).unwrap_err();
+        assert!(matches!(e, ApiError::BadRequest { param: Some(ref p), .. } if p == "n"));
+    }
+
+    #[test]
+    fn defaults_fill_unset_fields_and_negative_values_mean_unlimited() {
+        let k = Knobs { temperature: Some(0.0), seed: Some(-1), max_tokens: Some(-1), ..Default::default() };
+        let p = k.prepare(vec![1, 2], &SamplingParams::default(), vec![7]).unwrap();
+        assert_eq!(p.request.sampling.temperature, 0.0);
+        assert_eq!(p.request.sampling.top_k, 40);
+        assert_eq!(p.request.sampling.seed, None);
+        assert_eq!(p.request.max_tokens, None);
+        assert_eq!(p.request.stop_ids, vec![7]);
+    }
+}

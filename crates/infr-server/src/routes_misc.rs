@@ -1,0 +1,48 @@
+//! `/health`, `/props` and the fallback for unknown routes.
+
+use axum::extract::State;
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::errors::{ApiError, OpenAiError};
+use crate::state::SharedState;
+
+/// `GET /health`: always open; reports the slots' load.
+pub async fn health(State(st): State<SharedState>) -> Json<Value> {
+    let s = st.sched.stats();
+    Json(json!({ "status": "ok", "slots_idle": s.slots - s.active, "slots_processing": s.active, "queued": s.queued }))
+}
+
+/// `GET /props`: llama.cpp's server properties.
+pub async fn props(State(st): State<SharedState>) -> Json<Value> {
+    let d = &st.opts.default_sampling;
+    let n_ctx = st.sched.n_ctx();
+    Json(json!({
+        "n_ctx": n_ctx,
+        "total_slots": st.sched.slots(),
+        "model_alias": st.opts.model_id,
+        "model_path": st.opts.model_path,
+        "chat_template": st.text.template().source(),
+        "default_generation_settings": {
+            "n_ctx": n_ctx,
+            "params": {
+                "temperature": d.temperature,
+                "top_k": d.top_k,
+                "top_p": d.top_p,
+                "min_p": d.min_p,
+                "repeat_penalty": d.repeat_penalty,
+                "repeat_last_n": d.repeat_last_n,
+                "presence_penalty": d.presence_penalty,
+                "frequency_penalty": d.frequency_penalty,
+                "n_predict": -1,
+            },
+        },
+    }))
+}
+
+/// Unknown routes: 404 in OpenAI's shape.
+pub async fn not_found(uri: Uri) -> Response {
+    OpenAiError(ApiError::NotFound(format!("no route for {}", uri.path()))).into_response()
+}

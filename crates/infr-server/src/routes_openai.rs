@@ -1,0 +1,295 @@
+//! OpenAI-compatible endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use infr_tokenizer::chat::ChatMessage;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::errors::{parse_json, ApiError, OpenAiError};
+use crate::generate::{self, Outcome, Piece};
+use crate::params::{Knobs, StopSpec};
+use crate::sse;
+use crate::state::{unix_now, SharedState};
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// Fields of `/v1/chat/completions` (unknown fields are ignored; `model` is accepted and ignored).
+#[derive(Debug, Deserialize)]
+struct ChatCompletionRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    max_completion_tokens: Option<i64>,
+    #[serde(default)]
+    n_predict: Option<i64>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    top_k: Option<i32>,
+    #[serde(default)]
+    min_p: Option<f32>,
+    #[serde(default)]
+    seed: Option<i64>,
+    #[serde(default)]
+    stop: Option<StopSpec>,
+    #[serde(default)]
+    presence_penalty: Option<f32>,
+    #[serde(default)]
+    frequency_penalty: Option<f32>,
+    #[serde(default)]
+    repeat_penalty: Option<f32>,
+    #[serde(default)]
+    repeat_last_n: Option<i32>,
+    #[serde(default)]
+    n: Option<i64>,
+}
+
+/// `prompt` of `/v1/completions`: text, a one-element list of text, or token ids.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PromptSpec {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+}
+
+/// Fields of `/v1/completions`.
+#[derive(Debug, Deserialize)]
+struct CompletionRequest {
+    prompt: PromptSpec,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    n_predict: Option<i64>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    top_k: Option<i32>,
+    #[serde(default)]
+    min_p: Option<f32>,
+    #[serde(default)]
+    seed: Option<i64>,
+    #[serde(default)]
+    stop: Option<StopSpec>,
+    #[serde(default)]
+    presence_penalty: Option<f32>,
+    #[serde(default)]
+    frequency_penalty: Option<f32>,
+    #[serde(default)]
+    repeat_penalty: Option<f32>,
+    #[serde(default)]
+    repeat_last_n: Option<i32>,
+    #[serde(default)]
+    n: Option<i64>,
+    #[serde(default)]
+    echo: Option<bool>,
+}
+
+/// OpenAI's `usage` object.
+pub fn usage_json(o: &Outcome) -> Value {
+    json!({
+        "prompt_tokens": o.prompt_tokens,
+        "completion_tokens": o.completion_tokens,
+        "total_tokens": o.prompt_tokens + o.completion_tokens,
+        "prompt_tokens_details": { "cached_tokens": o.cached_tokens },
+    })
+}
+
+/// llama.cpp's `timings` object.
+fn timings_json(o: &Outcome) -> Value {
+    let computed = o.prompt_tokens - o.cached_tokens;
+    let prompt_ms = o.prompt_time.as_secs_f64() * 1e3;
+    let predicted_ms = o.decode_time.as_secs_f64() * 1e3;
+    json!({
+        "cache_n": o.cached_tokens,
+        "prompt_n": computed,
+        "prompt_ms": prompt_ms,
+        "prompt_per_second": computed as f64 / (prompt_ms / 1e3).max(1e-9),
+        "predicted_n": o.completion_tokens,
+        "predicted_ms": predicted_ms,
+        "predicted_per_second": o.decode_tps(),
+        "queue_ms": o.queue_wait.as_secs_f64() * 1e3,
+    })
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
+    let req: ChatCompletionRequest = parse_json(&body)?;
+    let knobs = Knobs {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        min_p: req.min_p,
+        seed: req.seed,
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+        repeat_penalty: req.repeat_penalty,
+        repeat_last_n: req.repeat_last_n,
+        max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
+        stop: req.stop.map(StopSpec::into_vec).unwrap_or_default(),
+        n: req.n,
+    };
+    if req.messages.is_empty() {
+        return Err(ApiError::bad("messages must not be empty", "messages").into());
+    }
+    let prompt = st.text.chat_prompt(req.messages, req.tools)?;
+    let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
+    let rx = generate::start(&st, "chat", prep)?;
+    let id = st.new_id("chatcmpl");
+    let created = unix_now();
+    let model = st.opts.model_id.clone();
+    if !req.stream.unwrap_or(false) {
+        let (text, o) = generate::collect(rx).await?;
+        return Ok(Json(json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": { "role": "assistant", "content": text },
+                "logprobs": null,
+                "finish_reason": o.finish.openai(),
+            }],
+            "usage": usage_json(&o),
+            "timings": timings_json(&o),
+        }))
+        .into_response());
+    }
+    let include_usage = req.stream_options.and_then(|s| s.include_usage).unwrap_or(false);
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
+        })
+    };
+    Ok(sse::respond(rx, move |p| match p {
+        Piece::Started(_) => vec![sse::data(&chunk(json!({ "role": "assistant", "content": "" }), None))],
+        Piece::Text(t) => vec![sse::data(&chunk(json!({ "content": t }), None))],
+        Piece::End(o) => {
+            let mut evs = vec![sse::data(&chunk(json!({}), Some(o.finish.openai())))];
+            if include_usage {
+                let mut last = chunk(json!({}), None);
+                last["choices"] = json!([]);
+                last["usage"] = usage_json(&o);
+                evs.push(sse::data(&last));
+            }
+            evs.push(sse::done());
+            evs
+        }
+        Piece::Failed(e) => vec![sse::data(&e.openai_body())],
+    }))
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
+    let req: CompletionRequest = parse_json(&body)?;
+    let knobs = Knobs {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        min_p: req.min_p,
+        seed: req.seed,
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+        repeat_penalty: req.repeat_penalty,
+        repeat_last_n: req.repeat_last_n,
+        max_tokens: req.max_tokens.or(req.n_predict),
+        stop: req.stop.map(StopSpec::into_vec).unwrap_or_default(),
+        n: req.n,
+    };
+    if req.echo == Some(true) {
+        return Err(ApiError::bad("echo is not supported", "echo").into());
+    }
+    let prompt = match req.prompt {
+        PromptSpec::Text(t) => st.text.encode_prompt(&t),
+        PromptSpec::Texts(v) if v.len() == 1 => st.text.encode_prompt(&v[0]),
+        PromptSpec::Texts(_) => {
+            return Err(ApiError::bad("only one prompt per request is supported", "prompt").into());
+        }
+        PromptSpec::Tokens(ids) => ids,
+    };
+    let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
+    let rx = generate::start(&st, "completions", prep)?;
+    let id = st.new_id("cmpl");
+    let created = unix_now();
+    let model = st.opts.model_id.clone();
+    if !req.stream.unwrap_or(false) {
+        let (text, o) = generate::collect(rx).await?;
+        return Ok(Json(json!({
+            "id": id,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{ "index": 0, "text": text, "logprobs": null, "finish_reason": o.finish.openai() }],
+            "usage": usage_json(&o),
+            "timings": timings_json(&o),
+        }))
+        .into_response());
+    }
+    let include_usage = req.stream_options.and_then(|s| s.include_usage).unwrap_or(false);
+    let chunk = move |text: &str, finish: Option<&str>| {
+        json!({
+            "id": id,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{ "index": 0, "text": text, "logprobs": null, "finish_reason": finish }],
+        })
+    };
+    Ok(sse::respond(rx, move |p| match p {
+        Piece::Started(_) => Vec::new(),
+        Piece::Text(t) => vec![sse::data(&chunk(&t, None))],
+        Piece::End(o) => {
+            let mut last = chunk("", Some(o.finish.openai()));
+            if include_usage {
+                last["usage"] = usage_json(&o);
+            }
+            vec![sse::data(&last), sse::done()]
+        }
+        Piece::Failed(e) => vec![sse::data(&e.openai_body())],
+    }))
+}
+
+/// `GET /v1/models`.
+pub async fn models(State(st): State<SharedState>) -> Json<Value> {
+    let n_ctx = st.sched.n_ctx();
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": st.opts.model_id,
+            "object": "model",
+            "created": st.started,
+            "owned_by": "infr",
+            "context_length": n_ctx,
+            "max_model_len": n_ctx,
+            "meta": { "n_ctx": n_ctx, "n_vocab": st.sched.n_vocab(), "slots": st.sched.slots() },
+        }],
+    }))
+}

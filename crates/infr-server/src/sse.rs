@@ -1,0 +1,49 @@
+//! Server-sent events: turns the driver's [`Piece`]s into SSE events with a per-endpoint
+//! formatter. Dropping the response body (client gone) drops the piece receiver, which
+//! cancels the generation.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::generate::Piece;
+
+/// A `data: {json}` event.
+pub fn data<T: Serialize>(value: &T) -> Event {
+    Event::default().data(serde_json::to_string(value).unwrap_or_else(|_| "{}".into()))
+}
+
+/// An `event: NAME` + `data: {json}` event (Anthropic's style).
+pub fn named<T: Serialize>(name: &str, value: &T) -> Event {
+    data(value).event(name)
+}
+
+/// OpenAI's terminator, `data: [DONE]`.
+pub fn done() -> Event {
+    Event::default().data("[DONE]")
+}
+
+/// Stream `rx` as SSE, formatting each piece with `fmt`; the stream ends after the piece that
+/// ends the generation.
+pub fn respond<F>(rx: mpsc::Receiver<Piece>, fmt: F) -> Response
+where
+    F: FnMut(Piece) -> Vec<Event> + Send + 'static,
+{
+    let events = stream::unfold((rx, fmt, false), |(mut rx, mut fmt, ended)| async move {
+        if ended {
+            return None;
+        }
+        let p = rx.recv().await?;
+        let end = matches!(p, Piece::End(_) | Piece::Failed(_));
+        Some((fmt(p), (rx, fmt, end)))
+    })
+    .flat_map(|evs| stream::iter(evs.into_iter().map(Ok::<Event, Infallible>)));
+    let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(10))).into_response();
+    resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
+    resp
+}

@@ -1,0 +1,73 @@
+//! What every handler shares: the scheduler, the tokenizer and chat template, the model's id
+//! and the API key.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use infr_engine::{SamplingParams, SchedulerHandle};
+
+use crate::text::TextModel;
+
+/// Settings of the server (what `infr serve` passes in).
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The model id reported by `/v1/models` and echoed in responses (the file stem). The
+    /// `model` field of requests is ignored, as llama.cpp's server does: any name is served by
+    /// the one loaded model.
+    pub model_id: String,
+    /// Path of the model file (reported by `/props`).
+    pub model_path: String,
+    /// When set, every route but `/health` needs `Authorization: Bearer KEY` or `x-api-key: KEY`.
+    pub api_key: Option<String>,
+    /// Sampling used for fields a request leaves out (llama.cpp's defaults).
+    pub default_sampling: SamplingParams,
+}
+
+impl ServerOptions {
+    /// Options for `model_id` with no key and llama.cpp's default sampling.
+    pub fn new(model_id: impl Into<String>) -> Self {
+        Self {
+            model_id: model_id.into(),
+            model_path: String::new(),
+            api_key: None,
+            default_sampling: SamplingParams::default(),
+        }
+    }
+}
+
+/// State shared by all handlers.
+pub struct AppState {
+    /// Submits generation requests.
+    pub sched: SchedulerHandle,
+    /// Tokenizer and chat template.
+    pub text: TextModel,
+    /// Server settings.
+    pub opts: ServerOptions,
+    /// Unix time the server started (the `created` of `/v1/models`).
+    pub started: u64,
+    ids: AtomicU64,
+}
+
+/// The state as handlers receive it.
+pub type SharedState = Arc<AppState>;
+
+impl AppState {
+    /// State over a running scheduler.
+    pub fn new(sched: SchedulerHandle, text: TextModel, opts: ServerOptions) -> Self {
+        Self { sched, text, opts, started: unix_now(), ids: AtomicU64::new(0) }
+    }
+
+    /// A fresh response id with `prefix` (`chatcmpl`, `cmpl`, `msg`).
+    pub fn new_id(&self, prefix: &str) -> String {
+        use std::hash::{BuildHasher, Hasher};
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(n);
+        format!("{prefix}-{:016x}{n:x}", h.finish())
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

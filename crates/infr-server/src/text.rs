@@ -1,0 +1,68 @@
+//! Text in and out: chat rendering, tokenization and streaming detokenization, over
+//! `infr_tokenizer`.
+
+use infr_tokenizer::chat::{ChatMessage, ChatRequest, ChatTemplate};
+use infr_tokenizer::{StreamDecoder, Tokenizer};
+use serde_json::Value;
+
+use crate::errors::ApiError;
+
+/// The model's tokenizer and chat template.
+pub struct TextModel {
+    tok: Tokenizer,
+    template: ChatTemplate,
+    eog: Vec<u32>,
+}
+
+impl TextModel {
+    /// Wrap a tokenizer and the chat template to render conversations with.
+    pub fn new(tok: Tokenizer, template: ChatTemplate) -> Self {
+        let eog = tok.eog_ids().to_vec();
+        Self { tok, template, eog }
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tok
+    }
+
+    /// The chat template.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// End-of-generation token ids (generation stops on them).
+    pub fn stop_ids(&self) -> Vec<u32> {
+        self.eog.clone()
+    }
+
+    /// Render a conversation with the generation prompt and tokenize it (special tokens
+    /// parsed; BOS added unless the template already wrote it).
+    pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
+        let req = ChatRequest { messages, tools, add_generation_prompt: true, ..Default::default() };
+        let text = self
+            .template
+            .render(&req)
+            .map_err(|e| ApiError::BadRequest { message: format!("chat template: {e}"), param: Some("messages".into()) })?;
+        let mut ids = self.tok.encode(&text, true, true);
+        // A template that writes the BOS text itself would give two BOS tokens (llama.cpp drops one).
+        if let Some(bos) = self.tok.bos() {
+            if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
+                ids.remove(0);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Tokenize a raw completion prompt (BOS added where the model wants it, special tokens
+    /// parsed, as llama.cpp's `/completion` does).
+    pub fn encode_prompt(&self, text: &str) -> Vec<u32> {
+        self.tok.encode(text, true, true)
+    }
+
+    /// A streaming decoder that only returns complete UTF-8 text; control tokens are not
+    /// rendered (as llama.cpp's server does by default).
+    pub fn decoder(&self) -> StreamDecoder<'_> {
+        StreamDecoder::new(&self.tok).with_special(false)
+    }
+}

@@ -1,0 +1,361 @@
+//! The real server on 127.0.0.1 (random port) with smollm2 on the CPU, driven over HTTP.
+//! Generations are short (CPU, 2 cores): every test takes seconds.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use infr_core::GgufWeights;
+use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
+use infr_engine::{slot_runner_options, Runner, RunnerOptions, Scheduler, SchedulerOptions};
+use infr_server::{ServerOptions, TextModel};
+use infr_tokenizer::chat::ChatTemplate;
+use serde_json::{json, Value};
+
+const MODEL: &str = "smollm2-135m-instruct-q4_1";
+const KEY: &str = "sk-test-123";
+
+fn model_path() -> Option<PathBuf> {
+    let dir = std::env::var_os("INFR_TEST_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join(format!("{MODEL}.gguf"));
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(std::env::var("INFR_REQUIRE_MODELS").is_err(), "missing model {}", path.display());
+    eprintln!("skipping: {} not found", path.display());
+    None
+}
+
+/// Start a server on its own thread and runtime (it lives as long as the test process);
+/// returns its base URL.
+fn start_server(parallel: usize, n_ctx: usize, api_key: Option<&str>) -> Option<String> {
+    let path = model_path()?;
+    let w = GgufWeights::open(&path).expect("model opens");
+    let meta = infr_core::WeightSource::metadata(&w);
+    let tok = infr_tokenizer::Tokenizer::from_metadata(meta).expect("tokenizer");
+    let template = ChatTemplate::for_model(meta).expect("chat template");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
+    let ro = slot_runner_options(n_ctx, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
+    let runner = Runner::new(model, &w, backend, ro).expect("runner");
+    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity: 8, ..Default::default() }).expect("sched");
+    let opts = ServerOptions { api_key: api_key.map(str::to_owned), ..ServerOptions::new(MODEL) };
+    let state = infr_server::state(sched, TextModel::new(tok, template), opts);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            infr_server::serve(listener, state, std::future::pending()).await.unwrap();
+        });
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("server started");
+    Some(format!("http://{addr}"))
+}
+
+/// The server most tests share (two slots, no key).
+fn shared() -> Option<&'static str> {
+    static S: OnceLock<Option<String>> = OnceLock::new();
+    S.get_or_init(|| start_server(2, 2048, None)).as_deref()
+}
+
+/// A server with an API key.
+fn keyed() -> Option<&'static str> {
+    static S: OnceLock<Option<String>> = OnceLock::new();
+    S.get_or_init(|| start_server(1, 512, Some(KEY))).as_deref()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
+}
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let r = client().post(url).json(&body).send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("json body"))
+}
+
+/// Server-sent events of a response: (event name, data).
+async fn sse(url: String, body: Value) -> Vec<(Option<String>, String)> {
+    let mut r = client().post(url).json(&body).send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    let ct = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let mut buf = Vec::new();
+    while let Some(chunk) = r.chunk().await.expect("chunk") {
+        buf.extend_from_slice(&chunk);
+    }
+    parse_sse(&String::from_utf8(buf).expect("utf-8 stream"))
+}
+
+fn parse_sse(text: &str) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let mut event = None;
+        let mut data = Vec::new();
+        for line in block.lines() {
+            if let Some(e) = line.strip_prefix("event:") {
+                event = Some(e.trim().to_owned());
+            } else if let Some(d) = line.strip_prefix("data:") {
+                data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
+            }
+        }
+        if !data.is_empty() {
+            out.push((event, data.join("\n")));
+        }
+    }
+    out
+}
+
+fn chat_body(content: &str, max_tokens: usize) -> Value {
+    json!({
+        "model": "anything",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "some_unknown_field": {"ignored": true},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_models() {
+    let Some(base) = shared() else { return };
+    let r = client().get(format!("{base}/health")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "ok");
+    let v: Value = client().get(format!("{base}/v1/models")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["data"][0]["id"], MODEL);
+    assert_eq!(v["data"][0]["object"], "model");
+    assert_eq!(v["data"][0]["owned_by"], "infr");
+    assert_eq!(v["data"][0]["context_length"], 1024);
+    let v: Value = client().get(format!("{base}/props")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["n_ctx"], 1024);
+    assert_eq!(v["default_generation_settings"]["n_ctx"], 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_stream_matches_non_stream() {
+    let Some(base) = shared() else { return };
+    let url = format!("{base}/v1/chat/completions");
+    let body = chat_body("What is the capital of France?", 10);
+    let (status, v) = post(url.clone(), body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["model"], MODEL);
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+    assert!(!text.is_empty());
+    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+    let usage = &v["usage"];
+    let completion = usage["completion_tokens"].as_u64().unwrap();
+    assert!(completion >= 1 && completion <= 10);
+    assert!(usage["prompt_tokens"].as_u64().unwrap() > 5);
+    assert_eq!(usage["total_tokens"].as_u64().unwrap(), usage["prompt_tokens"].as_u64().unwrap() + completion);
+    assert!(usage["prompt_tokens_details"]["cached_tokens"].is_u64());
+
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    sbody["stream_options"] = json!({"include_usage": true});
+    let events = sse(url, sbody).await;
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().map(|(_, d)| serde_json::from_str(d).expect("chunk json")).collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    let streamed: String =
+        chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect::<Vec<_>>().concat();
+    assert_eq!(streamed, text, "greedy stream and non-stream replies differ");
+    let finish: Vec<&Value> =
+        chunks.iter().map(|c| &c["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
+    assert_eq!(finish.len(), 1);
+    assert_eq!(*finish[0], v["choices"][0]["finish_reason"]);
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"], json!([]));
+    assert_eq!(last["usage"]["completion_tokens"].as_u64().unwrap(), completion);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_and_stop_strings() {
+    let Some(base) = shared() else { return };
+    let url = format!("{base}/v1/completions");
+    let body = json!({"prompt": "The first five days of the week are Monday,", "max_tokens": 12, "temperature": 0});
+    let (status, v) = post(url.clone(), body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["object"], "text_completion");
+    let text = v["choices"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.chars().count() > 4, "{text:?}");
+    // Stop at a string from the middle of that text: the reply ends just before it.
+    let cut = text.char_indices().nth(text.chars().count() / 2).unwrap().0;
+    let stop: String = text[cut..].chars().take(3).collect();
+    let expect = &text[..text.find(&stop).unwrap()];
+    let mut sbody = body.clone();
+    sbody["stop"] = json!([stop, "never-appears"]);
+    let (status, v) = post(url.clone(), sbody.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["text"], expect);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    // Streaming holds back partial matches and never sends the stop string.
+    sbody["stream"] = json!(true);
+    let events = sse(url, sbody).await;
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    let streamed: String = events[..events.len() - 1]
+        .iter()
+        .map(|(_, d)| serde_json::from_str::<Value>(d).unwrap()["choices"][0]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(streamed, expect);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_messages() {
+    let Some(base) = shared() else { return };
+    let url = format!("{base}/v1/messages");
+    let body = json!({
+        "model": "claude-whatever",
+        "system": [{"type": "text", "text": "You are a helpful assistant."}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hello."}]}],
+        "max_tokens": 6,
+        "temperature": 0,
+    });
+    let (status, v) = post(url.clone(), body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["role"], "assistant");
+    assert_eq!(v["content"][0]["type"], "text");
+    let text = v["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(["end_turn", "max_tokens"].contains(&v["stop_reason"].as_str().unwrap()));
+    let out_tokens = v["usage"]["output_tokens"].as_u64().unwrap();
+    assert!(out_tokens >= 1 && out_tokens <= 6);
+    let prompt_len =
+        v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
+
+    let (status, c) = post(format!("{base}/v1/messages/count_tokens"), body.clone()).await;
+    assert_eq!(status, 200, "{c}");
+    assert_eq!(c["input_tokens"].as_u64().unwrap(), prompt_len);
+
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    sbody["system"] = json!("You are a helpful assistant.");
+    let events = sse(url, sbody).await;
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap_or("")).collect();
+    let n = names.len();
+    assert!(n >= 6, "{names:?}");
+    assert_eq!(&names[..2], ["message_start", "content_block_start"]);
+    assert!(names[2..n - 3].iter().all(|&e| e == "content_block_delta"), "{names:?}");
+    assert_eq!(&names[n - 3..], ["content_block_stop", "message_delta", "message_stop"]);
+    let data: Vec<Value> = events.iter().map(|(_, d)| serde_json::from_str(d).unwrap()).collect();
+    for ((name, _), d) in events.iter().zip(&data) {
+        assert_eq!(d["type"].as_str(), name.as_deref());
+    }
+    assert_eq!(data[0]["message"]["role"], "assistant");
+    let streamed: String = data[2..n - 3]
+        .iter()
+        .map(|d| {
+            assert_eq!(d["delta"]["type"], "text_delta");
+            d["delta"]["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(streamed, text, "same prompt (system as string or blocks), greedy: same reply");
+    assert_eq!(data[n - 2]["delta"]["stop_reason"], v["stop_reason"]);
+    assert_eq!(data[n - 2]["usage"]["output_tokens"].as_u64().unwrap(), out_tokens);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_errors() {
+    let Some(base) = shared() else { return };
+    let chat = format!("{base}/v1/chat/completions");
+    let r = client().post(&chat).header("content-type", "application/json").body("{\"messages\": [").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("malformed JSON"), "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+
+    let mut body = chat_body("hi", 2);
+    body["temperature"] = json!("hot");
+    let (status, v) = post(chat.clone(), body).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("temperature"), "{v}");
+    assert_eq!(v["error"]["param"], "temperature");
+
+    let (status, v) = post(chat.clone(), json!({"model": "x"})).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("messages"), "{v}");
+
+    let mut body = chat_body("hi", 2);
+    body["n"] = json!(2);
+    let (status, v) = post(chat.clone(), body).await;
+    assert_eq!(status, 400);
+    assert_eq!(v["error"]["param"], "n");
+
+    let long = "lorem ipsum dolor sit amet ".repeat(400);
+    let (status, v) = post(chat.clone(), chat_body(&long, 2)).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+
+    let (status, v) = post(format!("{base}/v1/completions"), json!({"prompt": 12})).await;
+    assert_eq!(status, 400);
+    assert_eq!(v["error"]["param"], "prompt");
+
+    let (status, v) = post(format!("{base}/v1/messages"), json!({"messages": "nope"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+
+    let r = client().get(format!("{base}/v1/nothing-here")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key() {
+    let Some(base) = keyed() else { return };
+    let c = client();
+    assert_eq!(c.get(format!("{base}/health")).send().await.unwrap().status().as_u16(), 200);
+    let r = c.get(format!("{base}/v1/models")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "authentication_error");
+    let r = c.get(format!("{base}/v1/models")).bearer_auth("sk-wrong").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = c.get(format!("{base}/v1/models")).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = c.get(format!("{base}/v1/models")).header("x-api-key", KEY).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = c.post(format!("{base}/v1/messages")).json(&json!({"messages": []})).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "authentication_error");
+    let r = c.post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&chat_body("Hi", 2)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_disconnect_frees_the_slot() {
+    // One slot: a stream abandoned mid-way must not keep it busy.
+    let Some(base) = start_server(1, 1024, None) else { return };
+    let c = client();
+    let mut body = chat_body("Write a very long story about a dragon.", 900);
+    body["stream"] = json!(true);
+    let mut r = c.post(format!("{base}/v1/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let mut seen = 0;
+    while seen < 3 {
+        let chunk = r.chunk().await.unwrap().expect("stream goes on");
+        seen += String::from_utf8_lossy(&chunk).matches("data:").count();
+    }
+    drop(r);
+    let t = Instant::now();
+    loop {
+        let h: Value = c.get(format!("{base}/health")).send().await.unwrap().json().await.unwrap();
+        if h["slots_processing"] == 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "slot still busy after the client left: {h}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, v) = post(format!("{base}/v1/chat/completions"), chat_body("Hi", 3)).await;
+    assert_eq!(status, 200, "{v}");
+}

@@ -1,0 +1,1 @@
+//! Unit tests on hand-made vocabularies.
