@@ -16,10 +16,10 @@ mod scheduler;
 pub use error::EngineError;
 pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
 pub use pages::PagePool;
+pub use request::{
+    event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
+    Timings, Usage,
+};
 pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
-pub use request::{
-    event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo, Timings,
-    Usage,
-};
 pub use scheduler::{slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats};

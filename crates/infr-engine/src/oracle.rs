@@ -17,7 +17,11 @@ pub struct OracleRow {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Oracle {
     pub model: String,
+    /// Case name (`short`, `chat`…); empty in the synthetic-model files.
+    #[serde(default)]
     pub case: String,
+    /// Vocabulary size; 0 when the file does not say (synthetic-model files).
+    #[serde(default)]
     pub n_vocab: usize,
     pub prompt_ids: Vec<u32>,
     pub greedy_ids: Vec<u32>,

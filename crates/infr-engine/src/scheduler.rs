@@ -25,7 +25,9 @@ use std::sync::mpsc::{self, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::request::{ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, Usage};
+use crate::request::{
+    ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, Usage,
+};
 use crate::{common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem};
 
 /// Scheduler settings (the slot count and context come from the runner's options).
@@ -310,7 +312,8 @@ impl Scheduler {
             q.sink.send(Event::Error(RequestError::Engine(e.to_string())));
             return;
         }
-        let info = StartInfo { slot: i, prompt_tokens: prompt.len(), cached_tokens: cached, queue_wait: now - q.submitted };
+        let info =
+            StartInfo { slot: i, prompt_tokens: prompt.len(), cached_tokens: cached, queue_wait: now - q.submitted };
         if !q.sink.send(Event::Started(info)) {
             return;
         }
@@ -406,7 +409,9 @@ impl Scheduler {
             .iter()
             .map(|(i, p)| match p {
                 Part::Decode(t) => vec![*t],
-                Part::Prefill(r) => self.slots[*i].active.as_ref().map_or(Vec::new(), |a| a.history[r.clone()].to_vec()),
+                Part::Prefill(r) => {
+                    self.slots[*i].active.as_ref().map_or(Vec::new(), |a| a.history[r.clone()].to_vec())
+                }
             })
             .collect();
         let items: Vec<StepItem<'_>> = parts

@@ -29,7 +29,8 @@ fn weights() -> Option<GgufWeights> {
 fn scheduler(w: &GgufWeights, parallel: usize, n_ctx_total: usize, opts: SchedulerOptions) -> SchedulerHandle {
     let model = infr_models::load_model(w).expect("model loads");
     let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu backend"));
-    let ro = slot_runner_options(n_ctx_total, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
+    let ro =
+        slot_runner_options(n_ctx_total, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
     let runner = Runner::new(model, w, backend, ro).expect("runner");
     Scheduler::spawn(runner, opts).expect("scheduler")
 }
@@ -192,7 +193,8 @@ fn refusals_are_typed() {
         Err(RequestError::InvalidToken { id: u32::MAX, .. })
     ));
     // Timed out before it could start.
-    let o = collect(&h.submit_channel(Request { timeout: Some(Duration::ZERO), ..request(p[0].1.clone(), 1) }).unwrap());
+    let o =
+        collect(&h.submit_channel(Request { timeout: Some(Duration::ZERO), ..request(p[0].1.clone(), 1) }).unwrap());
     assert_eq!(o.end.unwrap_err(), RequestError::Timeout);
     // One running, one waiting, the next refused.
     let running = h.submit_channel(request(p[0].1.clone(), 200)).unwrap();

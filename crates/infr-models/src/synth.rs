@@ -33,6 +33,8 @@ use infr_gguf::{GgmlType, GgufError, GgufStreamWriter, Metadata, TensorSpec, Val
 use infr_quant::blocks::{BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
 use infr_quant::float::f32_to_f16;
 
+mod vocab;
+
 /// Why a synthetic model could not be planned or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
@@ -93,6 +95,7 @@ pub struct Shape {
     pub n_ctx: usize,
 }
 
+/// A Qwen3 shape: `(n_embd, layers, heads, kv heads, head_dim, n_ff)`, `(vocab, tied, context)`.
 const fn qwen3(
     name: &'static str,
     model_name: &'static str,
@@ -117,6 +120,7 @@ const fn qwen3(
     }
 }
 
+/// A Llama 3 shape: `(n_embd, layers, heads, kv heads, n_ff)`, `(vocab, context)`.
 const fn llama3(
     name: &'static str,
     model_name: &'static str,
@@ -367,7 +371,7 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
     const QWEN: &[&str] = &["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
     let (pre, controls, bos, eos, add_bos) =
         if a == "llama" { ("llama-bpe", LLAMA3, 0, 4, true) } else { ("qwen2", QWEN, 0, 2, false) };
-    let vocab = vocabulary(s.n_vocab, controls);
+    let vocab = vocab::vocabulary(s.n_vocab, controls);
     let first_control = (s.n_vocab - controls.len()) as u32;
     m.insert("tokenizer.ggml.model", Value::String("gpt2".into()));
     m.insert("tokenizer.ggml.pre", Value::String(pre.into()));
@@ -379,43 +383,6 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
     m.insert("tokenizer.ggml.padding_token_id", Value::U32(first_control));
     m.insert("tokenizer.ggml.add_bos_token", Value::Bool(add_bos));
     m
-}
-
-struct Vocab {
-    tokens: Vec<Value>,
-    types: Vec<Value>,
-    merges: Vec<Value>,
-}
-
-/// Merges written at most (enough to exercise the BPE merge loop; llama.cpp needs the key).
-const MAX_MERGES: usize = 1000;
-
-/// A GPT-2 style byte-level vocabulary of `n` tokens: the 256 byte characters of
-/// `bytes_to_unicode` (in its order, as real vocabularies start), filler tokens `f0`, `f1`…
-/// built by merges `f{i/10} {i%10}` (so each merge joins two existing tokens), and the
-/// control tokens last.
-fn vocabulary(n: usize, controls: &[&str]) -> Vocab {
-    let mut printable: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
-    let mut chars: Vec<char> = printable.iter().filter_map(|&c| char::from_u32(c)).collect();
-    let mut extra = 0;
-    for b in 0..256u32 {
-        if !printable.contains(&b) {
-            chars.push(char::from_u32(256 + extra).unwrap_or('?'));
-            printable.push(b);
-            extra += 1;
-        }
-    }
-    let mut tokens: Vec<Value> = chars.iter().map(|c| Value::String(c.to_string())).collect();
-    let n_filler = n.saturating_sub(256 + controls.len());
-    tokens.extend((0..n_filler).map(|i| Value::String(format!("f{i}"))));
-    tokens.extend(controls.iter().map(|c| Value::String((*c).to_owned())));
-    tokens.truncate(n);
-    let first_control = n.saturating_sub(controls.len());
-    let types = (0..tokens.len()).map(|i| Value::I32(if i >= first_control { 3 } else { 1 })).collect();
-    let merges = (0..n_filler.min(MAX_MERGES))
-        .map(|i| Value::String(if i < 10 { format!("f {i}") } else { format!("f{} {}", i / 10, i % 10) }))
-        .collect();
-    Vocab { tokens, types, merges }
 }
 
 /// What [`write`] produced.
@@ -573,22 +540,5 @@ mod tests {
         assert_eq!(t(SynthQuant::Q8_0, "output.weight", 256), GgmlType::Q8_0);
         assert_eq!(t(SynthQuant::F16, "output.weight", 256), GgmlType::F16);
         assert_eq!(tensor_type(SynthQuant::F16, "blk.0.attn_norm.weight", 0, 2, true, &[256]), GgmlType::F32);
-    }
-
-    #[test]
-    fn vocabulary_is_byte_level_and_unique() {
-        let v = vocabulary(600, &["<|a|>", "<|b|>"]);
-        let toks: Vec<&str> = v.tokens.iter().filter_map(Value::as_str).collect();
-        assert_eq!(toks.len(), 600);
-        assert_eq!(toks[0], "!");
-        assert_eq!(toks.iter().collect::<std::collections::HashSet<_>>().len(), 600);
-        assert!(toks[..256].iter().all(|t| t.chars().count() == 1));
-        assert!(toks.contains(&"\u{10A}"), "newline byte is Ċ");
-        assert_eq!(toks[599], "<|b|>");
-        // Every merge joins two tokens into a third.
-        for m in v.merges.iter().filter_map(Value::as_str) {
-            let (a, b) = m.split_once(' ').unwrap();
-            assert!(toks.contains(&a) && toks.contains(&b) && toks.contains(&format!("{a}{b}").as_str()), "{m}");
-        }
     }
 }

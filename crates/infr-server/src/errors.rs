@@ -139,17 +139,19 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
         let path = e.path().to_string();
         let inner = e.into_inner();
         match inner.classify() {
-            serde_json::error::Category::Data if path != "." => ApiError::BadRequest {
-                message: format!("invalid value for '{path}': {inner}"),
-                param: Some(path),
-            },
+            serde_json::error::Category::Data if path != "." => {
+                ApiError::BadRequest { message: format!("invalid value for '{path}': {inner}"), param: Some(path) }
+            }
             serde_json::error::Category::Data => {
                 ApiError::BadRequest { message: format!("invalid request body: {inner}"), param: None }
             }
             _ => ApiError::BadRequest { message: format!("malformed JSON in the request body: {inner}"), param: None },
         }
     })?;
-    de.end().map_err(|e| ApiError::BadRequest { message: format!("malformed JSON in the request body: {e}"), param: None })?;
+    de.end().map_err(|e| ApiError::BadRequest {
+        message: format!("malformed JSON in the request body: {e}"),
+        param: None,
+    })?;
     Ok(value)
 }
 

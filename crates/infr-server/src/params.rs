@@ -73,7 +73,10 @@ impl Knobs {
     ) -> Result<Prepared, ApiError> {
         if let Some(n) = self.n {
             if n != 1 {
-                return Err(ApiError::bad(format!("n = {n} is not supported: only one choice (n = 1) is generated"), "n"));
+                return Err(ApiError::bad(
+                    format!("n = {n} is not supported: only one choice (n = 1) is generated"),
+                    "n",
+                ));
             }
         }
         if self.stop.len() > 16 {

@@ -144,7 +144,7 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
     let prompt = st.text.chat_prompt(messages, None)?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
     let rx = generate::start(&st, "messages", prep)?;
-    let id = st.new_id("msg");
+    let id = st.new_id("msg_");
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {
         let (text, o) = generate::collect(rx).await?;

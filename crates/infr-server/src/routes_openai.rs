@@ -158,7 +158,7 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
     let prompt = st.text.chat_prompt(req.messages, req.tools)?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
     let rx = generate::start(&st, "chat", prep)?;
-    let id = st.new_id("chatcmpl");
+    let id = st.new_id("chatcmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {
@@ -237,7 +237,7 @@ pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<R
     };
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
     let rx = generate::start(&st, "completions", prep)?;
-    let id = st.new_id("cmpl");
+    let id = st.new_id("cmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {

@@ -20,7 +20,7 @@ pub fn data<T: Serialize>(value: &T) -> Event {
 
 /// An `event: NAME` + `data: {json}` event (Anthropic's style).
 pub fn named<T: Serialize>(name: &str, value: &T) -> Event {
-    data(value).event(name)
+    Event::default().event(name).data(serde_json::to_string(value).unwrap_or_else(|_| "{}".into()))
 }
 
 /// OpenAI's terminator, `data: [DONE]`.

@@ -57,13 +57,13 @@ impl AppState {
         Self { sched, text, opts, started: unix_now(), ids: AtomicU64::new(0) }
     }
 
-    /// A fresh response id with `prefix` (`chatcmpl`, `cmpl`, `msg`).
+    /// A fresh response id starting with `prefix` (`chatcmpl-`, `cmpl-`, `msg_`).
     pub fn new_id(&self, prefix: &str) -> String {
         use std::hash::{BuildHasher, Hasher};
         let n = self.ids.fetch_add(1, Ordering::Relaxed);
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u64(n);
-        format!("{prefix}-{:016x}{n:x}", h.finish())
+        format!("{prefix}{:016x}{n:x}", h.finish())
     }
 }
 

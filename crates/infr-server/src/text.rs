@@ -40,10 +40,10 @@ impl TextModel {
     /// parsed; BOS added unless the template already wrote it).
     pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
         let req = ChatRequest { messages, tools, add_generation_prompt: true, ..Default::default() };
-        let text = self
-            .template
-            .render(&req)
-            .map_err(|e| ApiError::BadRequest { message: format!("chat template: {e}"), param: Some("messages".into()) })?;
+        let text = self.template.render(&req).map_err(|e| ApiError::BadRequest {
+            message: format!("chat template: {e}"),
+            param: Some("messages".into()),
+        })?;
         let mut ids = self.tok.encode(&text, true, true);
         // A template that writes the BOS text itself would give two BOS tokens (llama.cpp drops one).
         if let Some(bos) = self.tok.bos() {

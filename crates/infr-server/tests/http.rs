@@ -152,7 +152,7 @@ async fn chat_stream_matches_non_stream() {
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
     let usage = &v["usage"];
     let completion = usage["completion_tokens"].as_u64().unwrap();
-    assert!(completion >= 1 && completion <= 10);
+    assert!((1..=10).contains(&completion));
     assert!(usage["prompt_tokens"].as_u64().unwrap() > 5);
     assert_eq!(usage["total_tokens"].as_u64().unwrap(), usage["prompt_tokens"].as_u64().unwrap() + completion);
     assert!(usage["prompt_tokens_details"]["cached_tokens"].is_u64());
@@ -228,7 +228,7 @@ async fn anthropic_messages() {
     let text = v["content"][0]["text"].as_str().unwrap().to_owned();
     assert!(["end_turn", "max_tokens"].contains(&v["stop_reason"].as_str().unwrap()));
     let out_tokens = v["usage"]["output_tokens"].as_u64().unwrap();
-    assert!(out_tokens >= 1 && out_tokens <= 6);
+    assert!((1..=6).contains(&out_tokens));
     let prompt_len =
         v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
 
@@ -267,7 +267,8 @@ async fn anthropic_messages() {
 async fn request_errors() {
     let Some(base) = shared() else { return };
     let chat = format!("{base}/v1/chat/completions");
-    let r = client().post(&chat).header("content-type", "application/json").body("{\"messages\": [").send().await.unwrap();
+    let r =
+        client().post(&chat).header("content-type", "application/json").body("{\"messages\": [").send().await.unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("malformed JSON"), "{v}");
@@ -328,7 +329,8 @@ async fn api_key() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["type"], "error");
     assert_eq!(v["error"]["type"], "authentication_error");
-    let r = c.post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&chat_body("Hi", 2)).send().await.unwrap();
+    let r =
+        c.post(format!("{base}/v1/chat/completions")).bearer_auth(KEY).json(&chat_body("Hi", 2)).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
 }
 

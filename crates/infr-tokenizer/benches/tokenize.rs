@@ -53,6 +53,35 @@ fn corpus(bytes: usize) -> String {
     s
 }
 
+/// Text with little repetition: random words over several scripts, numbers and punctuation.
+fn random_corpus(bytes: usize) -> String {
+    const SYLLABLES: &[&str] = &[
+        "ka", "to", "ri", "mu", "sen", "de", "la", "qu", "ix", "zo", "ber", "th", "ng", "é", "ü", "ß", "ка", "ни",
+        "ще", "αλ", "ου", "日", "本", "中", "文", "한", "국", "ไท", "ab", "Cl", "MA", "_", "x", "y",
+    ];
+    const SEPS: &[&str] =
+        &[" ", " ", " ", " ", ", ", ". ", "\n", "\n\n", "    ", "\t", "(", ") ", " = ", "; ", "::", "'s "];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let mut s = String::with_capacity(bytes + 64);
+    while s.len() < bytes {
+        if next(9) == 0 {
+            s.push_str(&(next(100_000)).to_string());
+        } else {
+            for _ in 0..1 + next(4) {
+                s.push_str(SYLLABLES[next(SYLLABLES.len())]);
+            }
+        }
+        s.push_str(SEPS[next(SEPS.len())]);
+    }
+    s
+}
+
 fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     let mut best = Duration::MAX;
     let mut last = None;
@@ -69,9 +98,10 @@ fn main() {
     let dir = std::env::var_os("INFR_TEST_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let text = corpus(1 << 20);
-    let mb = text.len() as f64 / 1e6;
-    println!("corpus: {} bytes of mixed prose / code / non-Latin text", text.len());
+    let corpora = [("mixed prose/code", corpus(1 << 20)), ("random words", random_corpus(1 << 20))];
+    for (name, text) in &corpora {
+        println!("corpus '{name}': {} bytes", text.len());
+    }
     for file in MODELS {
         let path = dir.join(file);
         let Ok(model) = GgufModel::open(&path) else {
@@ -86,19 +116,26 @@ fn main() {
                 continue;
             }
         };
-        let load = t0.elapsed();
-        let (enc, ids) = best_of(5, || tok.encode(&text, false, true));
-        let (dec, back) = best_of(5, || tok.decode(&ids));
-        assert_eq!(back.len(), text.len(), "{file}: decode does not round-trip");
-        println!(
-            "{file}: load {:.0} ms | encode {:.1} ms = {:.1} MB/s ({} tokens, {:.2} bytes/token) | decode {:.1} ms = {:.0} MB/s",
-            load.as_secs_f64() * 1e3,
-            enc.as_secs_f64() * 1e3,
-            mb / enc.as_secs_f64(),
-            ids.len(),
-            text.len() as f64 / ids.len() as f64,
-            dec.as_secs_f64() * 1e3,
-            mb / dec.as_secs_f64(),
-        );
+        println!("{file}: tokenizer built in {:.0} ms", t0.elapsed().as_secs_f64() * 1e3);
+        for (name, text) in &corpora {
+            let mb = text.len() as f64 / 1e6;
+            let (enc, ids) = best_of(5, || tok.encode(text, false, true));
+            let (dec, back) = best_of(5, || tok.decode(&ids));
+            assert_eq!(&back, text, "{file}: decode does not round-trip");
+            println!(
+                "  {name:>16}: encode {:6.1} ms = {:5.1} MB/s ({} tokens, {:.2} bytes/token) | decode {:.1} ms = {:.0} MB/s",
+                enc.as_secs_f64() * 1e3,
+                mb / enc.as_secs_f64(),
+                ids.len(),
+                text.len() as f64 / ids.len() as f64,
+                dec.as_secs_f64() * 1e3,
+                mb / dec.as_secs_f64(),
+            );
+        }
+        for (name, text) in [("1 MB of spaces", " ".repeat(1 << 20)), ("1 MB of newlines", "\n".repeat(1 << 20))] {
+            let t = Instant::now();
+            let n = tok.encode(&text, false, true).len();
+            println!("  {name:>16}: encode {:6.1} ms ({n} tokens)", t.elapsed().as_secs_f64() * 1e3);
+        }
     }
 }

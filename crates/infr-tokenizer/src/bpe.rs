@@ -40,9 +40,12 @@ pub(crate) struct Scratch {
     encoded: Vec<u8>,
     /// `(piece, byte start, byte len, prev, next)` per symbol; `len == 0` once merged away.
     syms: Vec<Sym>,
-    /// `(rank, left, right, left piece, right piece, merged piece)`.
-    heap: BinaryHeap<Reverse<(u32, u32, u32, u32, u32, u32)>>,
+    heap: BinaryHeap<Reverse<Candidate>>,
 }
+
+/// A queued merge: `(rank, left, right, left piece, right piece, merged piece)`; the lowest rank
+/// pops first, then the leftmost.
+type Candidate = (u32, u32, u32, u32, u32, u32);
 
 #[derive(Clone, Copy)]
 struct Sym {
@@ -130,8 +133,8 @@ impl Bpe {
         s.syms.clear();
         let whole = (self.ignore_merges
             || (self.newline_words && !word.is_empty() && word.iter().all(|&b| b == b'\n')))
-            .then(|| vocab.lookup(text))
-            .flatten();
+        .then(|| vocab.lookup(text))
+        .flatten();
         if let Some(id) = whole {
             out.push(id);
             return;
@@ -142,8 +145,11 @@ impl Bpe {
         let mut i = 0usize;
         while off < text.len() {
             let len = utf8_len(text[off]).min(text.len() - off);
-            let piece =
-                if self.byte_encode { self.byte_piece[word[i] as usize] } else { self.find(vocab, &text[off..off + len]) };
+            let piece = if self.byte_encode {
+                self.byte_piece[word[i] as usize]
+            } else {
+                self.find(vocab, &text[off..off + len])
+            };
             let next = if off + len == text.len() { NONE } else { s.syms.len() as u32 + 1 };
             let prev = if s.syms.is_empty() { NONE } else { s.syms.len() as u32 - 1 };
             s.syms.push(Sym { piece, start: off as u32, len: len as u32, prev, next });

@@ -6,12 +6,12 @@
 //!
 //! # Pipeline (as llama.cpp)
 //!
-//! 1. **Special tokens** ([`special`]): control / user-defined / unknown token texts are cut out
+//! 1. **Special tokens** (`special.rs`): control / user-defined / unknown token texts are cut out
 //!    of the input longest first (only user-defined ones when `parse_special` is false).
-//! 2. **SPM** ([`spm`]): each remaining fragment gets a leading space when
+//! 2. **SPM** (`spm.rs`): each remaining fragment gets a leading space when
 //!    `tokenizer.ggml.add_space_prefix` says so (at the start and after a special token), spaces
 //!    become `▁`, and characters merge by score with byte fallback.
-//! 3. **BPE** ([`pretokenize`], [`split`], [`bpe`]): each fragment is split into words by the
+//! 3. **BPE** (`pretokenize.rs`, `split.rs`, `bpe.rs`): each fragment is split into words by the
 //!    pre-tokenizer named in `tokenizer.ggml.pre`, every word is spelled in the GPT-2 byte
 //!    alphabet and merged by rank.
 //!
@@ -33,8 +33,8 @@ mod decode;
 mod error;
 mod pretokenize;
 mod special;
-mod spm;
 mod split;
+mod spm;
 mod unicode;
 mod unicode_table;
 mod vocab;
@@ -51,7 +51,6 @@ use special::{Fragment, Matcher};
 use vocab::{attr, Vocab};
 
 /// A tokenizer built from GGUF metadata; immutable and shareable across threads.
-#[derive(Debug)]
 pub struct Tokenizer {
     vocab: Vocab,
     bpe: Option<bpe::Bpe>,
@@ -371,6 +370,12 @@ impl Tokenizer {
     }
 }
 
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokenizer({})", self.summary())
+    }
+}
+
 /// Replace every space with `▁` (U+2581), appending to `out`.
 fn escape_spaces(text: &str, out: &mut Vec<u8>) {
     for (i, part) in text.split(' ').enumerate() {
@@ -383,3 +388,5 @@ fn escape_spaces(text: &str, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_split;

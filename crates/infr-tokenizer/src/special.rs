@@ -29,7 +29,16 @@ pub(crate) struct Matcher {
     ids: Vec<u32>,
     lens: Vec<u32>,
     strip: Vec<u16>,
+    /// Pattern texts, concatenated.
+    texts: Vec<u8>,
+    offs: Vec<u32>,
+    /// Occurrence count up to which positions are collected up front (see [`RARE`]).
+    pub(crate) rare: u32,
 }
+
+/// Tokens occurring at most this often have their positions collected up front; more frequent
+/// ones are searched for while claiming.
+const RARE: u32 = 64;
 
 const FREE: u8 = 0;
 const TAKEN: u8 = 1;
@@ -59,7 +68,17 @@ impl Matcher {
                     .map_err(|e| TokenizerError::Matcher(e.to_string()))?,
             )
         };
-        Ok(Matcher { ac, ids, lens, strip })
+        let mut texts = Vec::new();
+        let mut offs = vec![0u32];
+        for &id in &ids {
+            texts.extend_from_slice(vocab.texts[id as usize].as_bytes());
+            offs.push(texts.len() as u32);
+        }
+        Ok(Matcher { ac, ids, lens, strip, texts, offs, rare: RARE })
+    }
+
+    fn text_of(&self, pattern: usize) -> &[u8] {
+        &self.texts[self.offs[pattern] as usize..self.offs[pattern + 1] as usize]
     }
 
     /// Split `text` into raw-text and special-token fragments.
@@ -72,52 +91,92 @@ impl Matcher {
             out.push(Fragment::Text(text));
             return;
         };
-        let mut hits: Vec<(u32, u32)> =
-            ac.find_overlapping_iter(text).map(|m| (m.pattern().as_u32(), m.start() as u32)).collect();
-        if hits.is_empty() {
+        let bytes = text.as_bytes();
+
+        // Pass 1: how often each token occurs (overlaps included).
+        let mut counts = vec![0u32; self.ids.len()];
+        let mut any = false;
+        for m in ac.find_overlapping_iter(text) {
+            counts[m.pattern().as_usize()] += 1;
+            any = true;
+        }
+        if !any {
             out.push(Fragment::Text(text));
             return;
         }
-        hits.sort_unstable();
+        // Pass 2: positions of the rarely occurring tokens. Frequent ones (long runs of spaces or
+        // newlines can make a handful of tokens match at almost every byte) are searched for
+        // directly while claiming, so memory stays proportional to what is actually kept.
+        let mut slot = vec![u32::MAX; self.ids.len()];
+        let mut starts: Vec<Vec<u32>> = Vec::new();
+        for (p, &c) in counts.iter().enumerate() {
+            if c > 0 && c <= self.rare {
+                slot[p] = starts.len() as u32;
+                starts.push(Vec::with_capacity(c as usize));
+            }
+        }
+        if !starts.is_empty() {
+            for m in ac.find_overlapping_iter(text) {
+                let k = slot[m.pattern().as_usize()];
+                if k != u32::MAX {
+                    starts[k as usize].push(m.start() as u32);
+                }
+            }
+        }
 
-        let bytes = text.as_bytes();
         let mut state = vec![FREE; bytes.len()];
         let mut taken: Vec<(u32, u32)> = Vec::new(); // (start, pattern)
-        let mut i = 0;
-        while i < hits.len() {
-            let pat = hits[i].0;
-            let len = self.lens[pat as usize] as usize;
-            let strip = self.strip[pat as usize];
-            let mut last_end = 0usize;
-            while i < hits.len() && hits[i].0 == pat {
-                let start = hits[i].1 as usize;
-                i += 1;
+        for (p, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let len = self.lens[p] as usize;
+            let mut claim = |start: usize, state: &mut [u8]| {
                 let end = start + len;
-                if start < last_end || state[start..end].iter().any(|&s| s != FREE) {
-                    continue;
-                }
                 state[start..end].fill(TAKEN);
-                taken.push((start as u32, pat));
-                last_end = end;
-                if strip & attr::LSTRIP != 0 {
+                taken.push((start as u32, p as u32));
+                if self.strip[p] & attr::LSTRIP != 0 {
                     let mut k = start;
                     while k > 0 && state[k - 1] == FREE && c_space(bytes[k - 1]) {
                         state[k - 1] = DROPPED;
                         k -= 1;
                     }
                 }
-                if strip & attr::RSTRIP != 0 {
+                if self.strip[p] & attr::RSTRIP != 0 {
                     let mut k = end;
                     while k < bytes.len() && state[k] == FREE && c_space(bytes[k]) {
                         state[k] = DROPPED;
                         k += 1;
                     }
                 }
+                end
+            };
+            if slot[p] != u32::MAX {
+                let list = &mut starts[slot[p] as usize];
+                list.sort_unstable();
+                let mut last_end = 0usize;
+                for &start in list.iter() {
+                    let start = start as usize;
+                    if start >= last_end && state[start..start + len].iter().all(|&s| s == FREE) {
+                        last_end = claim(start, &mut state);
+                    }
+                }
+            } else {
+                let needle = self.text_of(p);
+                let finder = memchr::memmem::Finder::new(needle);
+                let mut pos = 0usize;
+                while let Some(off) = finder.find(&bytes[pos..]) {
+                    let start = pos + off;
+                    match state[start..start + len].iter().rposition(|&s| s != FREE) {
+                        // Blocked: no occurrence can start at or before the last claimed byte.
+                        Some(k) => pos = start + k + 1,
+                        None => pos = claim(start, &mut state),
+                    }
+                }
             }
         }
         taken.sort_unstable();
 
-        let mut pos = 0usize;
         let push_text = |a: usize, b: usize, out: &mut Vec<Fragment<'a>>| {
             // Free stretches between tokens; dropped whitespace is skipped.
             let mut s = a;
@@ -137,6 +196,7 @@ impl Matcher {
                 s = e;
             }
         };
+        let mut pos = 0usize;
         for &(start, pat) in &taken {
             push_text(pos, start as usize, out);
             out.push(Fragment::Token(self.ids[pat as usize]));

@@ -351,10 +351,8 @@ impl GenericRegex {
     pub(crate) fn compile(src: &str) -> Result<GenericRegex, String> {
         let collapsed = CATEGORIES.iter().any(|(p, _, _)| src.contains(p));
         let pattern = if collapsed { collapse_regex(src)? } else { ecma_to_rust(src) };
-        let re = fancy_regex::RegexBuilder::new(&pattern)
-            .backtrack_limit(10_000_000)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let re =
+            fancy_regex::RegexBuilder::new(&pattern).backtrack_limit(10_000_000).build().map_err(|e| e.to_string())?;
         Ok(GenericRegex { re, collapsed })
     }
 

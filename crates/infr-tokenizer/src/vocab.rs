@@ -103,12 +103,36 @@ const EOT_TEXTS: &[&str] = &[
     "<end_of_utterance>",
 ];
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
-const FIM_PRE_TEXTS: &[&str] =
-    &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"];
-const FIM_SUF_TEXTS: &[&str] =
-    &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"];
-const FIM_MID_TEXTS: &[&str] =
-    &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
@@ -147,9 +171,7 @@ fn read_f32s(meta: &Metadata, key: &'static str, n: usize) -> Result<Option<Vec<
     items[..n]
         .iter()
         .enumerate()
-        .map(|(index, v)| {
-            v.as_f64().map(|f| f as f32).ok_or_else(|| bad_element(key, index, "a number", v))
-        })
+        .map(|(index, v)| v.as_f64().map(|f| f as f32).ok_or_else(|| bad_element(key, index, "a number", v)))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
@@ -265,7 +287,11 @@ impl Vocab {
             ("tokenizer.ggml.middle_token_id", |s| &mut s.fim_mid),
         ];
         for (key, slot) in keyed {
-            // An id outside the vocabulary is ignored (llama.cpp warns and keeps the default).
+            // An id outside the vocabulary is ignored (llama.cpp warns and keeps the default); so
+            // is a negative one (some converters write -1 for "none").
+            if meta.get(key).and_then(Value::as_i64).is_some_and(|v| v < 0) {
+                continue;
+            }
             if let Some(v) = meta.u64(key)? {
                 if v < n as u64 {
                     *slot(&mut ids) = Some(v as u32);

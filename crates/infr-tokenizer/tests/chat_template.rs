@@ -57,8 +57,10 @@ fn gguf_templates_match_llama_cpp() -> TestResult {
         let got = tmpl.render(&ChatRequest::new(vec![ChatMessage::user(QUESTION)]))?;
         assert_eq!(got, want, "{model}: rendered prompt differs from llama.cpp's");
         if has_own {
-            let bos = infr_tokenizer::chat::special_token_text(meta, "tokenizer.ggml.bos_token_id")?.unwrap_or_default();
-            let eos = infr_tokenizer::chat::special_token_text(meta, "tokenizer.ggml.eos_token_id")?.unwrap_or_default();
+            let bos =
+                infr_tokenizer::chat::special_token_text(meta, "tokenizer.ggml.bos_token_id")?.unwrap_or_default();
+            let eos =
+                infr_tokenizer::chat::special_token_text(meta, "tokenizer.ggml.eos_token_id")?.unwrap_or_default();
             let own = ChatTemplate::from_metadata(meta, &bos, &eos)?.ok_or("template vanished")?;
             assert_eq!(own.source(), tmpl.source());
         }
@@ -247,7 +249,10 @@ fn named_templates_from_metadata() -> TestResult {
     let mut meta = Metadata::new();
     meta.insert("tokenizer.chat_template", Value::String("default:{{ messages[0].content }}".into()));
     meta.insert("tokenizer.chat_template.tool_use", Value::String("tools:{{ (tools or []) | length }}".into()));
-    meta.insert("tokenizer.chat_templates", Value::Array(infr_gguf::ValueType::String, vec![Value::String("tool_use".into())]));
+    meta.insert(
+        "tokenizer.chat_templates",
+        Value::Array(infr_gguf::ValueType::String, vec![Value::String("tool_use".into())]),
+    );
     assert_eq!(infr_tokenizer::chat::template_names(&meta)?, vec!["tool_use".to_owned()]);
     let mut req = tool_request()?;
     let d = ChatTemplate::from_metadata(&meta, "", "")?.ok_or("no default")?;
@@ -373,7 +378,8 @@ const REASONING_TEMPLATE: &str = r#"{{- 'Date: ' + strftime_now('%d %b %Y') + ' 
 "#;
 
 const TOOLS_EXPECTED: &str = "<s><|system|>\nYou are a weather bot.\n\nYou can call these functions:\n{\"function\": {\"description\": \"Get the weather for a city\", \"name\": \"get_weather\", \"parameters\": {\"properties\": {\"city\": {\"description\": \"City name, e.g. Paris\", \"type\": \"string\"}, \"unit\": {\"enum\": [\"celsius\", \"fahrenheit\"], \"type\": \"string\"}}, \"required\": [\"city\"], \"type\": \"object\"}}, \"type\": \"function\"}\nTo call one, reply with <call>{\"name\": ..., \"arguments\": {...}}</call>.<|end|>\n<|user|>\nWhat's the weather in Paris? Use °C.<|end|>\n<|assistant|>\n<call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}</call>\n# city = Paris\n# unit = celsius<call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", \"days\": 2}}</call>\n# city = Lyon\n# days = 2<|end|>\n<|tool|>\n[call_1] {\"temp\": 21}\n[call_2] {\"temp\": 19}\n<|end|>\n<|assistant|>\nParis: 21 °C, Lyon: 19 °C.<|end|>\n<|user|>\nThanks!<|end|>\n<|assistant|>\n";
-const TOOLS_NO_TOOLS_EXPECTED: &str = "<s><|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nWhat's the weather in Paris? Use °C.<|end|>\n";
+const TOOLS_NO_TOOLS_EXPECTED: &str =
+    "<s><|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nWhat's the weather in Paris? Use °C.<|end|>\n";
 const PYTHONIC_EXPECTED: &str = "roles: system,user,assistant,user\nusers: 2, others: ['system', 'assistant'], first: system, last: user\n1/4 SYSTEM: [hello world, how are you?] [hello world, how are you? ] [ hello world, how are you?]\n  split=['hello', 'world,', 'how', 'are', 'you?'] comma=[' hello world', ' how are you? '] title= Hello World, How Are You?  cap=Hello world, how are you?\n  lower= hello world, how are you?  repl= hell0 w0rld, h0w are y0u?  count_o=4 find_w=7\n  starts=False ends=True trimmed=hello world, how are you?\n2/4 USER (after system): [Hello, wonderful world?] [Hello, wonderful world?  ] [Hello, wonderful world?]\n  split=['Hello,', 'wonderful', 'world?'] comma=['Hello', ' wonderful world?  '] title=Hello, Wonderful World?   cap=Hello, wonderful world?\n  lower=hello, wonderful world?   repl=Hell0, w0nderful w0rld?   count_o=3 find_w=7\n  starts=True ends=True trimmed=Hello, wonderful world?\n3/4 ASSISTANT (after user): [foo bar] [foo bar] [foo bar]\n  split=['foo', 'bar'] comma=['foo bar'] title=Foo Bar cap=Foo bar\n  lower=foo bar repl=f00 bar count_o=2 find_w=-1\n  starts=False ends=False trimmed=foo bar\n4/4 USER (after assistant): [x] [x] [x]\n  split=['x'] comma=['x'] title=X cap=X\n  lower=x repl=x count_o=0 find_w=-1\n  starts=False ends=False trimmed=x\nuser turns: 2empty -> {} (False, True, True, False)name -> infr (True, False, True, False)nested -> {'a': 'é\"q\"', 'z': [1, {'y': None}]} (False, True, True, False)tags -> ['a', 'b'] (False, False, True, False)version -> 2 (False, False, False, False)keys=['empty', 'name', 'nested', 'tags', 'version'] values=5 get=dflt get2=infr\nitems=5 int=43 string=7! none=False False False\njson={\"empty\": {}, \"name\": \"infr\", \"nested\": {\"a\": \"é\\\"q\\\"\", \"z\": [1, {\"y\": null}]}, \"tags\": [\"a\", \"b\"], \"version\": 2}\nsorted={\"empty\": {}, \"name\": \"infr\", \"nested\": {\"a\": \"é\\\"q\\\"\", \"z\": [1, {\"y\": null}]}, \"tags\": [\"a\", \"b\"], \"version\": 2}\nindented={\n  \"a\": \"é\\\"q\\\"\",\n  \"z\": [\n    1,\n    {\n      \"y\": null\n    }\n  ]\n}\ncompact={\"a\":\"é\\\"q\\\"\",\"z\":[1,{\"y\":null}]}\nthinking=False\nfloats=[1.0, 0.5, 1e+20, 3] 2.5 None True [None, False]";
 const REASONING_REPLAY_EXPECTED: &str = "Date: 29 Feb 2024 (Thursday, 29 February, 13:05)\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n<think>\nthink more\n</think>\n\nSure.<|im_end|>\n";
 const REASONING_NO_THINK_EXPECTED: &str = "Date: 29 Feb 2024 (Thursday, 29 February, 13:05)\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";

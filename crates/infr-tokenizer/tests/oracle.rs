@@ -155,7 +155,8 @@ fn model_facts() {
 
 #[test]
 fn streaming_never_splits_characters() {
-    for file in ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf"]
+    for file in
+        ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf"]
     {
         let Some(tok) = load(file) else { continue };
         let text = "emoji 👨‍👩‍👧‍👦 🇯🇵 🦀 漢字とかな 한국어 Ωμέγα ✓ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢";

@@ -47,6 +47,8 @@ pub struct QuantizeParams {
     pub k: u32,
     pub n_blocks: u32,
     pub scale_off: u32,
+    /// Blocks of 32 sharing one scale: 1, or 8 to quantize like Q8_K (see [`q8k_acts`]).
+    pub group: u32,
 }
 
 /// Bytes of int8-quantized activations for `n` rows of `k`: packed quants then one vec4 of
@@ -58,6 +60,27 @@ pub fn qact_bytes(n: usize, k: usize) -> u64 {
 /// Activation quantization to int8 blocks of 32.
 pub fn quantize_act() -> KernelSpec {
     KernelSpec::new("quantize_act", &["common", "quantize_act"], 3, push_size::<QuantizeParams>())
+}
+
+/// Whether llama.cpp's CPU multiplies weights of type `ty` with activations quantized to
+/// Q8_K (one scale per 256: every k-quant and i-quant with 256-element blocks;
+/// `type_traits_cpu[ty].vec_dot_type`). The reference logits come from that path, and with
+/// Qwen2.5's massive first-token activations its rounding changes the result visibly, so
+/// the matmuls of these types see activations rounded the same way.
+pub fn q8k_acts(ty: infr_quant::GgmlType) -> bool {
+    ty.info().block_size == infr_quant::QK_K
+}
+
+/// Push constants of `round_act.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct RoundParams {
+    pub n_groups: u32,
+}
+
+/// Activations rounded through Q8_K and back to f32 (for the float matmul kernels).
+pub fn round_act() -> KernelSpec {
+    KernelSpec::new("round_act", &["common", "round_act"], 2, push_size::<RoundParams>())
 }
 
 /// Weight types with an integer-dot matrix-vector kernel, and its lanes per block.
@@ -508,5 +531,6 @@ mod tests {
         check(&gather_rows());
         check(&attention_combine());
         check(&quantize_act());
+        check(&round_act());
     }
 }

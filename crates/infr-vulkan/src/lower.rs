@@ -140,8 +140,11 @@ pub(crate) fn lower(
 ) -> VkResult<Lowered> {
     let mut scratch = 0u64;
     let mut qact_bytes: Vec<u64> = Vec::new();
-    // Input node → its int8-quantized copy (q/k/v and gate/up share one).
-    let mut qact_of: HashMap<u32, u32> = HashMap::new();
+    // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
+    let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
+    // The buffer of Q8_K-rounded f32 activations (`Res::ActQ` index) and which node's
+    // rounding it holds now (q/k/v and gate/up reuse it; any other input overwrites it).
+    let mut rounded: Option<(u32, u32)> = None;
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -195,20 +198,24 @@ pub(crate) fn lower(
                 }
                 let n = node.rows;
                 let k = lw.cols;
+                // Activations as llama.cpp's CPU rounds them for this weight type.
+                let q8k = kernels::q8k_acts(lw.layout.ty) && k % 256 == 0;
                 let q8_spec = if feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 {
                     kernels::matmul_vec_q8(&lw.layout, n as u32, VEC_R)
                 } else {
                     None
                 };
                 if let Some(spec) = q8_spec {
-                    let qi = match qact_of.get(&x.0) {
+                    let group = if q8k { 8 } else { 1 };
+                    let qi = match qact_of.get(&(x.0, group)) {
                         Some(&qi) => qi,
                         None => {
                             let qi = qact_bytes.len() as u32;
                             qact_bytes.push(kernels::qact_bytes(n, k));
-                            qact_of.insert(x.0, qi);
+                            qact_of.insert((x.0, group), qi);
                             let n_blocks = u32_of(n * k / 32, "activation blocks")?;
-                            let qp = kernels::QuantizeParams { k: k as u32, n_blocks, scale_off: (n * k / 16) as u32 };
+                            let qp =
+                                kernels::QuantizeParams { k: k as u32, n_blocks, scale_off: (n * k / 16) as u32, group };
                             let res = vec![Res::Act(x.0), Res::ActQ(qi), Res::ActQ(qi)];
                             push(&kernels::quantize_act(), res, bytes(&qp), threads_groups(n * k / 32)?, None)?;
                             qi
@@ -257,6 +264,28 @@ pub(crate) fn lower(
                     Some(b) => vec_of(b, lw.rows)?,
                     None => Res::Dummy,
                 };
+                let x_res = if q8k {
+                    let need = (n * k * 4) as u64;
+                    let ri = match rounded {
+                        Some((ri, _)) => {
+                            qact_bytes[ri as usize] = qact_bytes[ri as usize].max(need);
+                            ri
+                        }
+                        None => {
+                            qact_bytes.push(need);
+                            qact_bytes.len() as u32 - 1
+                        }
+                    };
+                    if rounded != Some((ri, x.0)) {
+                        let n_groups = u32_of(n * k / 256, "activation groups")?;
+                        let rp = kernels::RoundParams { n_groups };
+                        push(&kernels::round_act(), vec![Res::Act(x.0), Res::ActQ(ri)], bytes(&rp), n_groups, None)?;
+                        rounded = Some((ri, x.0));
+                    }
+                    Res::ActQ(ri)
+                } else {
+                    Res::Act(x.0)
+                };
                 let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
                 for (ci, ch) in lw.chunks.iter().enumerate() {
                     let tiles_m = ch.rows.div_ceil(r);
@@ -274,7 +303,7 @@ pub(crate) fn lower(
                         has_bias: bias.is_some() as u32,
                         tiles_m,
                     };
-                    let res = vec![Res::WeightChunk(*weight, ci), Res::Act(x.0), me, bias_res, Res::Tables];
+                    let res = vec![Res::WeightChunk(*weight, ci), x_res, me, bias_res, Res::Tables];
                     push(&spec, res, bytes(&p), groups, Some(shape.clone()))?;
                 }
             }

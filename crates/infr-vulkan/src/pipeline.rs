@@ -20,6 +20,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("matmul_tiled", include_str!("shaders/matmul_tiled.wgsl")),
     ("matmul_vec_q8", include_str!("shaders/matmul_vec_q8.wgsl")),
     ("quantize_act", include_str!("shaders/quantize_act.wgsl")),
+    ("round_act", include_str!("shaders/round_act.wgsl")),
     ("matmul_coop", include_str!("shaders/matmul_coop.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use infr_models::synth::{self, Shape, SynthPlan, SynthQuant};
 
@@ -44,11 +44,11 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     eprintln!(
-        "writing {} {} ({} layers, {:.2} B parameters, seed {})",
+        "writing {} {} ({} layers, {} parameters, seed {})",
         shape.name,
         quant.name(),
         plan.shape.n_layer,
-        plan.n_params() as f64 / 1e9,
+        params(plan.n_params()),
         a.seed
     );
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -66,16 +66,26 @@ pub fn run(a: Args) -> Result<()> {
         bar.set_position(done);
     });
     bar.finish_and_clear();
-    let sum = result.with_context(|| format!("writing {}", a.output.display()))?;
+    // The error names the path already; flatten it to one line.
+    let sum = result.map_err(|e| anyhow::anyhow!("{e}"))?;
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{}: {:.2} GiB ({} bytes), {} tensors, {:.2} B parameters, written in {secs:.1}s ({:.0} MiB/s)",
+        "{}: {:.2} GiB ({} bytes), {} tensors, {} parameters, written in {secs:.1}s ({:.0} MiB/s)",
         sum.path.display(),
         sum.bytes as f64 / (1u64 << 30) as f64,
         sum.bytes,
         sum.tensors,
-        sum.n_params as f64 / 1e9,
+        params(sum.n_params),
         sum.bytes as f64 / (1 << 20) as f64 / secs.max(1e-9)
     );
     Ok(())
+}
+
+/// A parameter count with a unit: `8.19 B`, `1.71 M`.
+fn params(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.2} B", n as f64 / 1e9)
+    } else {
+        format!("{:.2} M", n as f64 / 1e6)
+    }
 }

@@ -128,9 +128,7 @@ pub(crate) fn from_render_error(
         ErrorKind::InvalidOperation if err.detail().is_some_and(|d| d.contains("recursion limit")) => {
             ChatTemplateError::RecursionLimit { limit: recursion_limit }
         }
-        ErrorKind::SyntaxError => {
-            ChatTemplateError::Syntax { line: err.line().unwrap_or(1), message: message_of(err) }
-        }
+        ErrorKind::SyntaxError => ChatTemplateError::Syntax { line: err.line().unwrap_or(1), message: message_of(err) },
         _ => ChatTemplateError::Render { line: err.line(), message: message_of(err) },
     }
 }

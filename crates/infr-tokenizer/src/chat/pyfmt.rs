@@ -401,7 +401,10 @@ mod tests {
     fn json_matches_python_dumps() {
         let v = Value::from_serialize(serde_json::json!({"a": [1, 2.0, "x\u{e9}\n"], "b": {}, "c": null}));
         // json.dumps({"a": [1, 2.0, "xé\n"], "b": {}, "c": None}, ensure_ascii=False)
-        assert_eq!(to_python_json(&v, &JsonOptions::default()).ok().as_deref(), Some(r#"{"a": [1, 2.0, "xé\n"], "b": {}, "c": null}"#));
+        assert_eq!(
+            to_python_json(&v, &JsonOptions::default()).ok().as_deref(),
+            Some(r#"{"a": [1, 2.0, "xé\n"], "b": {}, "c": null}"#)
+        );
         let opts = JsonOptions { indent: Some("  ".into()), item_separator: ",".into(), ..JsonOptions::default() };
         assert_eq!(
             to_python_json(&v, &opts).ok().as_deref(),

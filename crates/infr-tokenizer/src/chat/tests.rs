@@ -14,7 +14,11 @@ fn one_user(text: &str) -> ChatRequest {
 
 #[test]
 fn builtins_parse_and_render() {
-    let req = ChatRequest::new(vec![ChatMessage::system(" Be brief. "), ChatMessage::user(" Hi "), ChatMessage::assistant("Hello!")]);
+    let req = ChatRequest::new(vec![
+        ChatMessage::system(" Be brief. "),
+        ChatMessage::user(" Hi "),
+        ChatMessage::assistant("Hello!"),
+    ]);
     let got = ChatTemplate::gemma().render(&req).ok();
     let want = "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>model\n";
     assert_eq!(got.as_deref(), Some(want));

@@ -1,11 +1,13 @@
 // Quantize activations to int8 blocks of 32 for the integer-dot matrix-vector kernels:
 // Q[row][k/4] packed int8 words, then per block vec4(d, Σq of the first 16, Σq of the last 16, 0)
-// with x ≈ d * q. One thread per block.
+// with x ≈ d * q. One thread per block. With group = 8 the eight blocks of each 256 share
+// one scale (max over the 256), the rounding of llama.cpp's Q8_K activations for k-quants.
 
 struct Params {
     k: u32,
     n_blocks: u32,
     scale_off: u32,
+    group: u32,
 }
 
 var<immediate> pc: Params;
@@ -21,13 +23,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     var amax = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-        let v = abs(X[8u * b + i]);
+    let b0 = b - b % pc.group;
+    for (var i = 8u * b0; i < 8u * (b0 + pc.group); i++) {
+        let v = abs(X[i]);
         amax = max(amax, max(max(v.x, v.y), max(v.z, v.w)));
     }
-    let d = amax / 127.0;
+    var d = amax / 127.0;
     var id = 0.0;
-    if d > 0.0 {
+    if pc.group > 1u && amax > 0.0 {
+        // quantize_row_q8_K_ref's order of operations.
+        id = 127.0 / amax;
+        d = 1.0 / id;
+    } else if d > 0.0 {
         id = 1.0 / d;
     }
     var s0 = 0;

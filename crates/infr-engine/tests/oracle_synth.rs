@@ -1,0 +1,59 @@
+//! Architectures whose real weights cannot be fetched here, on tiny random-weight GGUFs
+//! (`testdata/oracle/synth/`, made by `../shared/oracle/synth/make_synth.py`) against the logits
+//! llama.cpp computed on the same files: the oracle README's rules on CPU and on Vulkan.
+
+mod common;
+
+use std::path::PathBuf;
+
+use infr_core::{Backend, GgufWeights};
+use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
+use infr_engine::oracle::{compare, Oracle};
+use infr_vulkan::{VulkanBackend, VulkanOptions};
+
+fn synth_dir() -> PathBuf {
+    common::repo().join("testdata/oracle/synth")
+}
+
+fn check(name: &str, backend: Box<dyn Backend>) {
+    let o = Oracle::from_json(&std::fs::read_to_string(synth_dir().join(format!("{name}__fox.json"))).unwrap())
+        .expect("oracle parses");
+    let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
+    let (rows, greedy) = common::run_case(&w, backend, &o);
+    let rep = compare(&o, &rows, &greedy, 0.5);
+    eprintln!("{name}: {rep:?}");
+    let failures = rep.failures();
+    assert!(failures.is_empty(), "{name}: {}", failures.join("; "));
+}
+
+fn cpu() -> Box<dyn Backend> {
+    Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).unwrap())
+}
+
+fn vulkan() -> Option<Box<dyn Backend>> {
+    match VulkanBackend::new(&VulkanOptions::default()) {
+        Ok(b) => Some(Box::new(b)),
+        Err(e) => {
+            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
+            eprintln!("skipping: no Vulkan device ({e})");
+            None
+        }
+    }
+}
+
+#[test]
+fn qwen3_cpu_matches_llama_cpp() {
+    check("qwen3", cpu());
+}
+
+#[test]
+fn qwen3_reference_kernels_match_llama_cpp() {
+    check("qwen3", Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Reference }).unwrap()));
+}
+
+#[test]
+fn qwen3_vulkan_matches_llama_cpp() {
+    if let Some(b) = vulkan() {
+        check("qwen3", b);
+    }
+}
