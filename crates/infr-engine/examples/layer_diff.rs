@@ -54,7 +54,13 @@ fn main() {
     let token_seq = vec![0u32; n];
     let pages = [0u32, 1, 2, 3];
     let seqs = [SeqPages { pages: &pages }];
-    let inp = StepInputs { tokens: &toks, positions: &positions, token_seq: &token_seq, seqs: &seqs, output_rows: &positions };
+    let inp = StepInputs {
+        tokens: &toks,
+        positions: &positions,
+        token_seq: &token_seq,
+        seqs: &seqs,
+        output_rows: &positions,
+    };
     for &i in &nodes {
         let node = &full.nodes[i];
         let g = Graph { nodes: full.nodes[..=i].to_vec(), n_tokens: n, n_outputs: node.rows };
@@ -86,10 +92,7 @@ fn main() {
                 }
             }
             let amax = rc.iter().fold(0f32, |s, x| s.max(x.abs()));
-            line += &format!(
-                " | r{r} max|d|={md:.4} @{at} (cpu {:.3} vk {:.3}) max|x|={amax:.1}",
-                rc[at], rv[at]
-            );
+            line += &format!(" | r{r} max|d|={md:.4} @{at} (cpu {:.3} vk {:.3}) max|x|={amax:.1}", rc[at], rv[at]);
         }
         println!("{line}");
     }

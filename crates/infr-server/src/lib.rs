@@ -11,6 +11,9 @@
 //! | `POST /v1/messages/count_tokens` | prompt length of an Anthropic request |
 //! | `GET /props` | llama.cpp-style server properties |
 //!
+//! Tool calls (OpenAI `tools` / Anthropic `tools`) are rendered through the chat template and
+//! parsed out of the reply in the model family's dialect (see [`tools`]).
+//!
 //! The `model` field of requests is ignored (as llama.cpp's server does): the loaded model
 //! answers whatever name is asked for, and responses carry its id. With an API key set, every
 //! route except `/health` requires it (`Authorization: Bearer KEY` or `x-api-key: KEY`).
@@ -26,6 +29,7 @@ pub mod sse;
 pub mod state;
 pub mod stop;
 pub mod text;
+pub mod tools;
 
 use std::future::Future;
 use std::sync::Arc;

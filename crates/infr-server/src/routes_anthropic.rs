@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use infr_tokenizer::chat::ChatMessage;
+use infr_tokenizer::chat::{ChatMessage, ToolCall};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -18,14 +18,35 @@ use crate::generate::{self, Outcome, Piece};
 use crate::params::Knobs;
 use crate::sse;
 use crate::state::SharedState;
+use crate::tools::respond::{self, AnthropicBlocks, NamedEvent};
+use crate::tools::{ToolChoice, ToolSetup};
 
-/// One content block; only text is rendered (thinking blocks are dropped).
+/// One content block: text, `tool_use` (assistant) and `tool_result` (user) are rendered;
+/// thinking blocks are dropped.
 #[derive(Debug, Deserialize)]
 struct Block {
     #[serde(rename = "type")]
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// `tool_use`: the call id.
+    #[serde(default)]
+    id: Option<String>,
+    /// `tool_use`: the function name.
+    #[serde(default)]
+    name: Option<String>,
+    /// `tool_use`: the arguments object.
+    #[serde(default)]
+    input: Option<Value>,
+    /// `tool_result`: the call answered.
+    #[serde(default)]
+    tool_use_id: Option<String>,
+    /// `tool_result`: a string or text blocks.
+    #[serde(default)]
+    content: Option<Value>,
+    /// `tool_result`: whether the tool failed.
+    #[serde(default)]
+    is_error: Option<bool>,
 }
 
 /// Content: a string or a list of blocks.
@@ -48,6 +69,12 @@ struct MessagesRequest {
     messages: Vec<Message>,
     #[serde(default)]
     system: Option<Content>,
+    /// `{name, description, input_schema}` each.
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    /// `{"type": "auto" | "any" | "tool" | "none", "name"}`.
+    #[serde(default)]
+    tool_choice: Option<Value>,
     #[serde(default)]
     max_tokens: Option<i64>,
     #[serde(default)]
@@ -76,17 +103,89 @@ fn content_text(content: Content, what: &str) -> Result<String, ApiError> {
                 match b.kind.as_str() {
                     "text" => parts.push(b.text.unwrap_or_default()),
                     "thinking" | "redacted_thinking" => {}
-                    other => {
-                        return Err(ApiError::bad(
-                            format!("content blocks of type '{other}' are not supported (only text)"),
-                            format!("{what}[{i}].type"),
-                        ))
-                    }
+                    other => return Err(unsupported(other, &format!("{what}[{i}].type"))),
                 }
             }
             Ok(parts.join("\n"))
         }
     }
+}
+
+fn unsupported(kind: &str, param: &str) -> ApiError {
+    ApiError::bad(format!("content blocks of type '{kind}' are not supported here"), param)
+}
+
+/// The text of a `tool_result`'s content (a string or text blocks).
+fn result_text(content: Option<Value>, is_error: bool, what: &str) -> Result<String, ApiError> {
+    let text = match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(Value::Array(items)) => {
+            let mut parts = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match (item.get("type").and_then(Value::as_str), item.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => parts.push(t.to_owned()),
+                    (kind, _) => return Err(unsupported(kind.unwrap_or("?"), &format!("{what}.content[{i}]"))),
+                }
+            }
+            parts.join("\n")
+        }
+        Some(_) => return Err(ApiError::bad("tool_result content must be a string or text blocks", what)),
+    };
+    Ok(if is_error { format!("Error: {text}") } else { text })
+}
+
+/// One Anthropic message as chat-template messages: an assistant turn with `tool_use` blocks
+/// becomes text plus `tool_calls`; a user turn's `tool_result` blocks become `tool` messages
+/// (before any text of that turn, which follows as a user message).
+fn convert(m: Message, i: usize, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+    let what = format!("messages[{i}].content");
+    let blocks = match m.content {
+        Content::Text(s) => {
+            out.push(ChatMessage::new(m.role, s));
+            return Ok(());
+        }
+        Content::Blocks(b) => b,
+    };
+    let mut text = Vec::new();
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for (j, b) in blocks.into_iter().enumerate() {
+        let param = format!("{what}[{j}]");
+        match (b.kind.as_str(), m.role.as_str()) {
+            ("text", _) => text.push(b.text.unwrap_or_default()),
+            ("thinking" | "redacted_thinking", _) => {}
+            ("tool_use", "assistant") => {
+                let name = b.name.ok_or_else(|| ApiError::bad("tool_use needs a name", format!("{param}.name")))?;
+                let input = b.input.unwrap_or_else(|| json!({}));
+                calls.push(ToolCall::function(b.id, name, input));
+            }
+            ("tool_result", "user") => {
+                let id = b.tool_use_id.unwrap_or_default();
+                let name = out.iter().rev().find_map(|m| {
+                    m.tool_calls.as_ref()?.iter().find(|c| c.id.as_deref() == Some(id.as_str())).map(|c| c.function.name.clone())
+                });
+                let body = result_text(b.content, b.is_error.unwrap_or(false), &param)?;
+                results.push(ChatMessage { name, ..ChatMessage::tool(id, body) });
+            }
+            (other, _) => return Err(unsupported(other, &format!("{param}.type"))),
+        }
+    }
+    let text = text.join("\n");
+    if !calls.is_empty() {
+        let mut msg = ChatMessage::assistant_tool_calls(calls);
+        if !text.is_empty() {
+            msg.content = Some(text.into());
+        }
+        out.push(msg);
+        return Ok(());
+    }
+    let had_results = !results.is_empty();
+    out.extend(results);
+    if !had_results || !text.is_empty() {
+        out.push(ChatMessage::new(m.role, text));
+    }
+    Ok(())
 }
 
 /// The conversation as chat-template messages.
@@ -102,13 +201,32 @@ fn conversation(req: &mut MessagesRequest) -> Result<Vec<ChatMessage>, ApiError>
                 format!("messages[{i}].role"),
             ));
         }
-        let text = content_text(m.content, &format!("messages[{i}].content"))?;
-        out.push(ChatMessage::new(m.role, text));
+        convert(m, i, &mut out)?;
     }
     if out.iter().all(|m| m.role == "system") {
         return Err(ApiError::bad("messages must not be empty", "messages"));
     }
     Ok(out)
+}
+
+/// Anthropic tools (`{name, description, input_schema}`) as OpenAI function tools, and the
+/// setup for parsing the reply.
+fn tool_setup(st: &SharedState, req: &mut MessagesRequest) -> Result<Option<ToolSetup>, ApiError> {
+    let choice = ToolChoice::from_anthropic(req.tool_choice.as_ref())?;
+    let mut tools = Vec::new();
+    for (i, t) in req.tools.take().unwrap_or_default().into_iter().enumerate() {
+        let name = t.get("name").and_then(Value::as_str);
+        let Some(name) = name else {
+            return Err(ApiError::bad("each tool needs a name", format!("tools[{i}].name")));
+        };
+        let mut function = json!({ "name": name });
+        if let Some(d) = t.get("description") {
+            function["description"] = d.clone();
+        }
+        function["parameters"] = t.get("input_schema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+        tools.push(json!({ "type": "function", "function": function }));
+    }
+    ToolSetup::new(tools, choice, st.text.template().source())
 }
 
 fn usage_json(o: &Outcome) -> Value {
@@ -131,6 +249,7 @@ fn stop_sequence(o: &Outcome) -> Value {
 pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Response, AnthropicError> {
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
+    let setup = tool_setup(&st, &mut req)?;
     let knobs = Knobs {
         temperature: req.temperature,
         top_p: req.top_p,
@@ -141,27 +260,31 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
         stop: req.stop_sequences.unwrap_or_default(),
         ..Default::default()
     };
-    let prompt = st.text.chat_prompt(messages, None)?;
+    let prompt = st.text.chat_prompt(messages, setup.as_ref().map(|s| s.tools.clone()))?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
     let rx = generate::start(&st, "messages", prep)?;
     let id = st.new_id("msg_");
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {
         let (text, o) = generate::collect(rx).await?;
+        let (content, has_calls) = respond::anthropic_content(text, setup.as_ref(), || st.new_id("toolu_"));
         return Ok(Json(json!({
             "id": id,
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{ "type": "text", "text": text }],
-            "stop_reason": o.finish.anthropic(),
+            "content": content,
+            "stop_reason": if has_calls { "tool_use" } else { o.finish.anthropic() },
             "stop_sequence": stop_sequence(&o),
             "usage": usage_json(&o),
         }))
         .into_response());
     }
+    let mut blocks = AnthropicBlocks::new(setup.as_ref());
+    let block_id = move || st.new_id("toolu_");
+    let named = |evs: Vec<NamedEvent>| evs.into_iter().map(|(n, v)| sse::named(n, &v));
     Ok(sse::respond(rx, move |p| match p {
-        Piece::Started(s) => vec![
+        Piece::Started(s) => std::iter::once(
             sse::named(
                 "message_start",
                 &json!({
@@ -182,28 +305,24 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
                         },
                     },
                 }),
-            ),
-            sse::named(
-                "content_block_start",
-                &json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
-            ),
-        ],
-        Piece::Text(t) => vec![sse::named(
-            "content_block_delta",
-            &json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": t } }),
-        )],
-        Piece::End(o) => vec![
-            sse::named("content_block_stop", &json!({ "type": "content_block_stop", "index": 0 })),
-            sse::named(
+            ))
+            .chain(named(blocks.start()))
+            .collect(),
+        Piece::Text(t) => named(blocks.push(t, &block_id)).collect(),
+        Piece::End(o) => {
+            let mut evs: Vec<_> = named(blocks.finish(&block_id)).collect();
+            let stop_reason = if blocks.has_calls() { "tool_use" } else { o.finish.anthropic() };
+            evs.push(sse::named(
                 "message_delta",
                 &json!({
                     "type": "message_delta",
-                    "delta": { "stop_reason": o.finish.anthropic(), "stop_sequence": stop_sequence(&o) },
+                    "delta": { "stop_reason": stop_reason, "stop_sequence": stop_sequence(&o) },
                     "usage": usage_json(&o),
                 }),
-            ),
-            sse::named("message_stop", &json!({ "type": "message_stop" })),
-        ],
+            ));
+            evs.push(sse::named("message_stop", &json!({ "type": "message_stop" })));
+            evs
+        }
         Piece::Failed(e) => vec![sse::named("error", &e.anthropic_body())],
     }))
 }
@@ -212,6 +331,7 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
 pub async fn count_tokens(State(st): State<SharedState>, body: Bytes) -> Result<Response, AnthropicError> {
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
-    let prompt = st.text.chat_prompt(messages, None)?;
+    let setup = tool_setup(&st, &mut req)?;
+    let prompt = st.text.chat_prompt(messages, setup.map(|s| s.tools))?;
     Ok(Json(json!({ "input_tokens": prompt.len() })).into_response())
 }

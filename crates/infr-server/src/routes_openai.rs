@@ -13,6 +13,8 @@ use crate::generate::{self, Outcome, Piece};
 use crate::params::{Knobs, StopSpec};
 use crate::sse;
 use crate::state::{unix_now, SharedState};
+use crate::tools::respond::{self, OpenAiDeltas};
+use crate::tools::{ToolChoice, ToolSetup};
 
 /// `stream_options`.
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +29,9 @@ struct ChatCompletionRequest {
     messages: Vec<ChatMessage>,
     #[serde(default)]
     tools: Option<Vec<Value>>,
+    /// `"none" | "auto" | "required" | {"type": "function", "function": {"name"}}`.
+    #[serde(default)]
+    tool_choice: Option<Value>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -155,7 +160,9 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages must not be empty", "messages").into());
     }
-    let prompt = st.text.chat_prompt(req.messages, req.tools)?;
+    let choice = ToolChoice::from_openai(req.tool_choice.as_ref())?;
+    let setup = ToolSetup::new(req.tools.unwrap_or_default(), choice, st.text.template().source())?;
+    let prompt = st.text.chat_prompt(req.messages, setup.as_ref().map(|s| s.tools.clone()))?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
     let rx = generate::start(&st, "chat", prep)?;
     let id = st.new_id("chatcmpl-");
@@ -163,6 +170,8 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {
         let (text, o) = generate::collect(rx).await?;
+        let (message, has_calls) = respond::openai_message(text, setup.as_ref(), || st.new_id("call_"));
+        let finish = if has_calls { "tool_calls" } else { o.finish.openai() };
         return Ok(Json(json!({
             "id": id,
             "object": "chat.completion",
@@ -170,9 +179,9 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": { "role": "assistant", "content": text },
+                "message": message,
                 "logprobs": null,
-                "finish_reason": o.finish.openai(),
+                "finish_reason": finish,
             }],
             "usage": usage_json(&o),
             "timings": timings_json(&o),
@@ -189,11 +198,15 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
             "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
         })
     };
+    let mut deltas = OpenAiDeltas::new(setup.as_ref());
+    let call_id = move || st.new_id("call_");
     Ok(sse::respond(rx, move |p| match p {
         Piece::Started(_) => vec![sse::data(&chunk(json!({ "role": "assistant", "content": "" }), None))],
-        Piece::Text(t) => vec![sse::data(&chunk(json!({ "content": t }), None))],
+        Piece::Text(t) => deltas.push(t, &call_id).into_iter().map(|d| sse::data(&chunk(d, None))).collect(),
         Piece::End(o) => {
-            let mut evs = vec![sse::data(&chunk(json!({}), Some(o.finish.openai())))];
+            let mut evs: Vec<_> = deltas.finish(&call_id).into_iter().map(|d| sse::data(&chunk(d, None))).collect();
+            let finish = if deltas.has_calls() { "tool_calls" } else { o.finish.openai() };
+            evs.push(sse::data(&chunk(json!({}), Some(finish))));
             if include_usage {
                 let mut last = chunk(json!({}), None);
                 last["choices"] = json!([]);

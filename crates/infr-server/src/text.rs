@@ -6,11 +6,13 @@ use infr_tokenizer::{StreamDecoder, Tokenizer};
 use serde_json::Value;
 
 use crate::errors::ApiError;
+use crate::tools::polyfill::{self, TemplateCaps};
 
 /// The model's tokenizer and chat template.
 pub struct TextModel {
     tok: Tokenizer,
     template: ChatTemplate,
+    caps: TemplateCaps,
     eog: Vec<u32>,
 }
 
@@ -18,7 +20,8 @@ impl TextModel {
     /// Wrap a tokenizer and the chat template to render conversations with.
     pub fn new(tok: Tokenizer, template: ChatTemplate) -> Self {
         let eog = tok.eog_ids().to_vec();
-        Self { tok, template, eog }
+        let caps = TemplateCaps::of(template.source());
+        Self { tok, template, caps, eog }
     }
 
     /// The tokenizer.
@@ -37,8 +40,10 @@ impl TextModel {
     }
 
     /// Render a conversation with the generation prompt and tokenize it (special tokens
-    /// parsed; BOS added unless the template already wrote it).
-    pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
+    /// parsed; BOS added unless the template already wrote it). Tool definitions, calls and
+    /// results are adapted to templates that cannot render them (see [`polyfill`]).
+    pub fn chat_prompt(&self, mut messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
+        polyfill::adapt(&mut messages, tools.as_deref(), self.caps);
         let req = ChatRequest { messages, tools, add_generation_prompt: true, ..Default::default() };
         let text = self.template.render(&req).map_err(|e| ApiError::BadRequest {
             message: format!("chat template: {e}"),

@@ -24,9 +24,8 @@ fn main() {
         .map(|s| s.split(',').map(|t| t.parse().unwrap()).collect())
         .unwrap_or_else(|_| (0..8).collect());
     for (name, xv) in &variants {
-        let out: Vec<f64> = (0..m)
-            .map(|r| wf[r * k..(r + 1) * k].iter().zip(xv).map(|(&p, &q)| p as f64 * q as f64).sum())
-            .collect();
+        let out: Vec<f64> =
+            (0..m).map(|r| wf[r * k..(r + 1) * k].iter().zip(xv).map(|(&p, &q)| p as f64 * q as f64).sum()).collect();
         let vals: Vec<String> = idx.iter().map(|&i| format!("[{i}]={:.3}", out[i])).collect();
         println!("{name:5} {}", vals.join(" "));
     }

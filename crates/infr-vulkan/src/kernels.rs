@@ -71,14 +71,43 @@ pub fn q8k_acts(ty: infr_quant::GgmlType) -> bool {
     ty.info().block_size == infr_quant::QK_K
 }
 
+/// How llama.cpp's CPU rounds the activations of a matmul with weights of type `ty`
+/// (`type_traits_cpu[ty].vec_dot_type`), as a `round_act.wgsl` mode; `None` for f32 weights.
+/// The float matmul kernels read activations rounded the same way so that the reference
+/// logits are reproduced (see [`q8k_acts`] for why it matters).
+pub fn act_round_mode(ty: infr_quant::GgmlType, k: usize) -> Option<u32> {
+    use infr_quant::GgmlType::*;
+    match ty {
+        F32 => None,
+        F16 => Some(ROUND_F16),
+        BF16 => Some(ROUND_BF16),
+        _ if q8k_acts(ty) => (k % 256 == 0).then_some(ROUND_Q8_K),
+        _ => (k % 32 == 0).then_some(ROUND_Q8_0),
+    }
+}
+
+/// `round_act.wgsl` mode: 8-bit quants, one f32 scale per 256 (`quantize_row_q8_K_ref`).
+pub const ROUND_Q8_K: u32 = 0;
+/// `round_act.wgsl` mode: 8-bit quants, one f16 scale per 32 (`quantize_row_q8_0_ref`; Q8_1's values are the same).
+pub const ROUND_Q8_0: u32 = 1;
+/// `round_act.wgsl` mode: round to f16.
+pub const ROUND_F16: u32 = 2;
+/// `round_act.wgsl` mode: round to bf16 (nearest even).
+pub const ROUND_BF16: u32 = 3;
+
 /// Push constants of `round_act.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct RoundParams {
+    /// Workgroups (256 elements each).
     pub n_groups: u32,
+    /// Elements / 4.
+    pub n_vec4: u32,
+    /// One of the `ROUND_*` modes.
+    pub mode: u32,
 }
 
-/// Activations rounded through Q8_K and back to f32 (for the float matmul kernels).
+/// Activations rounded as llama.cpp's CPU rounds them and back to f32 (for the float matmul kernels).
 pub fn round_act() -> KernelSpec {
     KernelSpec::new("round_act", &["common", "round_act"], 2, push_size::<RoundParams>())
 }

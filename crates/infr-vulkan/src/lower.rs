@@ -144,7 +144,7 @@ pub(crate) fn lower(
     let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
     // The buffer of Q8_K-rounded f32 activations (`Res::ActQ` index) and which node's
     // rounding it holds now (q/k/v and gate/up reuse it; any other input overwrites it).
-    let mut rounded: Option<(u32, u32)> = None;
+    let mut rounded: Option<(u32, u32, u32)> = None;
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -214,8 +214,12 @@ pub(crate) fn lower(
                             qact_bytes.push(kernels::qact_bytes(n, k));
                             qact_of.insert((x.0, group), qi);
                             let n_blocks = u32_of(n * k / 32, "activation blocks")?;
-                            let qp =
-                                kernels::QuantizeParams { k: k as u32, n_blocks, scale_off: (n * k / 16) as u32, group };
+                            let qp = kernels::QuantizeParams {
+                                k: k as u32,
+                                n_blocks,
+                                scale_off: (n * k / 16) as u32,
+                                group,
+                            };
                             let res = vec![Res::Act(x.0), Res::ActQ(qi), Res::ActQ(qi)];
                             push(&kernels::quantize_act(), res, bytes(&qp), threads_groups(n * k / 32)?, None)?;
                             qi
@@ -264,10 +268,10 @@ pub(crate) fn lower(
                     Some(b) => vec_of(b, lw.rows)?,
                     None => Res::Dummy,
                 };
-                let x_res = if q8k {
+                let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
                     let need = (n * k * 4) as u64;
                     let ri = match rounded {
-                        Some((ri, _)) => {
+                        Some((ri, _, _)) => {
                             qact_bytes[ri as usize] = qact_bytes[ri as usize].max(need);
                             ri
                         }
@@ -276,11 +280,11 @@ pub(crate) fn lower(
                             qact_bytes.len() as u32 - 1
                         }
                     };
-                    if rounded != Some((ri, x.0)) {
-                        let n_groups = u32_of(n * k / 256, "activation groups")?;
-                        let rp = kernels::RoundParams { n_groups };
+                    if rounded != Some((ri, x.0, mode)) {
+                        let n_groups = u32_of((n * k).div_ceil(256), "activation groups")?;
+                        let rp = kernels::RoundParams { n_groups, n_vec4: u32_of(n * k / 4, "activations")?, mode };
                         push(&kernels::round_act(), vec![Res::Act(x.0), Res::ActQ(ri)], bytes(&rp), n_groups, None)?;
-                        rounded = Some((ri, x.0));
+                        rounded = Some((ri, x.0, mode));
                     }
                     Res::ActQ(ri)
                 } else {

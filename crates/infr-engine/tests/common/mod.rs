@@ -36,6 +36,19 @@ pub fn run_case(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracle) -> (Vec<
     (rows, greedy)
 }
 
+/// The logits of every row for `prompt_ids + greedy_ids` run as one prompt (teacher forcing:
+/// every row has the same context as llama.cpp's), minus the last token's row.
+pub fn teacher_forced_rows(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracle) -> Vec<Vec<f32>> {
+    let model = infr_models::load_model(w).expect("model loads");
+    let seq_ids: Vec<u32> = o.prompt_ids.iter().chain(&o.greedy_ids).copied().collect();
+    let opts = RunnerOptions { n_ctx: seq_ids.len() + 8, ubatch: 512, ..Default::default() };
+    let mut r = Runner::new(model, w, backend, opts).expect("runner");
+    let nv = r.n_vocab();
+    let seq = r.add_sequence();
+    let logits = r.prefill(seq, &seq_ids, true).expect("prefill");
+    logits.chunks(nv).map(<[f32]>::to_vec).collect()
+}
+
 pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> usize {
     let dir = repo().join("testdata/oracle/logits");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();

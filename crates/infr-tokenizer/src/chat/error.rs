@@ -69,18 +69,6 @@ impl std::fmt::Display for RaisedException {
 
 impl std::error::Error for RaisedException {}
 
-/// Marker source for the output-size guard.
-#[derive(Debug)]
-pub(crate) struct OutputLimitHit;
-
-impl std::fmt::Display for OutputLimitHit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("output limit reached")
-    }
-}
-
-impl std::error::Error for OutputLimitHit {}
-
 /// The message of a minijinja error without its `(in template:line)` suffix.
 fn message_of(err: &minijinja::Error) -> String {
     match err.detail() {
@@ -110,18 +98,15 @@ pub(crate) fn from_parse_error(err: &minijinja::Error) -> ChatTemplateError {
     }
 }
 
-/// Converts a render-time error, recognising `raise_exception`, fuel, output and recursion limits.
+/// Converts a render-time error, recognising `raise_exception`, fuel and recursion limits
+/// (the output limit is detected by the writer itself).
 pub(crate) fn from_render_error(
     err: &minijinja::Error,
     fuel: Option<u64>,
     recursion_limit: usize,
-    output_limit: usize,
 ) -> ChatTemplateError {
     if let Some(raised) = find_source::<RaisedException>(err) {
         return ChatTemplateError::Raised { message: raised.0.clone() };
-    }
-    if find_source::<OutputLimitHit>(err).is_some() {
-        return ChatTemplateError::OutputTooLarge { limit: output_limit };
     }
     match err.kind() {
         ErrorKind::OutOfFuel => ChatTemplateError::OutOfFuel { fuel: fuel.unwrap_or(0) },

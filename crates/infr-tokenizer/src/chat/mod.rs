@@ -275,7 +275,7 @@ impl ChatTemplate {
             if out.hit {
                 return Err(ChatTemplateError::OutputTooLarge { limit: opts.max_output_bytes });
             }
-            return Err(from_render_error(&e, fuel, self.env.recursion_limit(), opts.max_output_bytes));
+            return Err(from_render_error(&e, fuel, self.env.recursion_limit()));
         }
         String::from_utf8(out.buf).map_err(|e| ChatTemplateError::Render { line: None, message: e.to_string() })
     }

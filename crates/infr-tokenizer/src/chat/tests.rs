@@ -106,3 +106,13 @@ fn metadata_helpers() {
     assert_eq!(named.and_then(|t| t.render(&r).ok()).as_deref(), Some("Btools"));
     assert!(matches!(ChatTemplate::from_metadata_named(&meta, "rag", "", ""), Ok(None)));
 }
+
+#[test]
+fn loop_controls_need_the_minijinja_feature() {
+    // transformers enables jinja2's `loopcontrols`; minijinja needs its `loop_controls` feature.
+    let got = render("{% for m in messages %}{{ m.content }}{% break %}{% endfor %}", &one_user("x"));
+    match got {
+        Ok(s) => assert_eq!(s, "x"),
+        Err(e) => assert!(matches!(e, ChatTemplateError::Syntax { line: 1, .. }), "{e}"),
+    }
+}

@@ -122,7 +122,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             sc = dotv * pc.scale;
             if pc.softcap != 0.0 {
-                sc = tanh(clamp(sc / pc.softcap, -15.0, 15.0)) * pc.softcap;
+                sc = tanh_exp(sc / pc.softcap) * pc.softcap;
             }
         }
         slots[t] = slot;

@@ -49,5 +49,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         Q[8u * b + i] = (u32(q.x) & 0xffu) | ((u32(q.y) & 0xffu) << 8u) | ((u32(q.z) & 0xffu) << 16u) | ((u32(q.w) & 0xffu) << 24u);
     }
+    // Q8_0 / Q8_1 keep their scale as f16 (quantize_row_q8_0_ref); Q8_K keeps f32.
+    if pc.group == 1u {
+        d = round_f16(d);
+    }
     QS[pc.scale_off + b] = vec4<f32>(d, f32(s0), f32(s1), 0.0);
 }

@@ -25,11 +25,27 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read> S: array<u32>;
 @group(0) @binding(3) var<storage, read> FF: array<f32>;
 
-// Reduce an angle to [-pi, pi] (Cody-Waite, 2*pi split in three) so sin/cos stay accurate for
-// large positions.
-fn reduce_angle(x: f32) -> f32 {
-    let k = round(x * 0.15915494309189535);
-    return ((x - k * 6.28125) - k * 0.00193023681640625) - k * 5.0703631802e-6;
+// sin and cos of an angle of any size, accurate to a few ulp on every driver (the Vulkan spec lets
+// native sin/cos be off by 2^-11, which real GPUs use): Cody-Waite reduction by pi/2 (split in
+// three so q * C1 is exact for |q| < 2^16) to [-pi/4, pi/4], then Taylor polynomials whose
+// truncation error there is below 2e-9.
+fn sincos(x: f32) -> vec2<f32> {
+    let q = round(x * 0.6366197723675814);
+    let r = ((x - q * 1.5703125) - q * 4.837512969970703125e-4) - q * 7.54978995489188216e-8;
+    let r2 = r * r;
+    let s = r + r * r2 * (-1.6666666666666666e-1 + r2 * (8.333333333333333e-3 + r2 * (-1.984126984126984e-4 + r2 * 2.7557319223985893e-6)));
+    let c = 1.0 + r2 * (-0.5 + r2 * (4.1666666666666664e-2 + r2 * (-1.388888888888889e-3 + r2 * (2.48015873015873e-5 - r2 * 2.755731922398589e-7))));
+    let k = i32(q) & 3;
+    if k == 0 {
+        return vec2<f32>(s, c);
+    }
+    if k == 1 {
+        return vec2<f32>(c, -s);
+    }
+    if k == 2 {
+        return vec2<f32>(-s, -c);
+    }
+    return vec2<f32>(-c, s);
 }
 
 @compute @workgroup_size(64)
@@ -69,9 +85,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         th = theta_interp * (1.0 - mix) + theta_extrap * mix;
         mscale *= pc.yarn_mul;
     }
-    let r = reduce_angle(th);
-    let c = cos(r) * mscale;
-    let s = sin(r) * mscale;
+    let sc = sincos(th);
+    let c = sc.y * mscale;
+    let s = sc.x * mscale;
     var i0 = 2u * jj;
     var i1 = 2u * jj + 1u;
     if pc.neox != 0u {

@@ -1,6 +1,7 @@
 //! Linear and embedding parity for every weight type.
 
-use infr_core::{Backend, KvDType};
+use infr_core::{Backend, KvDType, WeightData, WeightInfo};
+use infr_gguf::TensorData;
 use infr_quant::GgmlType;
 
 use crate::common::*;
@@ -45,7 +46,23 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
         });
         let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
         let x: Vec<f32> = tokens.iter().flat_map(|&t| table_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
-        let want = reference(&x, &w_f, n, K, m, b_f.as_deref());
+        // Activations are rounded as on llama.cpp's (and our) CPU for this weight type
+        // (`vec_dot_type`): Q8_K for 256-element blocks, Q8_0 for the legacy quants (Q8_1's
+        // values are the same), f16/bf16 for float weights.
+        let act_ty = match ty {
+            GgmlType::F32 => None,
+            GgmlType::F16 | GgmlType::BF16 => Some(ty),
+            t if t.info().block_size == infr_quant::QK_K => Some(GgmlType::Q8_K),
+            _ => Some(GgmlType::Q8_0),
+        };
+        let x_ref = match act_ty {
+            Some(a) => {
+                let q = infr_quant::quantize(a, &x).unwrap();
+                infr_quant::dequantize_to_vec(a, &q).unwrap()
+            }
+            None => x.clone(),
+        };
+        let want = reference(&x_ref, &w_f, n, K, m, b_f.as_deref());
         let step = Step::simple(tokens, 0, vec![0; 8]);
         let pv = vk.compile(&g).unwrap();
         let got = step.run(vk, pv);
@@ -110,6 +127,63 @@ fn linear_tiled_multi_tile() {
     let Some(mut vk) = vulkan() else { return };
     for ty in [GgmlType::F16, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0, GgmlType::IQ4_XS] {
         check_linear(&mut vk, ty, 150, &[67], true, 9);
+    }
+}
+
+/// k-quant matmuls round their input through Q8_K like the CPU: with a massive activation
+/// in the input the result differs from f32 by far more than the tolerance, so this checks
+/// that the rounding happens, that q/k/v-style readers of one input share it, and that an
+/// input rounded earlier is rounded again after another input took the buffer.
+#[test]
+fn linear_rounds_like_cpu_with_massive_activations() {
+    let mut rng = Rng(42);
+    let vocab = 4;
+    let mut table = rng.vec(K * vocab, 1.0);
+    table[K + 17] = -400.0;
+    let mut w = Weights::default();
+    let tb = WeightData {
+        name: "tok".into(),
+        info: WeightInfo { ty: GgmlType::F32, dims: vec![K, vocab] },
+        bytes: TensorData::from_vec(bytemuck::cast_slice(&table).to_vec()),
+    };
+    let tok = w.add(tb);
+    let wa = w.add(weight("wa", GgmlType::Q4_K, K, 40, &mut rng, 0.5));
+    let wb = w.add(weight("wb", GgmlType::Q6_K, K, 40, &mut rng, 0.5));
+    let wc = w.add(weight("wc", GgmlType::Q4_K, K, 40, &mut rng, 0.5));
+    for opts in [
+        infr_vulkan::VulkanOptions { validation: true, ..Default::default() },
+        infr_vulkan::VulkanOptions { validation: true, disable_int8: true, ..Default::default() },
+        infr_vulkan::VulkanOptions { validation: true, portable_kernels: true, ..Default::default() },
+    ] {
+        let Some(mut vk) = vulkan_with(opts) else { return };
+        let mut cpu = cpu();
+        w.load(&mut vk);
+        w.load(&mut cpu);
+        let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+        vk.init_kv(&spec).unwrap();
+        cpu.init_kv(&spec).unwrap();
+        for n in [3, 12] {
+            let g = graph(&w, n, n, |g| {
+                let x1 = g.embed(tok);
+                let x2 = g.scale(x1, 0.5);
+                let a = g.linear(x1, wa, None);
+                let b = g.linear(x1, wb, None);
+                let c = g.linear(x2, wc, None);
+                let d = g.linear(x1, wc, None);
+                let ab = g.add(a, b);
+                let cd = g.mul(c, d);
+                g.add(ab, cd)
+            });
+            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
+            let step = Step::simple(tokens, 0, vec![0; 8]);
+            let pv = vk.compile(&g).unwrap();
+            let got = step.run(&mut vk, pv);
+            let pc = cpu.compile(&g).unwrap();
+            let want = step.run(&mut cpu, pc);
+            let tol = if vk.uses_coopmat() && n > 8 { 2e-3 } else { 1e-4 };
+            assert_close(&format!("rounded inputs n={n}"), &got, &want, tol, tol);
+        }
+        assert_clean(&vk);
     }
 }
 

@@ -1,0 +1,238 @@
+//! Tool calls while streaming: text goes out as it comes until a call may be starting (a
+//! partial opener, or a reply that opens like a bare JSON or Python call); from there text is
+//! held back until the call block closes (then its calls go out) or the reply ends (then the
+//! held text is parsed whole, and what is not a call goes out as text).
+
+use serde_json::Value;
+
+use super::{hermes, parse, BareStart, Dialect, ParsedCall};
+
+/// What the stream produces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolEvent {
+    /// Text to send as content (never empty).
+    Text(String),
+    /// A complete call.
+    Call(ParsedCall),
+}
+
+/// Incremental splitter of a streamed reply into text and calls.
+#[derive(Debug, Clone)]
+pub struct ToolStream {
+    dialect: Dialect,
+    tools: Vec<Value>,
+    buf: String,
+    capturing: bool,
+    at_start: bool,
+}
+
+/// Whether the start of a reply is a call without an opener.
+enum Bare {
+    Yes,
+    Maybe,
+    No,
+}
+
+impl ToolStream {
+    /// A stream for `dialect`; `tools` are the declared tools (OpenAI JSON).
+    pub fn new(dialect: Dialect, tools: Vec<Value>) -> Self {
+        Self { dialect, tools, buf: String::new(), capturing: false, at_start: true }
+    }
+
+    /// Add decoded text.
+    pub fn push(&mut self, piece: &str) -> Vec<ToolEvent> {
+        self.buf.push_str(piece);
+        let mut out = Vec::new();
+        loop {
+            if self.capturing {
+                if !self.close_block(&mut out) {
+                    return out;
+                }
+                continue;
+            }
+            if self.at_start {
+                let t = self.buf.trim_start();
+                if t.is_empty() {
+                    return out;
+                }
+                match self.bare(t) {
+                    Bare::Yes => {
+                        self.capturing = true;
+                        self.at_start = false;
+                        continue;
+                    }
+                    Bare::Maybe => return out,
+                    Bare::No => {}
+                }
+            }
+            let found = self.dialect.openers().iter().filter_map(|o| self.buf.find(o)).min();
+            if let Some(at) = found {
+                self.emit_text(at, &mut out);
+                self.capturing = true;
+                continue;
+            }
+            let keep = self.partial_opener();
+            self.emit_text(self.buf.len() - keep, &mut out);
+            return out;
+        }
+    }
+
+    /// The reply ended: whatever is held back.
+    pub fn finish(&mut self) -> Vec<ToolEvent> {
+        let text = std::mem::take(&mut self.buf);
+        self.capturing = false;
+        let mut out = Vec::new();
+        if text.is_empty() {
+            return out;
+        }
+        let p = parse(self.dialect, &text, &self.tools);
+        if !p.content.is_empty() {
+            out.push(ToolEvent::Text(p.content));
+        }
+        out.extend(p.calls.into_iter().map(ToolEvent::Call));
+        out
+    }
+
+    /// Send `buf[..n]` as text.
+    fn emit_text(&mut self, n: usize, out: &mut Vec<ToolEvent>) {
+        if n == 0 {
+            return;
+        }
+        let text: String = self.buf.drain(..n).collect();
+        if !text.trim().is_empty() {
+            self.at_start = false;
+        }
+        out.push(ToolEvent::Text(text));
+    }
+
+    /// While capturing: if the block has closed, send its calls (or its text) and return true.
+    fn close_block(&mut self, out: &mut Vec<ToolEvent>) -> bool {
+        let end = match self.dialect {
+            Dialect::Llama3 | Dialect::Mistral => None,
+            Dialect::Gemma => {
+                let body = self.buf.find(super::gemma::TOOL_CODE).map(|i| i + super::gemma::TOOL_CODE.len());
+                body.and_then(|b| self.buf[b..].find("```").map(|e| b + e + 3))
+            }
+            _ => self.buf.find(hermes::CLOSE).map(|e| e + hermes::CLOSE.len()),
+        };
+        let Some(end) = end else { return false };
+        let block: String = self.buf.drain(..end).collect();
+        self.capturing = false;
+        self.at_start = false;
+        let p = parse(self.dialect, &block, &self.tools);
+        if p.calls.is_empty() {
+            out.push(ToolEvent::Text(block));
+        } else {
+            if !p.content.is_empty() {
+                out.push(ToolEvent::Text(p.content));
+            }
+            out.extend(p.calls.into_iter().map(ToolEvent::Call));
+        }
+        true
+    }
+
+    /// Whether the reply so far (`t`, trimmed) opens with an unmarked call.
+    fn bare(&self, t: &str) -> Bare {
+        match self.dialect.bare_start() {
+            BareStart::None => Bare::No,
+            BareStart::JsonObject => {
+                let Some(inner) = t.strip_prefix('{').or_else(|| t.strip_prefix('[')) else { return Bare::No };
+                let inner = inner.trim_start_matches(|c: char| c.is_whitespace() || c == '{');
+                const KEYS: [&str; 3] = ["\"name\"", "\"function\"", "\"type\""];
+                if KEYS.iter().any(|k| inner.starts_with(k)) {
+                    Bare::Yes
+                } else if KEYS.iter().any(|k| k.starts_with(inner)) {
+                    Bare::Maybe
+                } else {
+                    Bare::No
+                }
+            }
+            BareStart::PythonList => {
+                let Some(inner) = t.strip_prefix('[') else { return Bare::No };
+                let n = inner.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(inner.len());
+                match inner[n..].chars().next() {
+                    None => Bare::Maybe,
+                    Some('(') if n > 0 => Bare::Yes,
+                    Some(_) => Bare::No,
+                }
+            }
+        }
+    }
+
+    /// Bytes at the end of the buffer that could begin an opener.
+    fn partial_opener(&self) -> usize {
+        let h = &self.buf;
+        let mut best = 0;
+        for o in self.dialect.openers() {
+            let max = o.len().saturating_sub(1).min(h.len());
+            for n in (best + 1..=max).rev() {
+                let start = h.len() - n;
+                if h.is_char_boundary(start) && o.starts_with(&h[start..]) {
+                    best = n;
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `text` in pieces of `step` chars; returns (text, calls).
+    fn run(d: Dialect, text: &str, step: usize) -> (String, Vec<ParsedCall>) {
+        let mut s = ToolStream::new(d, Vec::new());
+        let chars: Vec<char> = text.chars().collect();
+        let mut evs = Vec::new();
+        for piece in chars.chunks(step) {
+            evs.extend(s.push(&piece.iter().collect::<String>()));
+        }
+        evs.extend(s.finish());
+        let mut out = String::new();
+        let mut calls = Vec::new();
+        for e in evs {
+            match e {
+                ToolEvent::Text(t) => out.push_str(&t),
+                ToolEvent::Call(c) => calls.push(c),
+            }
+        }
+        (out, calls)
+    }
+
+    #[test]
+    fn streamed_hermes_matches_whole_parse() {
+        let t = "Sure.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n<tool_call>\n\
+                 {\"name\": \"b\", \"arguments\": {}}\n</tool_call>";
+        for step in [1, 3, 7, 1000] {
+            let (text, calls) = run(Dialect::Hermes, t, step);
+            assert_eq!(text.trim(), "Sure.");
+            assert_eq!(calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        }
+    }
+
+    #[test]
+    fn plain_text_passes_through_and_partial_openers_are_held() {
+        let mut s = ToolStream::new(Dialect::Hermes, Vec::new());
+        assert_eq!(s.push("Hello <tool"), vec![ToolEvent::Text("Hello ".into())]);
+        assert_eq!(s.push("s> here"), vec![ToolEvent::Text("<tools> here".into())]);
+        assert_eq!(s.finish(), vec![]);
+        for d in [Dialect::Hermes, Dialect::QwenXml, Dialect::Llama3, Dialect::Gemma, Dialect::Generic] {
+            let t = "{\"name\": \"Ada\"} is [not] a call <tool_call> broken";
+            assert_eq!(run(d, t, 2), (t.to_owned(), vec![]), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn bare_starts() {
+        let (text, calls) = run(Dialect::Hermes, "{\"name\": \"a\", \"arguments\": {}}</tool_call>", 2);
+        assert_eq!((text.as_str(), calls.len()), ("", 1));
+        let (text, calls) = run(Dialect::Llama3, "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"q\": 2}}", 4);
+        assert_eq!((text.as_str(), calls[0].arguments.as_str()), ("", "{\"q\":2}"));
+        let (text, calls) = run(Dialect::Gemma, "[f(a=1)]", 1);
+        assert_eq!((text.as_str(), calls.len()), ("", 1));
+        let (text, calls) = run(Dialect::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>ok", 5);
+        assert_eq!((text.as_str(), calls[0].arguments.as_str()), ("ok", "{\"a\":1}"));
+    }
+}
