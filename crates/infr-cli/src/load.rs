@@ -35,27 +35,64 @@ pub fn tokenizer(w: &GgufWeights) -> Result<Tokenizer> {
     Ok(Tokenizer::from_metadata(infr_core::WeightSource::metadata(w))?)
 }
 
-/// Device selection shared by commands.
-#[derive(clap::Args, Debug, Clone)]
+/// Device selection and configuration layers shared by the commands that load a model.
+/// Values not given here come from the resolved configuration (`infr config` shows it).
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct DeviceArgs {
-    /// Device: `cpu`, `Vulkan0`, `Vulkan1`… (`infr devices` lists them); `auto` picks the
-    /// first Vulkan device and falls back to the CPU.
-    #[arg(long = "dev", visible_alias = "device", default_value = "auto", env = "INFR_DEV")]
-    pub dev: String,
-    /// CPU threads (0 = all cores).
-    #[arg(short = 't', long = "threads", default_value_t = 0, env = "INFR_THREADS")]
-    pub threads: usize,
+    /// Device: `cpu`, `Vulkan0`, `Vulkan1`… (`infr devices` lists them); `auto` (default)
+    /// picks the first GPU and falls back to the CPU. Config key `device.dev`, env `INFR_DEV`.
+    #[arg(long = "dev", visible_alias = "device")]
+    pub dev: Option<String>,
+    /// CPU threads (0 = all cores). Config key `device.threads`.
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<u32>,
     /// Use the plain reference kernels on the CPU (slow; for checking the fast ones).
     #[arg(long)]
     pub reference: bool,
+    /// Config file to read instead of the discovered one (`./infr.toml`, `$XDG_CONFIG_HOME/infr/config.toml`).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// Set any configuration key: `--set kv.type=q8_0` (repeatable; a flag for the same key wins).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
 }
 
-/// Build the backend for `--dev`.
-pub fn backend(d: &DeviceArgs) -> Result<Box<dyn Backend>> {
-    let dev = d.dev.to_ascii_lowercase();
+/// Command-line flags that override configuration keys, collected before resolving.
+#[derive(Default)]
+pub struct Flags(Vec<(&'static str, &'static str, infr_config::FlagValue)>);
+
+impl Flags {
+    /// Record `flag`'s value for `key` if the user gave it.
+    pub fn opt<T: Into<infr_config::FlagValue>>(&mut self, key: &'static str, flag: &'static str, v: Option<T>) {
+        if let Some(v) = v {
+            self.0.push((key, flag, v.into()));
+        }
+    }
+}
+
+impl DeviceArgs {
+    /// Resolve the configuration once: defaults < config file < `INFR_*` env < `--set` < flags
+    /// (these device flags plus the command's own `flags`).
+    pub fn resolve(&self, mut flags: Flags) -> Result<infr_config::Config> {
+        flags.opt("device.dev", "--dev", self.dev.clone());
+        flags.opt("device.threads", "--threads", self.threads);
+        let mut b = infr_config::ConfigBuilder::new().file(self.config.clone()).set_args(&self.sets);
+        for (key, flag, value) in flags.0 {
+            b = b.flag_named(key, flag, value);
+        }
+        let r = b.resolve()?;
+        tracing::debug!("configuration:\n{}", r.explain());
+        Ok(r.config)
+    }
+}
+
+/// Build the backend for the configured device.
+pub fn backend(cfg: &infr_config::Config, reference: bool) -> Result<Box<dyn Backend>> {
+    let dev = cfg.device.dev.to_ascii_lowercase();
+    let threads = cfg.device.threads as usize;
     let cpu = || -> Result<Box<dyn Backend>> {
-        let tier = if d.reference { KernelTier::Reference } else { KernelTier::Fast };
-        Ok(Box::new(CpuBackend::new(CpuOptions { threads: d.threads, tier })?))
+        let tier = if reference { KernelTier::Reference } else { KernelTier::Fast };
+        Ok(Box::new(CpuBackend::new(CpuOptions { threads, tier })?))
     };
     if dev == "cpu" {
         return cpu();
@@ -66,20 +103,38 @@ pub fn backend(d: &DeviceArgs) -> Result<Box<dyn Backend>> {
             .ok()
             .and_then(|list| list.into_iter().position(|i| !i.name.to_ascii_lowercase().contains("llvmpipe")));
         return match gpu {
-            Some(device) => vulkan(device),
+            Some(device) => vulkan(device, cfg),
             None => cpu(),
         };
     }
     if let Some(n) = dev.strip_prefix("vulkan") {
-        let device: usize = n.parse().with_context(|| format!("bad device '{}' (Vulkan0, Vulkan1…)", d.dev))?;
-        return vulkan(device);
+        let device: usize =
+            n.parse().with_context(|| format!("bad device '{}' (Vulkan0, Vulkan1…)", cfg.device.dev))?;
+        return vulkan(device, cfg);
     }
-    bail!("unknown device '{}' (cpu, auto, Vulkan0, Vulkan1…; see `infr devices`)", d.dev)
+    bail!("unknown device '{}' (cpu, auto, Vulkan0, Vulkan1…; see `infr devices`)", cfg.device.dev)
 }
 
-fn vulkan(device: usize) -> Result<Box<dyn Backend>> {
-    let opts = infr_vulkan::VulkanOptions { device, ..Default::default() };
+fn vulkan(device: usize, cfg: &infr_config::Config) -> Result<Box<dyn Backend>> {
+    let k = &cfg.kernels.vulkan;
+    let opts = infr_vulkan::VulkanOptions {
+        device,
+        validation: k.validation,
+        disable_coopmat: !k.coopmat,
+        disable_int8: !k.int_dot,
+        profile: cfg.prof.ops,
+        ..Default::default()
+    };
     Ok(Box::new(infr_vulkan::VulkanBackend::new(&opts)?))
+}
+
+/// The configured KV cache type.
+pub fn kv_of(cfg: &infr_config::Config) -> KvDType {
+    match cfg.kv.r#type {
+        infr_config::KvType::F16 => KvDType::F16,
+        infr_config::KvType::F32 => KvDType::F32,
+        infr_config::KvType::Q8_0 => KvDType::Q8_0,
+    }
 }
 
 /// Parse `--kv-type`.
@@ -93,8 +148,8 @@ pub fn kv_dtype(s: &str) -> Result<KvDType> {
 }
 
 /// Load model + backend into a runner.
-pub fn runner(w: &GgufWeights, d: &DeviceArgs, opts: RunnerOptions) -> Result<Runner> {
+pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, opts: RunnerOptions) -> Result<Runner> {
     let model = infr_models::load_model(w)?;
-    let backend = backend(d)?;
+    let backend = backend(cfg, d.reference)?;
     Ok(Runner::new(model, w, backend, opts)?)
 }

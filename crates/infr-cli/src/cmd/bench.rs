@@ -146,7 +146,7 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
             kv_dtype: load::kv_dtype(&a.kv_type)?,
             ..Default::default()
         };
-        let mut r = load::runner(&w, &a.device, opts)?;
+        let mut r = load::runner(&w, &a.device, &a.device.resolve(load::Flags::default())?, opts)?;
         let nv = r.n_vocab();
         let size: u64 = w.gguf().tensor_bytes_total();
         let n_params: u64 = w.gguf().tensors().map(|t| t.info.n_elements()).sum();

@@ -68,7 +68,7 @@ pub fn run(a: Args) -> Result<()> {
         kv_dtype: load::kv_dtype(&a.kv_type)?,
         ..Default::default()
     };
-    let mut r = load::runner(&w, &a.device, opts)?;
+    let mut r = load::runner(&w, &a.device, &a.device.resolve(load::Flags::default())?, opts)?;
     let nv = r.n_vocab();
     if let Some(bad) = prompt.iter().find(|&&t| t as usize >= nv) {
         bail!("token id {bad} is outside the vocabulary of {nv} tokens");

@@ -23,67 +23,91 @@ pub struct Args {
     /// Prompt; without one, an interactive chat starts.
     pub prompt: Option<String>,
     /// Most tokens to generate per reply (-1: until end of generation or a full context).
-    #[arg(short = 'n', long = "n-predict", default_value_t = -1, allow_negative_numbers = true)]
-    pub n_predict: i64,
-    /// Context size in tokens.
-    #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx", default_value_t = 4096)]
-    pub ctx: usize,
+    /// Config key `sampling.max_tokens`.
+    #[arg(short = 'n', long = "n-predict", allow_negative_numbers = true)]
+    pub n_predict: Option<i64>,
+    /// Context size in tokens (default 4096; config key `context.size`, env `INFR_CTX`).
+    #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx")]
+    pub ctx: Option<u32>,
     /// System message for chat templates.
     #[arg(long, short = 's')]
     pub system: Option<String>,
     /// Do not apply the chat template: continue the prompt text as is.
     #[arg(long)]
     pub raw: bool,
-    /// Temperature (0 = greedy).
-    #[arg(long = "temp", visible_alias = "temperature", default_value_t = 0.8)]
-    pub temperature: f32,
-    /// Top-k (0 disables).
-    #[arg(long, default_value_t = 40)]
-    pub top_k: i32,
-    /// Top-p (1 disables).
-    #[arg(long, default_value_t = 0.95)]
-    pub top_p: f32,
-    /// Min-p (0 disables).
-    #[arg(long, default_value_t = 0.05)]
-    pub min_p: f32,
-    /// Repetition penalty (1 disables).
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
+    /// Temperature, 0 = greedy (default 0.8).
+    #[arg(long = "temp", visible_alias = "temperature")]
+    pub temperature: Option<f32>,
+    /// Top-k, 0 disables (default 40).
+    #[arg(long)]
+    pub top_k: Option<i32>,
+    /// Top-p, 1 disables (default 0.95).
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Min-p, 0 disables (default 0.05).
+    #[arg(long)]
+    pub min_p: Option<f32>,
+    /// Repetition penalty, 1 disables.
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
     /// Tokens of history the penalties look at (-1: all).
-    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
-    pub repeat_last_n: i32,
+    #[arg(long, allow_negative_numbers = true)]
+    pub repeat_last_n: Option<i32>,
     /// Presence penalty.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub presence_penalty: f32,
+    #[arg(long, allow_negative_numbers = true)]
+    pub presence_penalty: Option<f32>,
     /// Frequency penalty.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub frequency_penalty: f32,
+    #[arg(long, allow_negative_numbers = true)]
+    pub frequency_penalty: Option<f32>,
     /// RNG seed (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Prefill chunk size.
-    #[arg(long = "ub", visible_alias = "ubatch-size", default_value_t = 512)]
-    pub ubatch: usize,
-    /// KV cache type (f16, f32, q8_0).
-    #[arg(long = "ctk", visible_alias = "cache-type-k", default_value = "f16")]
-    pub kv_type: String,
+    /// Prefill chunk size (default 512).
+    #[arg(long = "ub", visible_alias = "ubatch-size")]
+    pub ubatch: Option<u32>,
+    /// KV cache type: f16 (default), f32, q8_0.
+    #[arg(long = "ctk", visible_alias = "cache-type-k")]
+    pub kv_type: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
 
 impl Args {
-    fn sampling(&self) -> SamplingParams {
-        SamplingParams {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            repeat_last_n: self.repeat_last_n,
-            presence_penalty: self.presence_penalty,
-            frequency_penalty: self.frequency_penalty,
-            seed: self.seed,
-        }
+    /// The resolved configuration with this command's flags on top.
+    fn config(&self) -> Result<infr_config::Config> {
+        let mut f = load::Flags::default();
+        f.opt("sampling.max_tokens", "--n-predict", self.n_predict);
+        f.opt("context.size", "--ctx-size", self.ctx);
+        f.opt("context.ubatch", "--ubatch-size", self.ubatch);
+        f.opt("sampling.temperature", "--temp", self.temperature.map(f64::from).map(|v| v.to_string()));
+        f.opt("sampling.top_k", "--top-k", self.top_k);
+        f.opt("sampling.top_p", "--top-p", self.top_p.map(|v| v.to_string()));
+        f.opt("sampling.min_p", "--min-p", self.min_p.map(|v| v.to_string()));
+        f.opt("sampling.repeat_penalty", "--repeat-penalty", self.repeat_penalty.map(|v| v.to_string()));
+        f.opt("sampling.repeat_last_n", "--repeat-last-n", self.repeat_last_n);
+        f.opt("sampling.presence_penalty", "--presence-penalty", self.presence_penalty.map(|v| v.to_string()));
+        f.opt("sampling.frequency_penalty", "--frequency-penalty", self.frequency_penalty.map(|v| v.to_string()));
+        f.opt("sampling.seed", "--seed", self.seed);
+        f.opt("kv.type", "--cache-type-k", self.kv_type.clone());
+        self.device.resolve(f)
+    }
+}
+
+/// Sampling settings from the configuration.
+pub fn sampling_of(c: &infr_config::SamplingConfig) -> SamplingParams {
+    SamplingParams {
+        temperature: c.temperature,
+        top_k: c.top_k,
+        top_p: c.top_p,
+        min_p: c.min_p,
+        repeat_penalty: c.repeat_penalty,
+        repeat_last_n: c.repeat_last_n,
+        presence_penalty: c.presence_penalty,
+        frequency_penalty: c.frequency_penalty,
+        seed: match c.seed {
+            infr_config::Seed::Fixed(s) => Some(s),
+            infr_config::Seed::Random => None,
+        },
     }
 }
 
@@ -106,20 +130,22 @@ pub fn run(a: Args) -> Result<()> {
         let eos = special_token_text(meta, "tokenizer.ggml.eos_token_id")?.unwrap_or_default();
         ChatTemplate::from_metadata(meta, &bos, &eos)?
     };
-    let sampling = a.sampling();
+    let cfg = a.config()?;
+    let sampling = sampling_of(&cfg.sampling);
     sampling.validate()?;
+    let n_ctx = cfg.context.size as usize;
     let opts = RunnerOptions {
-        n_ctx: a.ctx,
+        n_ctx,
         n_seq: 1,
-        ubatch: a.ubatch,
-        kv_dtype: load::kv_dtype(&a.kv_type)?,
+        ubatch: cfg.context.ubatch as usize,
+        kv_dtype: load::kv_of(&cfg),
         ..Default::default()
     };
-    let mut runner = load::runner(&w, &a.device, opts)?;
+    let mut runner = load::runner(&w, &a.device, &cfg, opts)?;
     let seq = runner.add_sequence();
     let mut sampler = Sampler::new(sampling);
     let gen_opts = GenerateOptions {
-        max_tokens: usize::try_from(a.n_predict).ok(),
+        max_tokens: usize::try_from(cfg.sampling.max_tokens).ok(),
         stop_ids: tok.eog_ids().iter().copied().collect(),
     };
     let name = runner.model().info.name.clone().unwrap_or_else(|| a.model.clone());
@@ -199,8 +225,8 @@ pub fn run(a: Args) -> Result<()> {
                 }
                 messages.push(ChatMessage::new("user", line));
                 let ids = encode_chat(&tok, t, &messages)?;
-                if ids.len() >= a.ctx {
-                    eprintln!("the conversation ({} tokens) no longer fits the context ({}); start again with a larger --ctx-size", ids.len(), a.ctx);
+                if ids.len() >= n_ctx {
+                    eprintln!("the conversation ({} tokens) no longer fits the context ({}); start again with a larger --ctx-size", ids.len(), n_ctx);
                     messages.pop();
                     continue;
                 }

@@ -19,71 +19,89 @@ use crate::load::{self, DeviceArgs};
 pub struct Args {
     /// Model: a .gguf path or `org/repo[:quant]` (pulled into the Hugging Face cache when missing).
     pub model: String,
-    /// Address to listen on (loopback by default; use 0.0.0.0 to accept other machines).
-    #[arg(long, default_value = "127.0.0.1", env = "INFR_HOST")]
-    pub host: String,
-    /// Port to listen on (0 picks a free one).
-    #[arg(long, default_value_t = 8080, env = "INFR_PORT")]
-    pub port: u16,
-    /// Requests served at once (slots); they share the context.
-    #[arg(long, visible_alias = "np", default_value_t = 4)]
-    pub parallel: usize,
-    /// Total context in tokens, divided across the slots.
-    #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx", default_value_t = 4096)]
-    pub ctx: usize,
+    /// Address to listen on (default 127.0.0.1, loopback; 0.0.0.0 accepts other machines).
+    /// Config key `server.host`.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Port to listen on (default 8080; 0 picks a free one). Config key `server.port`.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Requests served at once (slots, default 4); they share the context. Config key `server.parallel`.
+    #[arg(long, visible_alias = "np")]
+    pub parallel: Option<u32>,
+    /// Total context in tokens (default 4096), divided across the slots. Config key `context.size`.
+    #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx")]
+    pub ctx: Option<u32>,
     /// API key required on every route but /health (`Authorization: Bearer KEY` or `x-api-key`).
-    #[arg(long, env = "INFR_API_KEY", hide_env_values = true)]
+    /// Config key `server.api_key`, env `INFR_API_KEY`.
+    #[arg(long)]
     pub api_key: Option<String>,
     /// Name the model is served as (default: the file stem).
     #[arg(long, visible_alias = "served-model-name")]
     pub alias: Option<String>,
-    /// Requests that may wait for a free slot before the server answers 503.
-    #[arg(long, default_value_t = 64)]
-    pub queue: usize,
-    /// Longest a request may take, in seconds, queue wait included (0: no limit).
-    #[arg(long, default_value_t = 600)]
-    pub timeout: u64,
-    /// Prefill chunk size (largest step).
-    #[arg(long = "ub", visible_alias = "ubatch-size", default_value_t = 512)]
-    pub ubatch: usize,
+    /// Requests that may wait for a free slot before the server answers 503 (config `server.queue_size`).
+    #[arg(long)]
+    pub queue: Option<u32>,
+    /// Longest a request may take, in seconds, queue wait included; 0: no limit (config `server.request_timeout_s`).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Prefill chunk size, the largest step (default 512; config `context.ubatch`).
+    #[arg(long = "ub", visible_alias = "ubatch-size")]
+    pub ubatch: Option<u32>,
     /// Largest prompt chunk mixed into a step that also decodes other requests.
     #[arg(long, default_value_t = 256)]
     pub prefill_chunk: usize,
-    /// KV cache type (f16, f32, q8_0).
-    #[arg(long = "ctk", visible_alias = "cache-type-k", default_value = "f16")]
-    pub kv_type: String,
+    /// KV cache type: f16 (default), f32, q8_0 (config `kv.type`).
+    #[arg(long = "ctk", visible_alias = "cache-type-k")]
+    pub kv_type: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
 
 /// Run `infr serve`.
 pub fn run(a: Args) -> Result<()> {
-    if a.parallel == 0 {
+    let mut f = load::Flags::default();
+    f.opt("server.host", "--host", a.host.clone());
+    f.opt("server.port", "--port", a.port);
+    f.opt("server.parallel", "--parallel", a.parallel);
+    f.opt("context.size", "--ctx-size", a.ctx);
+    f.opt("server.api_key", "--api-key", a.api_key.clone());
+    f.opt("server.queue_size", "--queue", a.queue);
+    f.opt("server.request_timeout_s", "--timeout", a.timeout);
+    f.opt("context.ubatch", "--ubatch-size", a.ubatch);
+    f.opt("kv.type", "--cache-type-k", a.kv_type.clone());
+    let cfg = a.device.resolve(f)?;
+    let s = &cfg.server;
+    let parallel = s.parallel as usize;
+    let ctx = cfg.context.size as usize;
+    let (host, port) = (s.host.clone(), s.port);
+    let api_key = s.api_key.clone().filter(|k| !k.is_empty());
+    if parallel == 0 {
         bail!("--parallel must be at least 1");
     }
-    if a.ctx / a.parallel < 16 {
-        bail!("--ctx-size {} leaves {} tokens per slot with --parallel {}", a.ctx, a.ctx / a.parallel, a.parallel);
+    if ctx / parallel < 16 {
+        bail!("--ctx-size {ctx} leaves {} tokens per slot with --parallel {parallel}", ctx / parallel);
     }
     let path = load::model_path(&a.model)?;
     let w = load::open_weights(&path.to_string_lossy())?;
     let tok = load::tokenizer(&w)?;
     let meta = infr_core::WeightSource::metadata(&w);
     let template = ChatTemplate::for_model(meta).context("chat template")?;
-    let base = RunnerOptions { ubatch: a.ubatch, kv_dtype: load::kv_dtype(&a.kv_type)?, ..Default::default() };
-    let runner = load::runner(&w, &a.device, slot_runner_options(a.ctx, a.parallel, base))?;
+    let base = RunnerOptions { ubatch: cfg.context.ubatch as usize, kv_dtype: load::kv_of(&cfg), ..Default::default() };
+    let runner = load::runner(&w, &a.device, &cfg, slot_runner_options(ctx, parallel, base))?;
     let device = format!("{} ({})", runner.device().id, runner.device().name);
     let sched_opts = SchedulerOptions {
-        queue_capacity: a.queue.max(1),
+        queue_capacity: (s.queue_size as usize).max(1),
         prefill_chunk: a.prefill_chunk.max(1),
-        default_timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
+        default_timeout: (s.request_timeout_s > 0).then(|| Duration::from_secs(s.request_timeout_s)),
     };
     let sched = Scheduler::spawn(runner, sched_opts)?;
     let model_id = a.alias.clone().unwrap_or_else(|| model_stem(&path));
     let opts = ServerOptions {
         model_id: model_id.clone(),
         model_path: path.display().to_string(),
-        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
-        default_sampling: Default::default(),
+        api_key: api_key.clone(),
+        default_sampling: crate::cmd::run::sampling_of(&cfg.sampling),
     };
     let n_ctx = sched.n_ctx();
     let state = infr_server::state(sched, TextModel::new(tok, template), opts);
@@ -94,14 +112,14 @@ pub fn run(a: Args) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind((a.host.as_str(), a.port))
+        let listener = tokio::net::TcpListener::bind((host.as_str(), port))
             .await
-            .with_context(|| format!("cannot listen on {}:{}", a.host, a.port))?;
+            .with_context(|| format!("cannot listen on {host}:{port}"))?;
         let addr = listener.local_addr()?;
         eprintln!(
             "{model_id} on {device}: {} slots x {n_ctx} tokens of context{}",
-            a.parallel,
-            if a.api_key.is_some() { ", API key required" } else { "" }
+            parallel,
+            if api_key.is_some() { ", API key required" } else { "" }
         );
         println!("listening on http://{addr}");
         let shutdown = async {

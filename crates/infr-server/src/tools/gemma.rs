@@ -253,11 +253,11 @@ mod tests {
         let p = parse("[get_weather(city=\"Paris\", days=3), get_time(tz='UTC', dst=False)]");
         assert_eq!(
             p.calls,
-            vec![call("get_weather", "{\"city\":\"Paris\",\"days\":3}"), call("get_time", "{\"dst\":false,\"tz\":\"UTC\"}")]
+            vec![call("get_weather", "{\"city\":\"Paris\",\"days\":3}"), call("get_time", "{\"tz\":\"UTC\",\"dst\":false}")]
         );
         assert_eq!(p.content, "");
         let p = parse(" [f(xs=[1, 2.5, None], d={'k': (1, 'a\\'b')})] trailing");
-        assert_eq!(p.calls, vec![call("f", "{\"d\":{\"k\":[1,\"a'b\"]},\"xs\":[1,2.5,null]}")]);
+        assert_eq!(p.calls, vec![call("f", "{\"xs\":[1,2.5,null],\"d\":{\"k\":[1,\"a'b\"]}}")]);
         assert_eq!(p.content, " trailing");
         assert_eq!(parse("[noargs()]").calls, vec![call("noargs", "{}")]);
     }

@@ -134,7 +134,7 @@ mod tests {
         let t = "I'll call it.\n<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n\
                  <parameter=n>\n7\n</parameter>\n<parameter=opts>\n{\"a\": true}\n</parameter>\n</function>\n</tool_call>";
         let p = parse(t, &tools);
-        assert_eq!(p.calls, vec![call("f", "{\"n\":7,\"opts\":{\"a\":true},\"zip\":\"01234\"}")]);
+        assert_eq!(p.calls, vec![call("f", "{\"zip\":\"01234\",\"n\":7,\"opts\":{\"a\":true}}")]);
         assert_eq!(p.content.trim(), "I'll call it.");
     }
 
