@@ -27,3 +27,10 @@ if ! python3 -c "import huggingface_hub" >/dev/null 2>&1; then
     python3 -m pip install -q --disable-pip-version-check -r "$req" \
         || python3 -m pip install -q --disable-pip-version-check --break-system-packages -r "$req"
 fi
+
+# The OpenAI and Anthropic SDKs the server's client tests drive (crates/infr-server/tests/clients).
+req="$(dirname "$0")/../crates/infr-server/tests/clients/requirements.txt"
+if ! python3 -c "import openai, anthropic" >/dev/null 2>&1; then
+    python3 -m pip install -q --disable-pip-version-check -r "$req" \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages -r "$req"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit and integration tests, with the real models from
-# scripts/fetch_models.py and Vulkan on Mesa lavapipe when no GPU is present. Missing models or
-# a missing Vulkan device fail the run instead of skipping.
+# scripts/fetch_models.py and Vulkan on Mesa lavapipe when no GPU is present, then the OpenAI and
+# Anthropic Python SDKs against a real `infr serve`. Missing models, a missing Vulkan device or
+# missing SDKs fail the run instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export INFR_TEST_MODELS="${INFR_TEST_MODELS:-$PWD/models}"
@@ -11,3 +12,6 @@ export INFR_REQUIRE_PYTHON_HUB="${INFR_REQUIRE_PYTHON_HUB:-1}"
 # Prefer lavapipe unless the caller chose drivers.
 export VK_LOADER_DRIVERS_SELECT="${VK_LOADER_DRIVERS_SELECT:-*lvp*}"
 cargo test --release --workspace --locked "$@"
+# The official SDKs against `infr serve` (builds target/release/infr, starts it on a free
+# loopback port with smollm2, stops it afterwards).
+crates/infr-server/tests/clients/run.sh

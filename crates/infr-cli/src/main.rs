@@ -49,7 +49,9 @@ fn init_tracing(filter: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match filter {
         Some(f) => EnvFilter::new(f),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,infr_server=info,infr_hub=info")),
+        None => {
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,infr_server=info,infr_hub=info"))
+        }
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }

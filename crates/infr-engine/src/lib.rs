@@ -18,7 +18,7 @@ pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions,
 pub use pages::PagePool;
 pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
-    Timings, Usage,
+    Timings, TokenConstraint, Usage,
 };
 pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};

@@ -161,6 +161,18 @@ pub trait EventSink: Send + 'static {
     fn is_closed(&self) -> bool;
 }
 
+/// Limits which tokens a request may sample (constrained decoding, e.g. a grammar), given to
+/// [`SchedulerHandle::submit_constrained`](crate::SchedulerHandle::submit_constrained).
+pub trait TokenConstraint: Send + 'static {
+    /// Set the logits of tokens that may not come next to negative infinity. Called before
+    /// each token is sampled; leave `logits` alone when unsure (never forbid every token).
+    fn mask(&mut self, logits: &mut [f32]);
+    /// The token that was sampled.
+    fn accept(&mut self, token: u32);
+    /// Whether the constraint is complete: generation ends there (as at a stop token).
+    fn is_finished(&self) -> bool;
+}
+
 /// The sending half of [`event_channel`].
 #[derive(Debug, Clone)]
 pub struct ChannelSink {

@@ -5,11 +5,11 @@
 //! slots, like llama.cpp's `-np`). Every slot owns its pages, so raising `parallel` never needs
 //! more KV memory than one slot of the full context did, and a slot can never run out of pages.
 //!
-//! **A step.** Each forward step carries one token for every decoding slot plus at most one
-//! prefill chunk, of the earliest admitted slot still processing its prompt. While anything is
-//! decoding, the chunk is at most [`SchedulerOptions::prefill_chunk`] tokens (so a long prompt
-//! adds a bounded delay to the other streams); with nothing decoding it is the runner's full
-//! `ubatch`.
+//! **A step.** Each forward step carries one token for every decoding slot plus prompt chunks
+//! of the slots still processing their prompts, earliest admitted first, up to a budget of
+//! prompt tokens. While anything is decoding, the budget is at most
+//! [`SchedulerOptions::prefill_chunk`] tokens (so prompts add a bounded delay to the other
+//! streams); with nothing decoding it is the runner's full `ubatch`.
 //!
 //! **Prefix reuse.** A slot keeps its cached tokens after its request ends. A new request goes
 //! to the idle slot whose cache shares the longest prefix with its prompt (ties: the least
@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::request::{
-    ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, Usage,
+    ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, TokenConstraint,
+    Usage,
 };
 use crate::{common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem};
 
@@ -81,6 +82,7 @@ pub struct SchedulerStats {
 struct Queued {
     req: Request,
     sink: Box<dyn EventSink>,
+    constraint: Option<Box<dyn TokenConstraint>>,
     submitted: Instant,
 }
 
@@ -145,10 +147,30 @@ impl SchedulerHandle {
     /// Queue a request; its events go to `sink`. Fails at once when the request is invalid,
     /// the queue is full or the scheduler has stopped.
     pub fn submit(&self, req: Request, sink: impl EventSink) -> Result<(), RequestError> {
+        self.enqueue(req, sink, None)
+    }
+
+    /// [`submit`](Self::submit) with a [`TokenConstraint`] that masks every sampled token's
+    /// logits; generation also ends when the constraint is finished.
+    pub fn submit_constrained(
+        &self,
+        req: Request,
+        constraint: Box<dyn TokenConstraint>,
+        sink: impl EventSink,
+    ) -> Result<(), RequestError> {
+        self.enqueue(req, sink, Some(constraint))
+    }
+
+    fn enqueue(
+        &self,
+        req: Request,
+        sink: impl EventSink,
+        constraint: Option<Box<dyn TokenConstraint>>,
+    ) -> Result<(), RequestError> {
         self.validate(&req)?;
         // Count first so the scheduler's decrement can never run before the increment.
         self.shared.queued.fetch_add(1, Ordering::Relaxed);
-        let q = Queued { req, sink: Box::new(sink), submitted: Instant::now() };
+        let q = Queued { req, sink: Box::new(sink), constraint, submitted: Instant::now() };
         match self.tx.try_send(q) {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -172,6 +194,7 @@ impl SchedulerHandle {
 struct Active {
     sink: Box<dyn EventSink>,
     sampler: Sampler,
+    constraint: Option<Box<dyn TokenConstraint>>,
     prompt_len: usize,
     /// Prompt followed by the generated tokens (penalties look at it).
     history: Vec<u32>,
@@ -322,6 +345,7 @@ impl Scheduler {
         self.slots[i].active = Some(Active {
             sink: q.sink,
             sampler: Sampler::new(q.req.sampling),
+            constraint: q.constraint,
             prompt_len: prompt.len(),
             history: q.req.prompt,
             prefilled: cached,
@@ -390,16 +414,24 @@ impl Scheduler {
             }
         }
         let n_decode = parts.len();
-        let prefilling = self
+        let mut prefilling: Vec<(usize, &Active)> = self
             .slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.active.as_ref().map(|a| (i, a)))
             .filter(|(_, a)| a.prefilled < a.prompt_len)
-            .min_by_key(|(_, a)| a.order);
-        if let Some((i, a)) = prefilling {
-            let budget = if n_decode == 0 { ubatch } else { self.opts.prefill_chunk.min(ubatch - n_decode) }.max(1);
+            .collect();
+        prefilling.sort_by_key(|(_, a)| a.order);
+        // Prompt chunks fill the step's budget, earliest admitted first: many requests arriving
+        // together start in a few steps instead of one step each.
+        let mut budget =
+            if n_decode == 0 { ubatch } else { self.opts.prefill_chunk.min(ubatch.saturating_sub(n_decode)) }.max(1);
+        for (i, a) in prefilling {
+            if budget == 0 {
+                break;
+            }
             let end = (a.prefilled + budget).min(a.prompt_len);
+            budget -= end - a.prefilled;
             parts.push((i, Part::Prefill(a.prefilled..end)));
         }
         if parts.is_empty() {
@@ -451,8 +483,20 @@ impl Scheduler {
                     }
                 }
             }
+            let mut row = row;
+            if let Some(c) = a.constraint.as_mut() {
+                c.mask(&mut row);
+            }
             let tok = a.sampler.sample(&row, &a.history);
+            if let Some(c) = a.constraint.as_mut() {
+                c.accept(tok);
+            }
             self.on_token(i, tok);
+            let done =
+                self.slots[i].active.as_ref().and_then(|a| a.constraint.as_ref()).is_some_and(|c| c.is_finished());
+            if done {
+                self.finish(i, Finish::Stop);
+            }
         }
     }
 

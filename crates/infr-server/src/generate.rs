@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use infr_engine::{Event, EventSink, Finish, StartInfo};
+use infr_engine::{Event, EventSink, Finish, StartInfo, TokenConstraint};
 use tokio::sync::mpsc;
 
 use crate::errors::ApiError;
@@ -100,9 +100,22 @@ impl EventSink for TokioSink {
 /// Submit `prep` and start the driver task. Refusals (queue full, prompt too long, bad
 /// sampling) come back at once, before any response is started.
 pub fn start(state: &SharedState, route: &'static str, prep: Prepared) -> Result<mpsc::Receiver<Piece>, ApiError> {
+    start_constrained(state, route, prep, None)
+}
+
+/// [`start`] with an optional constraint on the tokens sampled (a tool-call grammar).
+pub fn start_constrained(
+    state: &SharedState,
+    route: &'static str,
+    prep: Prepared,
+    constraint: Option<Box<dyn TokenConstraint>>,
+) -> Result<mpsc::Receiver<Piece>, ApiError> {
     let (etx, erx) = mpsc::unbounded_channel();
     let prompt_tokens = prep.request.prompt.len();
-    state.sched.submit(prep.request, TokioSink(etx))?;
+    match constraint {
+        Some(c) => state.sched.submit_constrained(prep.request, c, TokioSink(etx))?,
+        None => state.sched.submit(prep.request, TokioSink(etx))?,
+    }
     let (tx, rx) = mpsc::channel(64);
     let st = state.clone();
     tokio::spawn(drive(st, route, erx, tx, prep.stops, prompt_tokens));

@@ -163,7 +163,11 @@ fn convert(m: Message, i: usize, out: &mut Vec<ChatMessage>) -> Result<(), ApiEr
             ("tool_result", "user") => {
                 let id = b.tool_use_id.unwrap_or_default();
                 let name = out.iter().rev().find_map(|m| {
-                    m.tool_calls.as_ref()?.iter().find(|c| c.id.as_deref() == Some(id.as_str())).map(|c| c.function.name.clone())
+                    m.tool_calls
+                        .as_ref()?
+                        .iter()
+                        .find(|c| c.id.as_deref() == Some(id.as_str()))
+                        .map(|c| c.function.name.clone())
                 });
                 let body = result_text(b.content, b.is_error.unwrap_or(false), &param)?;
                 results.push(ChatMessage { name, ..ChatMessage::tool(id, body) });
@@ -262,7 +266,8 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
     };
     let prompt = st.text.chat_prompt(messages, setup.as_ref().map(|s| s.tools.clone()))?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
-    let rx = generate::start(&st, "messages", prep)?;
+    let constraint = st.text.tool_constraint(setup.as_ref());
+    let rx = generate::start_constrained(&st, "messages", prep, constraint)?;
     let id = st.new_id("msg_");
     let model = st.opts.model_id.clone();
     if !req.stream.unwrap_or(false) {
@@ -284,30 +289,29 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
     let block_id = move || st.new_id("toolu_");
     let named = |evs: Vec<NamedEvent>| evs.into_iter().map(|(n, v)| sse::named(n, &v));
     Ok(sse::respond(rx, move |p| match p {
-        Piece::Started(s) => std::iter::once(
-            sse::named(
-                "message_start",
-                &json!({
-                    "type": "message_start",
-                    "message": {
-                        "id": id,
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": [],
-                        "stop_reason": null,
-                        "stop_sequence": null,
-                        "usage": {
-                            "input_tokens": s.prompt_tokens - s.cached_tokens,
-                            "cache_read_input_tokens": s.cached_tokens,
-                            "cache_creation_input_tokens": 0,
-                            "output_tokens": 0,
-                        },
+        Piece::Started(s) => std::iter::once(sse::named(
+            "message_start",
+            &json!({
+                "type": "message_start",
+                "message": {
+                    "id": id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": null,
+                    "stop_sequence": null,
+                    "usage": {
+                        "input_tokens": s.prompt_tokens - s.cached_tokens,
+                        "cache_read_input_tokens": s.cached_tokens,
+                        "cache_creation_input_tokens": 0,
+                        "output_tokens": 0,
                     },
-                }),
-            ))
-            .chain(named(blocks.start()))
-            .collect(),
+                },
+            }),
+        ))
+        .chain(named(blocks.start()))
+        .collect(),
         Piece::Text(t) => named(blocks.push(t, &block_id)).collect(),
         Piece::End(o) => {
             let mut evs: Vec<_> = named(blocks.finish(&block_id)).collect();

@@ -164,7 +164,8 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
     let setup = ToolSetup::new(req.tools.unwrap_or_default(), choice, st.text.template().source())?;
     let prompt = st.text.chat_prompt(req.messages, setup.as_ref().map(|s| s.tools.clone()))?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
-    let rx = generate::start(&st, "chat", prep)?;
+    let constraint = st.text.tool_constraint(setup.as_ref());
+    let rx = generate::start_constrained(&st, "chat", prep, constraint)?;
     let id = st.new_id("chatcmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();

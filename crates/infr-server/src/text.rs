@@ -1,12 +1,17 @@
 //! Text in and out: chat rendering, tokenization and streaming detokenization, over
 //! `infr_tokenizer`.
 
+use std::sync::OnceLock;
+
+use infr_engine::TokenConstraint;
 use infr_tokenizer::chat::{ChatMessage, ChatRequest, ChatTemplate};
 use infr_tokenizer::{StreamDecoder, Tokenizer};
 use serde_json::Value;
 
 use crate::errors::ApiError;
+use crate::tools::grammar::{self, GrammarEnv};
 use crate::tools::polyfill::{self, TemplateCaps};
+use crate::tools::ToolSetup;
 
 /// The model's tokenizer and chat template.
 pub struct TextModel {
@@ -14,6 +19,7 @@ pub struct TextModel {
     template: ChatTemplate,
     caps: TemplateCaps,
     eog: Vec<u32>,
+    grammar: OnceLock<Result<GrammarEnv, String>>,
 }
 
 impl TextModel {
@@ -21,7 +27,7 @@ impl TextModel {
     pub fn new(tok: Tokenizer, template: ChatTemplate) -> Self {
         let eog = tok.eog_ids().to_vec();
         let caps = TemplateCaps::of(template.source());
-        Self { tok, template, caps, eog }
+        Self { tok, template, caps, eog, grammar: OnceLock::new() }
     }
 
     /// The tokenizer.
@@ -57,6 +63,22 @@ impl TextModel {
             }
         }
         Ok(ids)
+    }
+
+    /// The grammar constraint that forces a tool call for `setup` (`tool_choice` required or
+    /// named), or `None` (auto, a dialect without a grammar, or a grammar that failed to build:
+    /// then the reply is only parsed, and a warning logged).
+    pub fn tool_constraint(&self, setup: Option<&ToolSetup>) -> Option<Box<dyn TokenConstraint>> {
+        let lark = grammar::tool_grammar(setup?)?;
+        let env = self.grammar.get_or_init(|| GrammarEnv::new(&self.tok));
+        let built = env.as_ref().map_err(Clone::clone).and_then(|env| env.constraint(&lark));
+        match built {
+            Ok(c) => Some(Box::new(c)),
+            Err(e) => {
+                tracing::warn!("tool_choice not enforced: the tool grammar failed: {e}");
+                None
+            }
+        }
     }
 
     /// Tokenize a raw completion prompt (BOS added where the model wants it, special tokens

@@ -434,8 +434,8 @@ fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
             .define("KV_TY", "u32")
             .define("K2", "return unpack2x16float(KC[i >> 1u]);")
             .define("V1", "return unpack2x16float(VC[i >> 1u])[i & 1u];")
-            .define("STORE_K", "KC[(slot * pc.kw + e) >> 1u] = pack2x16float(vec2<f32>(a, b));")
-            .define("STORE_V", "VC[(slot * pc.vw + e) >> 1u] = pack2x16float(vec2<f32>(a, b));"),
+            .define("STORE_K", "KC[(slot * pc.kw + e) >> 1u] = pack2x16float(vec2<f32>(round_f16(a), round_f16(b)));")
+            .define("STORE_V", "VC[(slot * pc.vw + e) >> 1u] = pack2x16float(vec2<f32>(round_f16(a), round_f16(b)));"),
         _ => spec
             .define("KV_TY", "f32")
             .define("K2", "return vec2<f32>(KC[i], KC[i + 1u]);")

@@ -78,4 +78,3 @@ pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> u
     eprintln!("{ran} oracle cases passed");
     ran
 }
-

@@ -1,11 +1,11 @@
 //! Python-style calls (Gemma, Llama 4 and other "pythonic" templates): a list opening the
 //! reply, `[get_weather(city="Paris"), get_time(tz='UTC')]`, or a fenced block
 //!
-//! ```text
+//! ~~~text
 //! ```tool_code
 //! print(default_api.get_weather(city="Paris"))
 //! ```
-//! ```
+//! ~~~
 //!
 //! Arguments are keyword arguments with Python literals (strings, numbers, `True`/`False`/
 //! `None`, lists, tuples and dicts), turned into JSON.
@@ -253,7 +253,10 @@ mod tests {
         let p = parse("[get_weather(city=\"Paris\", days=3), get_time(tz='UTC', dst=False)]");
         assert_eq!(
             p.calls,
-            vec![call("get_weather", "{\"city\":\"Paris\",\"days\":3}"), call("get_time", "{\"tz\":\"UTC\",\"dst\":false}")]
+            vec![
+                call("get_weather", "{\"city\":\"Paris\",\"days\":3}"),
+                call("get_time", "{\"tz\":\"UTC\",\"dst\":false}")
+            ]
         );
         assert_eq!(p.content, "");
         let p = parse(" [f(xs=[1, 2.5, None], d={'k': (1, 'a\\'b')})] trailing");

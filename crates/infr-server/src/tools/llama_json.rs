@@ -3,12 +3,18 @@
 //! (`[TOOL_CALLS][{"name": "f", "arguments": {...}}]`), and a bare JSON call or list of calls
 //! opening the reply.
 //!
-//! A bare call (no marker) must carry an arguments key and, when tools were declared, name one
+//! Calls in a ```` ```json ```` fence (as Qwen2.5-Coder often writes them, optionally with
+//! `<tool_call>` tags inside) are read too.
+//!
+//! A bare or fenced call (no marker) must carry an arguments key and, when tools were declared, name one
 //! of them, so that a JSON answer like `{"name": "Ada", "age": 36}` is not taken for a call.
 
 use serde_json::Value;
 
 use super::{call_from_json, calls_from_json, json_prefix, Parsed, ParsedCall};
+
+/// A fenced JSON block.
+pub const FENCE: &str = "```json";
 
 /// Llama 3's marker before a call.
 pub const PYTHON_TAG: &str = "<|python_tag|>";
@@ -19,12 +25,15 @@ pub const TOOL_CALLS: &str = "[TOOL_CALLS]";
 pub fn parse(text: &str, tools: &[Value]) -> Parsed {
     for marker in [PYTHON_TAG, TOOL_CALLS] {
         if let Some(at) = text.find(marker) {
-            let (calls, used) = sequence(&text[at + marker.len()..], |v| calls_from_json(v));
+            let (calls, used) = sequence(&text[at + marker.len()..], calls_from_json);
             if !calls.is_empty() {
                 let content = format!("{}{}", &text[..at], &text[at + marker.len() + used..]);
                 return Parsed { content, calls };
             }
         }
+    }
+    if let Some(p) = fenced(text, tools) {
+        return p;
     }
     let trimmed = text.trim_start();
     if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
@@ -32,6 +41,31 @@ pub fn parse(text: &str, tools: &[Value]) -> Parsed {
     }
     let (calls, used) = sequence(text, |v| bare_calls(v, tools));
     Parsed { content: text[used..].to_owned(), calls }
+}
+
+/// Calls in ```` ```json ```` fences; `None` when no fence holds only calls.
+fn fenced(text: &str, tools: &[Value]) -> Option<Parsed> {
+    let mut out = Parsed::default();
+    let mut rest = text;
+    while let Some(at) = rest.find(FENCE) {
+        let body = &rest[at + FENCE.len()..];
+        let end = body.find("```");
+        let inner = &body[..end.unwrap_or(body.len())];
+        let inner_t = inner.trim();
+        let inner_t = inner_t.strip_prefix(super::hermes::OPEN).unwrap_or(inner_t);
+        let inner_t = inner_t.strip_suffix(super::hermes::CLOSE).unwrap_or(inner_t);
+        let (calls, used) = sequence(inner_t, |v| bare_calls(v, tools));
+        if calls.is_empty() || !inner_t[used..].trim().is_empty() {
+            out.content.push_str(&rest[..at + FENCE.len()]);
+            rest = body;
+            continue;
+        }
+        out.content.push_str(&rest[..at]);
+        out.calls.extend(calls);
+        rest = end.map_or("", |e| &body[e + 3..]);
+    }
+    out.content.push_str(rest);
+    (!out.calls.is_empty()).then_some(out)
 }
 
 /// JSON values one after another (separated by whitespace or `;`), each giving calls through
@@ -109,8 +143,25 @@ mod tests {
 
     #[test]
     fn mistral_list() {
-        let p = parse("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"q\": \"x\"}}, {\"name\": \"b\", \"arguments\": {}}]", &[]);
+        let p = parse(
+            "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"q\": \"x\"}}, {\"name\": \"b\", \"arguments\": {}}]",
+            &[],
+        );
         assert_eq!(p.calls, vec![call("a", "{\"q\":\"x\"}"), call("b", "{}")]);
+    }
+
+    #[test]
+    fn fenced_calls() {
+        let t = "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\"city\": \"Paris\"}\n}\n```";
+        let p = parse(t, &tools());
+        assert_eq!(p.calls, vec![call("get_weather", "{\"city\":\"Paris\"}")]);
+        assert_eq!(p.content, "");
+        let t = "Here:\n```json\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n```\nbye";
+        let p = parse(t, &tools());
+        assert_eq!((p.calls.len(), p.content.as_str()), (1, "Here:\n\nbye"));
+        // A JSON answer in a fence is text.
+        let t = "```json\n{\"name\": \"Ada\", \"age\": 36}\n```";
+        assert!(parse(t, &tools()).calls.is_empty());
     }
 
     #[test]

@@ -10,12 +10,15 @@
 //! | [`Dialect::Gemma`] | `[name(a=1, b="x")]` or a ```` ```tool_code ```` block | `<start_of_turn>` / `tool_code` |
 //! | [`Dialect::Generic`] | any of the JSON forms above | none of these |
 //!
+//! The JSON dialects also read a call in a ```` ```json ```` fence, as small models often write.
+//!
 //! Parsing never fails: output that does not hold a well-formed call stays plain text. A
 //! missing opener (`{"name": ..}</tool_call>` with no `<tool_call>`) and trailing junk after a
 //! call are tolerated. [`ToolStream`] does the same incrementally for streamed responses,
 //! holding text back while a call may be starting.
 
 pub mod gemma;
+pub mod grammar;
 pub mod hermes;
 pub mod llama_json;
 pub mod polyfill;
@@ -67,10 +70,10 @@ impl Dialect {
     /// Markers that start a call anywhere in the output.
     pub(crate) fn openers(self) -> &'static [&'static str] {
         match self {
-            Dialect::Hermes | Dialect::Generic => &["<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"],
+            Dialect::Hermes | Dialect::Generic => &["<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```json"],
             Dialect::QwenXml => &["<tool_call>", "<function="],
-            Dialect::Llama3 => &["<|python_tag|>"],
-            Dialect::Mistral => &["[TOOL_CALLS]"],
+            Dialect::Llama3 => &["<|python_tag|>", "```json"],
+            Dialect::Mistral => &["[TOOL_CALLS]", "```json"],
             Dialect::Gemma => &["```tool_code", "<tool_call>"],
         }
     }
@@ -156,9 +159,9 @@ pub fn parse(dialect: Dialect, text: &str, tools: &[Value]) -> Parsed {
     Parsed { content: parsed.content.trim().to_owned(), calls: parsed.calls }
 }
 
-/// `tool_choice` of a request. `Required` and `Named` are accepted but not enforced by
-/// constrained decoding yet: the model is asked (named: only that tool is offered) and
-/// whatever it writes is parsed.
+/// `tool_choice` of a request. `Required` and `Named` are enforced with a grammar for the
+/// dialects [`grammar`] supports (named: only that tool is offered, too); elsewhere the model
+/// is only asked and whatever it writes is parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {
     /// The model decides (the default).
@@ -237,7 +240,10 @@ impl ToolSetup {
                 let named: Vec<Value> =
                     tools.into_iter().filter(|t| llama_json::tool_name(t) == Some(n.as_str())).collect();
                 if named.is_empty() {
-                    return Err(ApiError::bad(format!("tool_choice names '{n}', which is not in tools"), "tool_choice"));
+                    return Err(ApiError::bad(
+                        format!("tool_choice names '{n}', which is not in tools"),
+                        "tool_choice",
+                    ));
                 }
                 named
             }

@@ -128,9 +128,15 @@ mod tests {
         assert_eq!(m.len(), 4);
         assert_eq!(m[0].role, "system");
         assert!(m[0].text().contains("\"get_weather\""));
-        assert_eq!(m[2].text(), "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>");
+        assert_eq!(
+            m[2].text(),
+            "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>"
+        );
         assert!(m[2].tool_calls.is_none());
-        assert_eq!((m[3].role.as_str(), m[3].text().as_str()), ("user", "<tool_response>\n{\"temp\": 21}\n</tool_response>"));
+        assert_eq!(
+            (m[3].role.as_str(), m[3].text().as_str()),
+            ("user", "<tool_response>\n{\"temp\": 21}\n</tool_response>")
+        );
     }
 
     #[test]

@@ -234,7 +234,8 @@ mod tests {
         }
     }
 
-    const REPLY: &str = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const REPLY: &str =
+        "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 
     #[test]
     fn openai_whole_reply() {
@@ -261,7 +262,10 @@ mod tests {
         let (blocks, has) = anthropic_content(REPLY.into(), Some(&s), ids());
         assert!(has);
         assert_eq!(blocks[0], json!({"type": "text", "text": "Checking."}));
-        assert_eq!(blocks[1], json!({"type": "tool_use", "id": "id1", "name": "get_weather", "input": {"city": "Paris"}}));
+        assert_eq!(
+            blocks[1],
+            json!({"type": "tool_use", "id": "id1", "name": "get_weather", "input": {"city": "Paris"}})
+        );
         let (blocks, has) = anthropic_content(String::new(), Some(&s), ids());
         assert!(!has);
         assert_eq!(blocks, vec![json!({"type": "text", "text": ""})]);

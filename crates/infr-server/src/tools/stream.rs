@@ -23,6 +23,8 @@ pub struct ToolStream {
     tools: Vec<Value>,
     buf: String,
     capturing: bool,
+    /// While capturing: the marker that closes the block (searched after `skip` bytes).
+    closer: Option<(&'static str, usize)>,
     at_start: bool,
 }
 
@@ -36,7 +38,7 @@ enum Bare {
 impl ToolStream {
     /// A stream for `dialect`; `tools` are the declared tools (OpenAI JSON).
     pub fn new(dialect: Dialect, tools: Vec<Value>) -> Self {
-        Self { dialect, tools, buf: String::new(), capturing: false, at_start: true }
+        Self { dialect, tools, buf: String::new(), capturing: false, closer: None, at_start: true }
     }
 
     /// Add decoded text.
@@ -58,6 +60,7 @@ impl ToolStream {
                 match self.bare(t) {
                     Bare::Yes => {
                         self.capturing = true;
+                        self.closer = Some((hermes::CLOSE, 0));
                         self.at_start = false;
                         continue;
                     }
@@ -65,10 +68,11 @@ impl ToolStream {
                     Bare::No => {}
                 }
             }
-            let found = self.dialect.openers().iter().filter_map(|o| self.buf.find(o)).min();
-            if let Some(at) = found {
+            let found = self.dialect.openers().iter().filter_map(|o| self.buf.find(o).map(|at| (at, *o))).min();
+            if let Some((at, opener)) = found {
                 self.emit_text(at, &mut out);
                 self.capturing = true;
+                self.closer = closer_of(self.dialect, opener).map(|c| (c, opener.len()));
                 continue;
             }
             let keep = self.partial_opener();
@@ -107,17 +111,13 @@ impl ToolStream {
 
     /// While capturing: if the block has closed, send its calls (or its text) and return true.
     fn close_block(&mut self, out: &mut Vec<ToolEvent>) -> bool {
-        let end = match self.dialect {
-            Dialect::Llama3 | Dialect::Mistral => None,
-            Dialect::Gemma => {
-                let body = self.buf.find(super::gemma::TOOL_CODE).map(|i| i + super::gemma::TOOL_CODE.len());
-                body.and_then(|b| self.buf[b..].find("```").map(|e| b + e + 3))
-            }
-            _ => self.buf.find(hermes::CLOSE).map(|e| e + hermes::CLOSE.len()),
+        let Some((closer, skip)) = self.closer else { return false };
+        let Some(end) = self.buf.get(skip..).and_then(|b| b.find(closer)).map(|e| skip + e + closer.len()) else {
+            return false;
         };
-        let Some(end) = end else { return false };
         let block: String = self.buf.drain(..end).collect();
         self.capturing = false;
+        self.closer = None;
         self.at_start = false;
         let p = parse(self.dialect, &block, &self.tools);
         if p.calls.is_empty() {
@@ -177,6 +177,16 @@ impl ToolStream {
     }
 }
 
+/// The marker that ends a block opened by `opener` (`None`: the block runs to the end).
+fn closer_of(dialect: Dialect, opener: &str) -> Option<&'static str> {
+    match opener {
+        "<tool_call>" => Some(hermes::CLOSE),
+        "```json" | "```tool_code" => Some("```"),
+        "<function=" if dialect == Dialect::QwenXml => Some(hermes::CLOSE),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,9 +240,17 @@ mod tests {
         assert_eq!((text.as_str(), calls.len()), ("", 1));
         let (text, calls) = run(Dialect::Llama3, "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"q\": 2}}", 4);
         assert_eq!((text.as_str(), calls[0].arguments.as_str()), ("", "{\"q\":2}"));
+        let fenced =
+            "Calling:\n```json\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n```\nand ```json\n[1]\n``` after";
+        let (text, calls) = run(Dialect::Hermes, fenced, 3);
+        assert_eq!((text.as_str(), calls.len()), ("Calling:\n\nand ```json\n[1]\n``` after", 1));
         let (text, calls) = run(Dialect::Gemma, "[f(a=1)]", 1);
         assert_eq!((text.as_str(), calls.len()), ("", 1));
-        let (text, calls) = run(Dialect::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>ok", 5);
+        let (text, calls) = run(
+            Dialect::QwenXml,
+            "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>ok",
+            5,
+        );
         assert_eq!((text.as_str(), calls[0].arguments.as_str()), ("ok", "{\"a\":1}"));
     }
 }

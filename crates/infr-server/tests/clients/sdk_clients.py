@@ -81,6 +81,70 @@ def test_anthropic_plain_and_stream():
     assert n.input_tokens > 0
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}}
+TOOL_HISTORY = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature_c": 21}'},
+]
+
+
+def check_tool_calls(calls):
+    import json
+    for c in calls or []:
+        assert c.id and c.type == "function" and c.function.name, c
+        assert isinstance(json.loads(c.function.arguments), dict), c
+
+
+def test_openai_tools():
+    # A tiny model may or may not call the tool: the response must be well-formed either way.
+    r = oa.chat.completions.create(model="any", messages=TOOL_HISTORY, tools=[WEATHER_TOOL], max_tokens=16,
+                                   temperature=0)
+    choice = r.choices[0]
+    assert choice.finish_reason in ("stop", "length", "tool_calls"), choice
+    check_tool_calls(choice.message.tool_calls)
+    assert (choice.finish_reason == "tool_calls") == bool(choice.message.tool_calls), choice
+    stream = oa.chat.completions.create(model="any", messages=TOOL_HISTORY, tools=[WEATHER_TOOL], max_tokens=16,
+                                        temperature=0, stream=True)
+    finish = None
+    for chunk in stream:
+        for c in chunk.choices:
+            finish = c.finish_reason or finish
+    assert finish == choice.finish_reason, (finish, choice.finish_reason)
+    r = oa.chat.completions.create(model="any", messages=MESSAGES, tools=[WEATHER_TOOL], tool_choice="none",
+                                   max_tokens=4, temperature=0)
+    assert r.choices[0].message.tool_calls is None
+    # `required` is enforced with a grammar: a call comes back even for small talk.
+    r = oa.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hello!"}], tools=[WEATHER_TOOL],
+                                   tool_choice="required", max_tokens=80, temperature=0)
+    assert r.choices[0].finish_reason == "tool_calls", r
+    assert r.choices[0].message.tool_calls[0].function.name == "get_weather", r
+    check_tool_calls(r.choices[0].message.tool_calls)
+
+
+def test_anthropic_tools():
+    tools = [{"name": "get_weather", "description": "Current weather of a city",
+              "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    messages = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                           "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "21 C"}]},
+    ]
+    m = an.messages.create(model="any", max_tokens=16, tools=tools, messages=messages, extra_body={"temperature": 0})
+    assert m.stop_reason in ("end_turn", "max_tokens", "tool_use"), m.stop_reason
+    assert all(b.type in ("text", "tool_use") for b in m.content), m.content
+    with an.messages.stream(model="any", max_tokens=16, tools=tools, messages=messages,
+                            extra_body={"temperature": 0}) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == m.stop_reason, (final.stop_reason, m.stop_reason)
+    assert [b.type for b in final.content] == [b.type for b in m.content], (final.content, m.content)
+
+
 def main():
     tests = [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]
     failed = 0

@@ -5,9 +5,25 @@ fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
-// Round an f32 to the nearest f16 and back (ggml rounds some intermediates to f16).
+// Round an f32 to the nearest f16 (ties to even, as ggml's conversion) and back; ggml rounds
+// some intermediates to f16. Done with integer arithmetic because the rounding mode of the
+// driver's f32->f16 packing is implementation-defined (NVIDIA's differs from nearest-even).
 fn round_f16(x: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if a >= 0x477ff000u {
+        // NaN stays; 65520 and above round to infinity.
+        if a > 0x7f800000u {
+            return x;
+        }
+        return bitcast<f32>((b & 0x80000000u) | 0x7f800000u);
+    }
+    if a < 0x38800000u {
+        // f16 subnormals: multiples of 2^-24 (scaling by powers of two is exact).
+        return round(x * 16777216.0) * 5.9604644775390625e-8;
+    }
+    let r = b + 0xfffu + ((b >> 13u) & 1u);
+    return bitcast<f32>(r & 0xffffe000u);
 }
 
 // tanh through exp (accurate on every driver, unlike some native tanh approximations), finite

@@ -14,10 +14,12 @@ var<immediate> pc: Params;
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> WT: array<f32>;
 
-const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
+// 256 threads, each loading four neighbouring values per pass: a 4096-wide row takes four
+// passes of independent loads instead of 64 dependent ones (latency-bound at decode).
+const WG: u32 = 256u;
+var<workgroup> red: array<f32, 256>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let gi = wg_linear(wid, nwg);
     if gi >= pc.n_groups {
@@ -25,9 +27,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let base = gi * pc.group;
     var s = 0.0;
-    for (var i = t; i < pc.group; i += WG) {
-        let v = X[base + i];
-        s += v * v;
+    for (var i = 4u * t; i < pc.group; i += 4u * WG) {
+        let n = min(4u, pc.group - i);
+        var v = vec4<f32>(0.0);
+        v.x = X[base + i];
+        if n > 1u {
+            v.y = X[base + i + 1u];
+        }
+        if n > 2u {
+            v.z = X[base + i + 2u];
+        }
+        if n > 3u {
+            v.w = X[base + i + 3u];
+        }
+        s += dot(v, v);
     }
     red[t] = s;
     workgroupBarrier();

@@ -128,7 +128,11 @@ fn rope_modes_scaling_and_factors() {
                 g.rope(x, params)
             });
             let steps = [Step::simple(tokens(4, 3), 0, vec![0]), Step::simple(tokens(4, 5), 4093, vec![0; 257])];
-            p.check(&format!("rope {mode:?} n_rot={n_rot} {scaling:?}"), &g, &steps, 2e-5, 2e-5);
+            // Frequency factors divide the angle (`theta / ff`, as ggml does). Vulkan lets f32
+            // division be off by 2.5 ulp and NVIDIA's is (1.2e-4 here at position ~4096, where
+            // an ulp of the angle is 2.4e-4 rad); lavapipe divides exactly.
+            let tol = if factors.is_some() { 2e-4 } else { 2e-5 };
+            p.check(&format!("rope {mode:?} n_rot={n_rot} {scaling:?}"), &g, &steps, tol, tol);
         }
     }
 }

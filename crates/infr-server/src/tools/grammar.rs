@@ -1,0 +1,175 @@
+//! `tool_choice: required` / a named tool, enforced with a grammar (llguidance): the reply
+//! must be exactly one call, in the model family's dialect, of a declared tool, with arguments
+//! that match its JSON schema. Token masks come from our tokenizer's pieces.
+//!
+//! Enforced for the JSON dialects (`<tool_call>` JSON, which the polyfill also asks for,
+//! Llama 3 JSON) and Qwen3-Coder XML (values as plain text without `<`). Mistral and Gemma
+//! forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
+
+use std::sync::Arc;
+
+use infr_engine::TokenConstraint;
+use infr_tokenizer::Tokenizer;
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, TokRxInfo, TokTrie, TokenizerEnv};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+
+use super::llama_json::tool_name;
+use super::{Dialect, ToolChoice, ToolSetup};
+
+/// Builds grammar matchers over one tokenizer (made once per model, on first use).
+pub struct GrammarEnv {
+    factory: ParserFactory,
+    vocab: usize,
+}
+
+impl GrammarEnv {
+    /// The token trie of `tok`: control tokens are marked special (never matched as text).
+    pub fn new(tok: &Tokenizer) -> Result<Self, String> {
+        let vocab = tok.vocab_size();
+        let words: Vec<Vec<u8>> = (0..vocab as u32)
+            .map(|id| {
+                let piece = tok.token_to_piece(id);
+                if tok.is_control(id) {
+                    let mut w = vec![0xFF];
+                    w.extend_from_slice(&piece);
+                    w
+                } else {
+                    piece
+                }
+            })
+            .collect();
+        let eos = tok.eos().or_else(|| tok.eog_ids().first().copied()).unwrap_or(0);
+        let info = TokRxInfo::new(vocab as u32, eos);
+        let trie = TokTrie::from(&info, &words);
+        let env: Arc<dyn TokenizerEnv + Sync> = Arc::new(ApproximateTokEnv::new(trie));
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+        factory.quiet();
+        Ok(Self { factory, vocab })
+    }
+
+    /// A constraint for `lark`.
+    pub fn constraint(&self, lark: &str) -> Result<GrammarConstraint, String> {
+        let parser = self.factory.create_parser(TopLevelGrammar::from_lark(lark.to_owned()));
+        let matcher = Matcher::new(parser);
+        if let Some(e) = matcher.get_error() {
+            return Err(e);
+        }
+        Ok(GrammarConstraint { matcher, vocab: self.vocab })
+    }
+}
+
+/// A grammar as a [`TokenConstraint`].
+pub struct GrammarConstraint {
+    matcher: Matcher,
+    vocab: usize,
+}
+
+impl TokenConstraint for GrammarConstraint {
+    fn mask(&mut self, logits: &mut [f32]) {
+        let Ok(mask) = self.matcher.compute_mask() else { return };
+        if mask.is_zero() {
+            return;
+        }
+        for (i, l) in logits.iter_mut().enumerate() {
+            if i >= self.vocab || !mask.is_allowed(i as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+
+    fn accept(&mut self, token: u32) {
+        if let Err(e) = self.matcher.consume_token(token) {
+            tracing::debug!("tool grammar: token {token} refused: {e}");
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}
+
+/// The Lark grammar that forces a call for `setup`, or `None` when the choice is `auto` or
+/// the dialect is not enforced.
+pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
+    if !matches!(setup.choice, ToolChoice::Required | ToolChoice::Named(_)) {
+        return None;
+    }
+    let params = |t: &Value| {
+        let f = t.get("function").unwrap_or(t);
+        f.get("parameters").cloned().filter(Value::is_object).unwrap_or_else(|| json!({"type": "object"}))
+    };
+    let json_calls = |args_key: &str| {
+        let alts: Vec<Value> = setup
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let name = tool_name(t)?;
+                Some(json!({
+                    "type": "object",
+                    "properties": { "name": { "const": name }, args_key: params(t) },
+                    "required": ["name", args_key],
+                    "additionalProperties": false,
+                }))
+            })
+            .collect();
+        json!({ "anyOf": alts }).to_string()
+    };
+    match setup.dialect {
+        Dialect::Hermes | Dialect::Generic => Some(format!(
+            "start: \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall: %json {}\n",
+            json_calls("arguments")
+        )),
+        Dialect::Llama3 => Some(format!("start: call\ncall: %json {}\n", json_calls("parameters"))),
+        Dialect::QwenXml => {
+            let names: Vec<String> = setup
+                .tools
+                .iter()
+                .filter_map(tool_name)
+                .map(|n| serde_json::to_string(n).unwrap_or_default())
+                .collect();
+            if names.is_empty() {
+                return None;
+            }
+            Some(format!(
+                "start: \"<tool_call>\\n<function=\" name \">\\n\" param* \"</function>\\n</tool_call>\"\n\
+                 name: {}\n\
+                 param: \"<parameter=\" KEY \">\\n\" VALUE \"\\n</parameter>\\n\"\n\
+                 KEY: /[A-Za-z_][A-Za-z0-9_]*/\n\
+                 VALUE: /[^<]+/\n",
+                names.join(" | ")
+            ))
+        }
+        Dialect::Mistral | Dialect::Gemma => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(template: &str, choice: ToolChoice) -> ToolSetup {
+        let tools = vec![
+            json!({"type": "function", "function": {"name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}),
+            json!({"type": "function", "function": {"name": "noop"}}),
+        ];
+        ToolSetup::new(tools, choice, template).unwrap().unwrap()
+    }
+
+    #[test]
+    fn grammars_per_dialect() {
+        assert!(tool_grammar(&setup("<tool_call>", ToolChoice::Auto)).is_none());
+        let g = tool_grammar(&setup("<tool_call>", ToolChoice::Required)).unwrap();
+        assert!(g.starts_with("start: \"<tool_call>\\n\" call"), "{g}");
+        assert!(g.contains("\"const\":\"get_weather\"") && g.contains("\"const\":\"noop\""), "{g}");
+        let g = tool_grammar(&setup("<tool_call>", ToolChoice::Named("noop".into()))).unwrap();
+        assert!(!g.contains("get_weather"), "{g}");
+        let g = tool_grammar(&setup("ipython", ToolChoice::Required)).unwrap();
+        assert!(g.contains("\"parameters\""), "{g}");
+        let g = tool_grammar(&setup("<tool_call><function=x><parameter=y>", ToolChoice::Required)).unwrap();
+        assert!(g.contains("name: \"get_weather\" | \"noop\""), "{g}");
+        assert!(tool_grammar(&setup("<start_of_turn>", ToolChoice::Required)).is_none());
+    }
+}
