@@ -56,7 +56,18 @@ fn init_tracing(filter: Option<&str>) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
+/// Die quietly on a closed pipe (`infr inspect M | head`), like other command-line tools,
+/// instead of panicking in `println!`.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     init_tracing(cli.log.as_deref());
     let result = match cli.command {
