@@ -8,6 +8,9 @@
 //! treat panics there as uninteresting and keep fuzzing for other bugs; unset, they crash.
 #![no_main]
 
+#[path = "common/altstack.rs"]
+mod altstack;
+
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -83,6 +86,7 @@ fn run(src: &str) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    altstack::install();
     let Ok(src) = std::str::from_utf8(data) else { return };
     if !skip_known_slice_panics() {
         return run(src);

@@ -3,10 +3,14 @@
 //! tensor bytes) to exercise the bounds checks behind them.
 #![no_main]
 
+#[path = "common/altstack.rs"]
+mod altstack;
+
 use infr_gguf::GgufFile;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    altstack::install();
     if let Ok(f) = GgufFile::from_bytes(data.to_vec()) {
         for (k, v) in f.metadata().iter() {
             let _ = (k.len(), v.type_name(), v.as_u64(), v.as_f64(), v.as_str(), format!("{v}"));

@@ -11,6 +11,9 @@
 //! loaded once per process.
 #![no_main]
 
+#[path = "common/altstack.rs"]
+mod altstack;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -54,6 +57,7 @@ fn check_stream(tok: &Tokenizer, ids: &[u32]) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    altstack::install();
     let Some((&sel, rest)) = data.split_first() else { return };
     let tok = &tokenizers()[usize::from(sel & 1)];
     let n_vocab = tok.vocab_size() as u32;

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 #[command(name = "infr", version, about, propagate_version = true)]
 struct Cli {
     /// Log filter (`info`, `debug`, `infr_engine=trace`…); also `RUST_LOG`.
-    #[arg(long, global = true, env = "INFR_LOG")]
+    #[arg(long, visible_alias = "log-level", global = true, env = "INFR_LOG")]
     log: Option<String>,
     #[command(subcommand)]
     command: Command,

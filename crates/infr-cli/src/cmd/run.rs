@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx")]
     pub ctx: Option<u32>,
     /// System message for chat templates.
-    #[arg(long, short = 's')]
+    #[arg(long, visible_alias = "sys")]
     pub system: Option<String>,
     /// Do not apply the chat template: continue the prompt text as is.
     #[arg(long)]
@@ -60,13 +60,13 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true)]
     pub frequency_penalty: Option<f32>,
     /// RNG seed (default: from the clock).
-    #[arg(long)]
+    #[arg(long, short = 's')]
     pub seed: Option<u64>,
     /// Prefill chunk size (default 512).
     #[arg(long = "ub", visible_alias = "ubatch-size")]
     pub ubatch: Option<u32>,
     /// KV cache type: f16 (default), f32, q8_0.
-    #[arg(long = "ctk", visible_alias = "cache-type-k")]
+    #[arg(long = "ctk", visible_aliases = ["cache-type-k", "kv-type"])]
     pub kv_type: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,

@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     pub prefill_chunk: usize,
     /// KV cache type: f16 (default), f32, q8_0 (config `kv.type`).
-    #[arg(long = "ctk", visible_alias = "cache-type-k")]
+    #[arg(long = "ctk", visible_aliases = ["cache-type-k", "kv-type"])]
     pub kv_type: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
