@@ -270,7 +270,25 @@ impl ChatTemplate {
         let opts = &self.options;
         let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| from_parse_error(&e))?;
         let mut out = CappedWriter { buf: Vec::new(), limit: opts.max_output_bytes, hit: false };
-        let result = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
+        // A template is untrusted input: a panic inside the template engine (one was found by
+        // fuzzing: `{{ ''[::-1] }}`) must become an error, not take the process down.
+        let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tmpl.render_captured_to(ctx, &mut out).map(|_| ())
+        }));
+        let result = match rendered {
+            Ok(r) => r,
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown failure".into());
+                return Err(ChatTemplateError::Render {
+                    line: None,
+                    message: format!("template engine failure: {what}"),
+                });
+            }
+        };
         if let Err(e) = result {
             if out.hit {
                 return Err(ChatTemplateError::OutputTooLarge { limit: opts.max_output_bytes });
