@@ -22,6 +22,7 @@ pub mod auth;
 pub mod errors;
 pub mod generate;
 pub mod params;
+pub mod response_format;
 pub mod routes_anthropic;
 pub mod routes_misc;
 pub mod routes_openai;

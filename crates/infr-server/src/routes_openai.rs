@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::errors::{parse_json, ApiError, OpenAiError};
 use crate::generate::{self, Outcome, Piece};
 use crate::params::{Knobs, StopSpec};
+use crate::response_format;
 use crate::sse;
 use crate::state::{unix_now, SharedState};
 use crate::tools::respond::{self, OpenAiDeltas};
@@ -32,6 +33,9 @@ struct ChatCompletionRequest {
     /// `"none" | "auto" | "required" | {"type": "function", "function": {"name"}}`.
     #[serde(default)]
     tool_choice: Option<Value>,
+    /// `{"type": "text" | "json_object" | "json_schema", "json_schema": {"schema"}}`.
+    #[serde(default)]
+    response_format: Option<Value>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -111,6 +115,8 @@ struct CompletionRequest {
     n: Option<i64>,
     #[serde(default)]
     echo: Option<bool>,
+    #[serde(default)]
+    response_format: Option<Value>,
 }
 
 /// OpenAI's `usage` object.
@@ -161,10 +167,22 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
         return Err(ApiError::bad("messages must not be empty", "messages").into());
     }
     let choice = ToolChoice::from_openai(req.tool_choice.as_ref())?;
+    let json_schema = response_format::schema(req.response_format.as_ref())?;
     let setup = ToolSetup::new(req.tools.unwrap_or_default(), choice, st.text.template().source())?;
+    let forced_call = setup.as_ref().is_some_and(|s| matches!(s.choice, ToolChoice::Required | ToolChoice::Named(_)));
+    if json_schema.is_some() && forced_call {
+        return Err(ApiError::bad(
+            "response_format json_object/json_schema cannot be combined with a required or named tool_choice",
+            "response_format",
+        )
+        .into());
+    }
     let prompt = st.text.chat_prompt(req.messages, setup.as_ref().map(|s| s.tools.clone()))?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
-    let constraint = st.text.tool_constraint(setup.as_ref());
+    let constraint = match &json_schema {
+        Some(schema) => Some(st.text.json_constraint(schema)?),
+        None => st.text.tool_constraint(setup.as_ref()),
+    };
     let rx = generate::start_constrained(&st, "chat", prep, constraint)?;
     let id = st.new_id("chatcmpl-");
     let created = unix_now();
@@ -249,8 +267,10 @@ pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<R
         }
         PromptSpec::Tokens(ids) => ids,
     };
+    let json_schema = response_format::schema(req.response_format.as_ref())?;
     let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
-    let rx = generate::start(&st, "completions", prep)?;
+    let constraint = json_schema.as_ref().map(|s| st.text.json_constraint(s)).transpose()?;
+    let rx = generate::start_constrained(&st, "completions", prep, constraint)?;
     let id = st.new_id("cmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();

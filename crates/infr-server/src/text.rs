@@ -81,6 +81,17 @@ impl TextModel {
         }
     }
 
+    /// The grammar constraint that makes the reply one JSON value of `schema` (OpenAI's
+    /// `response_format`); a schema the grammar engine rejects is a 400 naming `response_format`.
+    pub fn json_constraint(&self, schema: &Value) -> Result<Box<dyn TokenConstraint>, ApiError> {
+        let env = self.grammar.get_or_init(|| GrammarEnv::new(&self.tok));
+        let env = env.as_ref().map_err(|e| ApiError::Internal(format!("grammar engine: {e}")))?;
+        let c = env
+            .constraint(&crate::response_format::json_grammar(schema))
+            .map_err(|e| ApiError::bad(format!("response_format: unsupported schema: {e}"), "response_format"))?;
+        Ok(Box::new(c))
+    }
+
     /// Tokenize a raw completion prompt (BOS added where the model wants it, special tokens
     /// parsed, as llama.cpp's `/completion` does).
     pub fn encode_prompt(&self, text: &str) -> Vec<u32> {

@@ -5,6 +5,7 @@ Usage: INFR_BASE=http://127.0.0.1:PORT INFR_API_KEY=KEY python3 sdk_clients.py
 any failure.
 """
 
+import json
 import os
 import sys
 import traceback
@@ -124,6 +125,19 @@ def test_openai_tools():
     assert r.choices[0].finish_reason == "tool_calls", r
     assert r.choices[0].message.tool_calls[0].function.name == "get_weather", r
     check_tool_calls(r.choices[0].message.tool_calls)
+
+
+def test_openai_response_format():
+    # `response_format` json_schema is enforced with a grammar: the reply is JSON of the schema.
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    r = oa.chat.completions.create(
+        model="any", messages=[{"role": "user", "content": "Describe a person called Ana, aged 31, as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}},
+        max_tokens=64, temperature=0)
+    assert r.choices[0].finish_reason == "stop", r
+    v = json.loads(r.choices[0].message.content)
+    assert isinstance(v["name"], str) and isinstance(v["age"], int), v
 
 
 def test_anthropic_tools():
