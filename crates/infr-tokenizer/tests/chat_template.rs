@@ -395,3 +395,30 @@ fn engine_panic_is_an_error() {
         assert!(e.to_string().contains("template engine failure"), "{src}: {e}");
     }
 }
+
+/// Found by fuzzing: fuel allows building a list 40,000 levels deep, and comparing two such
+/// lists recursed past the caller's stack (a process abort, not an error). Rendering runs on a
+/// large-stack thread now: the template renders (or fails) without crashing.
+#[test]
+fn deeply_nested_values_do_not_overflow_the_stack() {
+    let src = "{% set ns = namespace(x=[], y=[]) %}{% for i in range(40000) %}{% set ns.x = [ns.x] %}\
+               {% set ns.y = [ns.y] %}{% endfor %}{{ ns.x == ns.y }}{{ ns.x|lower|length }}";
+    let r = infr_tokenizer::chat::ChatTemplate::new(src, "<s>", "</s>")
+        .and_then(|t| t.render(&infr_tokenizer::chat::ChatRequest::new(vec![])));
+    if let Ok(text) = &r {
+        assert!(text.starts_with("True"), "{text}");
+    }
+}
+
+/// Found by fuzzing: `pprint` of a deeply nested value took minutes (cubic, not bounded by
+/// fuel); it is the depth-capped Python repr now.
+#[test]
+fn pprint_of_deep_nesting_is_fast() {
+    let src = "{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}\
+               {{ ns.x|pprint|length }} {{ debug(ns.x)|length }}";
+    let t0 = std::time::Instant::now();
+    let r = infr_tokenizer::chat::ChatTemplate::new(src, "<s>", "</s>")
+        .and_then(|t| t.render(&infr_tokenizer::chat::ChatRequest::new(vec![])));
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5), "took {:?}", t0.elapsed());
+    assert!(r.is_ok(), "{r:?}");
+}

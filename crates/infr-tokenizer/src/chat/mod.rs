@@ -269,12 +269,28 @@ impl ChatTemplate {
     fn render_context(&self, ctx: &Json, fuel: Option<u64>) -> Result<String, ChatTemplateError> {
         let opts = &self.options;
         let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| from_parse_error(&e))?;
-        let mut out = CappedWriter { buf: Vec::new(), limit: opts.max_output_bytes, hit: false };
-        // A template is untrusted input: a panic inside the template engine (one was found by
-        // fuzzing: `{{ ''[::-1] }}`) must become an error, not take the process down.
-        let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tmpl.render_captured_to(ctx, &mut out).map(|_| ())
-        }));
+        let render = || {
+            let mut out = CappedWriter { buf: Vec::new(), limit: opts.max_output_bytes, hit: false };
+            // A template is untrusted input: a panic inside the template engine (one was found
+            // by fuzzing: `{{ ''[::-1] }}`) must become an error, not take the process down.
+            let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tmpl.render_captured_to(ctx, &mut out).map(|_| ())
+            }));
+            (rendered, out)
+        };
+        // The engine compares and sorts nested values recursively, and fuel allows building
+        // lists tens of thousands of levels deep: render on a thread with a large stack (reserved,
+        // not committed) so such a template cannot overflow the caller's stack.
+        let (rendered, out) = std::thread::scope(|scope| {
+            match std::thread::Builder::new()
+                .name("chat-template".into())
+                .stack_size(RENDER_STACK)
+                .spawn_scoped(scope, render)
+            {
+                Ok(handle) => handle.join().unwrap_or_else(|_| (Err(Box::new("render thread failed")), empty_writer())),
+                Err(_) => render(),
+            }
+        });
         let result = match rendered {
             Ok(r) => r,
             Err(payload) => {
@@ -340,6 +356,13 @@ impl io::Write for CappedWriter {
     }
 }
 
+/// Stack reserved for a render thread (address space only; pages are committed as used).
+const RENDER_STACK: usize = 1 << 30;
+
+fn empty_writer() -> CappedWriter {
+    CappedWriter { buf: Vec::new(), limit: 0, hit: false }
+}
+
 /// The minijinja environment: transformers-like whitespace handling, Python-flavoured
 /// printing, and the functions and filters chat templates use.
 fn build_env(options: &ChatTemplateOptions) -> Environment<'static> {
@@ -368,6 +391,13 @@ fn build_env(options: &ChatTemplateOptions) -> Environment<'static> {
     env.add_function("strftime_now", move |fmt: &str| strftime(fmt, now.unwrap_or_else(SystemTime::now)));
     env.add_filter("tojson", pyfmt::tojson_filter);
     env.add_filter("string", |v: &Value| python_str(v));
+    // minijinja's `pprint` filter and `debug` function nest pretty-printers with cubic cost on
+    // deeply nested values (fuzzing: seconds to minutes, not bounded by fuel); use the
+    // depth-capped Python repr instead.
+    env.add_filter("pprint", |v: &Value| python_repr(v));
+    env.add_function("debug", |args: minijinja::value::Rest<Value>| -> String {
+        args.iter().map(python_repr).collect::<Vec<_>>().join(", ")
+    });
     env
 }
 
