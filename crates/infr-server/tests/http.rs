@@ -1,59 +1,20 @@
 //! The real server on 127.0.0.1 (random port) with smollm2 on the CPU, driven over HTTP.
 //! Generations are short (CPU, 2 cores): every test takes seconds.
 
-use std::path::PathBuf;
+#[path = "support/server.rs"]
+mod server;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use infr_core::GgufWeights;
-use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
-use infr_engine::{slot_runner_options, Runner, RunnerOptions, Scheduler, SchedulerOptions};
-use infr_server::{ServerOptions, TextModel};
-use infr_tokenizer::chat::ChatTemplate;
 use serde_json::{json, Value};
 
 const MODEL: &str = "smollm2-135m-instruct-q4_1";
 const KEY: &str = "sk-test-123";
 
-fn model_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("INFR_TEST_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join(format!("{MODEL}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(std::env::var("INFR_REQUIRE_MODELS").is_err(), "missing model {}", path.display());
-    eprintln!("skipping: {} not found", path.display());
-    None
-}
-
-/// Start a server on its own thread and runtime (it lives as long as the test process);
-/// returns its base URL.
+/// Start a server with `parallel` slots sharing `n_ctx` tokens; its base URL.
 fn start_server(parallel: usize, n_ctx: usize, api_key: Option<&str>) -> Option<String> {
-    let path = model_path()?;
-    let w = GgufWeights::open(&path).expect("model opens");
-    let meta = infr_core::WeightSource::metadata(&w);
-    let tok = infr_tokenizer::Tokenizer::from_metadata(meta).expect("tokenizer");
-    let template = ChatTemplate::for_model(meta).expect("chat template");
-    let model = infr_models::load_model(&w).expect("model loads");
-    let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
-    let ro = slot_runner_options(n_ctx, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
-    let runner = Runner::new(model, &w, backend, ro).expect("runner");
-    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity: 8, ..Default::default() }).expect("sched");
-    let opts = ServerOptions { api_key: api_key.map(str::to_owned), ..ServerOptions::new(MODEL) };
-    let state = infr_server::state(sched, TextModel::new(tok, template), opts);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            infr_server::serve(listener, state, std::future::pending()).await.unwrap();
-        });
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("server started");
-    Some(format!("http://{addr}"))
+    server::start_server_with(MODEL, parallel, n_ctx, api_key)
 }
 
 /// The server most tests share (two slots, no key).

@@ -1,0 +1,96 @@
+//! Shared setup of the HTTP tests: the real server on 127.0.0.1 (random port) with a test model
+//! on the CPU, and small request helpers. Included by each test file with
+//! `#[path = "support/server.rs"] mod server;`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use infr_core::GgufWeights;
+use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
+use infr_engine::{slot_runner_options, Runner, RunnerOptions, Scheduler, SchedulerOptions};
+use infr_server::{ServerOptions, TextModel};
+use infr_tokenizer::chat::ChatTemplate;
+use serde_json::Value;
+
+/// The test model `name` (file stem) under `INFR_TEST_MODELS` (default `<repo>/models`);
+/// `None` (skip) when missing, a failure when `INFR_REQUIRE_MODELS` is set.
+pub fn model_path(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("INFR_TEST_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join(format!("{name}.gguf"));
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(std::env::var("INFR_REQUIRE_MODELS").is_err(), "missing model {}", path.display());
+    eprintln!("skipping: {} not found", path.display());
+    None
+}
+
+/// A one-slot server for `name` on its own thread; its base URL.
+pub fn start_server(name: &str) -> Option<String> {
+    start_server_with(name, 1, 2048, None)
+}
+
+/// A server for `name` with `parallel` slots sharing `n_ctx` tokens and an optional API key, on
+/// its own thread and runtime (it lives as long as the test process); its base URL.
+pub fn start_server_with(name: &str, parallel: usize, n_ctx: usize, api_key: Option<&str>) -> Option<String> {
+    let path = model_path(name)?;
+    let w = GgufWeights::open(&path).expect("model opens");
+    let meta = infr_core::WeightSource::metadata(&w);
+    let tok = infr_tokenizer::Tokenizer::from_metadata(meta).expect("tokenizer");
+    let template = ChatTemplate::for_model(meta).expect("chat template");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
+    let ro = slot_runner_options(n_ctx, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
+    let runner = Runner::new(model, &w, backend, ro).expect("runner");
+    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity: 8, ..Default::default() }).expect("sched");
+    let opts = ServerOptions { api_key: api_key.map(str::to_owned), ..ServerOptions::new(name) };
+    let state = infr_server::state(sched, TextModel::new(tok, template), opts);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            infr_server::serve(listener, state, std::future::pending()).await.unwrap();
+        });
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("server started");
+    Some(format!("http://{addr}"))
+}
+
+/// An HTTP client with a generous timeout (CPU generation).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(300)).build().unwrap()
+}
+
+pub async fn post(url: String, body: &Value) -> (u16, Value) {
+    let r = client().post(url).json(body).send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("json body"))
+}
+
+/// SSE events of a streamed response: (event name, data).
+pub async fn sse(url: String, body: &Value) -> Vec<(Option<String>, String)> {
+    let r = client().post(url).json(body).send().await.expect("request");
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.expect("stream");
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let mut event = None;
+        let mut data = Vec::new();
+        for line in block.lines() {
+            if let Some(e) = line.strip_prefix("event:") {
+                event = Some(e.trim().to_owned());
+            } else if let Some(d) = line.strip_prefix("data:") {
+                data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
+            }
+        }
+        if !data.is_empty() {
+            out.push((event, data.join("\n")));
+        }
+    }
+    out
+}
