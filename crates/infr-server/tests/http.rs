@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use server::{client, post, sse};
 
 const MODEL: &str = "smollm2-135m-instruct-q4_1";
 const KEY: &str = "sk-test-123";
@@ -27,48 +28,6 @@ fn shared() -> Option<&'static str> {
 fn keyed() -> Option<&'static str> {
     static S: OnceLock<Option<String>> = OnceLock::new();
     S.get_or_init(|| start_server(1, 512, Some(KEY))).as_deref()
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
-}
-
-async fn post(url: String, body: Value) -> (u16, Value) {
-    let r = client().post(url).json(&body).send().await.expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.expect("json body"))
-}
-
-/// Server-sent events of a response: (event name, data).
-async fn sse(url: String, body: Value) -> Vec<(Option<String>, String)> {
-    let mut r = client().post(url).json(&body).send().await.expect("request");
-    assert_eq!(r.status().as_u16(), 200);
-    let ct = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    assert!(ct.starts_with("text/event-stream"), "{ct}");
-    let mut buf = Vec::new();
-    while let Some(chunk) = r.chunk().await.expect("chunk") {
-        buf.extend_from_slice(&chunk);
-    }
-    parse_sse(&String::from_utf8(buf).expect("utf-8 stream"))
-}
-
-fn parse_sse(text: &str) -> Vec<(Option<String>, String)> {
-    let mut out = Vec::new();
-    for block in text.split("\n\n") {
-        let mut event = None;
-        let mut data = Vec::new();
-        for line in block.lines() {
-            if let Some(e) = line.strip_prefix("event:") {
-                event = Some(e.trim().to_owned());
-            } else if let Some(d) = line.strip_prefix("data:") {
-                data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
-            }
-        }
-        if !data.is_empty() {
-            out.push((event, data.join("\n")));
-        }
-    }
-    out
 }
 
 fn chat_body(content: &str, max_tokens: usize) -> Value {
@@ -104,7 +63,7 @@ async fn chat_stream_matches_non_stream() {
     let Some(base) = shared() else { return };
     let url = format!("{base}/v1/chat/completions");
     let body = chat_body("What is the capital of France?", 10);
-    let (status, v) = post(url.clone(), body.clone()).await;
+    let (status, v) = post(url.clone(), &body).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["model"], MODEL);
@@ -121,7 +80,7 @@ async fn chat_stream_matches_non_stream() {
     let mut sbody = body.clone();
     sbody["stream"] = json!(true);
     sbody["stream_options"] = json!({"include_usage": true});
-    let events = sse(url, sbody).await;
+    let events = sse(url, &sbody).await;
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let chunks: Vec<Value> =
         events[..events.len() - 1].iter().map(|(_, d)| serde_json::from_str(d).expect("chunk json")).collect();
@@ -144,7 +103,7 @@ async fn completions_and_stop_strings() {
     let Some(base) = shared() else { return };
     let url = format!("{base}/v1/completions");
     let body = json!({"prompt": "The first five days of the week are Monday,", "max_tokens": 12, "temperature": 0});
-    let (status, v) = post(url.clone(), body.clone()).await;
+    let (status, v) = post(url.clone(), &body).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["object"], "text_completion");
     let text = v["choices"][0]["text"].as_str().unwrap().to_owned();
@@ -155,13 +114,13 @@ async fn completions_and_stop_strings() {
     let expect = &text[..text.find(&stop).unwrap()];
     let mut sbody = body.clone();
     sbody["stop"] = json!([stop, "never-appears"]);
-    let (status, v) = post(url.clone(), sbody.clone()).await;
+    let (status, v) = post(url.clone(), &sbody).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["text"], expect);
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     // Streaming holds back partial matches and never sends the stop string.
     sbody["stream"] = json!(true);
-    let events = sse(url, sbody).await;
+    let events = sse(url, &sbody).await;
     assert_eq!(events.last().unwrap().1, "[DONE]");
     let streamed: String = events[..events.len() - 1]
         .iter()
@@ -181,7 +140,7 @@ async fn anthropic_messages() {
         "max_tokens": 6,
         "temperature": 0,
     });
-    let (status, v) = post(url.clone(), body.clone()).await;
+    let (status, v) = post(url.clone(), &body).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["type"], "message");
     assert_eq!(v["role"], "assistant");
@@ -193,14 +152,14 @@ async fn anthropic_messages() {
     let prompt_len =
         v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
 
-    let (status, c) = post(format!("{base}/v1/messages/count_tokens"), body.clone()).await;
+    let (status, c) = post(format!("{base}/v1/messages/count_tokens"), &body).await;
     assert_eq!(status, 200, "{c}");
     assert_eq!(c["input_tokens"].as_u64().unwrap(), prompt_len);
 
     let mut sbody = body.clone();
     sbody["stream"] = json!(true);
     sbody["system"] = json!("You are a helpful assistant.");
-    let events = sse(url, sbody).await;
+    let events = sse(url, &sbody).await;
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap_or("")).collect();
     let n = names.len();
     assert!(n >= 6, "{names:?}");
@@ -237,31 +196,31 @@ async fn request_errors() {
 
     let mut body = chat_body("hi", 2);
     body["temperature"] = json!("hot");
-    let (status, v) = post(chat.clone(), body).await;
+    let (status, v) = post(chat.clone(), &body).await;
     assert_eq!(status, 400);
     assert!(v["error"]["message"].as_str().unwrap().contains("temperature"), "{v}");
     assert_eq!(v["error"]["param"], "temperature");
 
-    let (status, v) = post(chat.clone(), json!({"model": "x"})).await;
+    let (status, v) = post(chat.clone(), &json!({"model": "x"})).await;
     assert_eq!(status, 400);
     assert!(v["error"]["message"].as_str().unwrap().contains("messages"), "{v}");
 
     let mut body = chat_body("hi", 2);
     body["n"] = json!(2);
-    let (status, v) = post(chat.clone(), body).await;
+    let (status, v) = post(chat.clone(), &body).await;
     assert_eq!(status, 400);
     assert_eq!(v["error"]["param"], "n");
 
     let long = "lorem ipsum dolor sit amet ".repeat(400);
-    let (status, v) = post(chat.clone(), chat_body(&long, 2)).await;
+    let (status, v) = post(chat.clone(), &chat_body(&long, 2)).await;
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["code"], "context_length_exceeded");
 
-    let (status, v) = post(format!("{base}/v1/completions"), json!({"prompt": 12})).await;
+    let (status, v) = post(format!("{base}/v1/completions"), &json!({"prompt": 12})).await;
     assert_eq!(status, 400);
     assert_eq!(v["error"]["param"], "prompt");
 
-    let (status, v) = post(format!("{base}/v1/messages"), json!({"messages": "nope"})).await;
+    let (status, v) = post(format!("{base}/v1/messages"), &json!({"messages": "nope"})).await;
     assert_eq!(status, 400);
     assert_eq!(v["type"], "error");
     assert_eq!(v["error"]["type"], "invalid_request_error");
@@ -319,6 +278,6 @@ async fn client_disconnect_frees_the_slot() {
         assert!(t.elapsed() < Duration::from_secs(10), "slot still busy after the client left: {h}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (status, v) = post(format!("{base}/v1/chat/completions"), chat_body("Hi", 3)).await;
+    let (status, v) = post(format!("{base}/v1/chat/completions"), &chat_body("Hi", 3)).await;
     assert_eq!(status, 200, "{v}");
 }

@@ -8,15 +8,11 @@
 
 #[path = "support/load_client.rs"]
 mod load_client;
+#[path = "support/server.rs"]
+mod server;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use infr_core::GgufWeights;
-use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
-use infr_engine::{slot_runner_options, Runner, RunnerOptions, Scheduler, SchedulerOptions};
-use infr_server::{ServerOptions, TextModel};
-use infr_tokenizer::chat::ChatTemplate;
 use load_client::{run, LoadOptions};
 
 const MODEL: &str = "smollm2-135m-instruct-q4_1";
@@ -25,45 +21,10 @@ const MAX_TOKENS: usize = 32;
 /// The whole test's time limit.
 const DEADLINE: Duration = Duration::from_secs(90);
 
-fn model_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("INFR_TEST_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join(format!("{MODEL}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(std::env::var("INFR_REQUIRE_MODELS").is_err(), "missing model {}", path.display());
-    eprintln!("skipping: {} not found", path.display());
-    None
-}
-
-/// Start the server (16 slots of 256 tokens) on 127.0.0.1; returns its base URL.
-async fn start_server() -> Option<String> {
-    let path = model_path()?;
-    let w = GgufWeights::open(&path).expect("model opens");
-    let meta = infr_core::WeightSource::metadata(&w);
-    let tok = infr_tokenizer::Tokenizer::from_metadata(meta).expect("tokenizer");
-    let template = ChatTemplate::for_model(meta).expect("chat template");
-    let model = infr_models::load_model(&w).expect("model loads");
-    let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
-    let ro = slot_runner_options(
-        PARALLEL * 256,
-        PARALLEL,
-        RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() },
-    );
-    let runner = Runner::new(model, &w, backend, ro).expect("runner");
-    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity: 64, ..Default::default() }).expect("sched");
-    let state = infr_server::state(sched, TextModel::new(tok, template), ServerOptions::new(MODEL));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("address");
-    tokio::spawn(infr_server::serve(listener, state, std::future::pending()));
-    Some(format!("http://{addr}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_streaming_clients() {
-    let Some(url) = start_server().await else { return };
+    // 16 slots of 256 tokens on 127.0.0.1.
+    let Some(url) = server::start_server_with(MODEL, PARALLEL, PARALLEL * 256, None) else { return };
     let opts = LoadOptions { url, clients: 1, max_tokens: MAX_TOKENS, api_key: None, timeout: DEADLINE };
     let body = async {
         // Warm-up (first-use allocations), then 1 client, then 16.

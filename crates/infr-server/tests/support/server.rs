@@ -45,7 +45,9 @@ pub fn start_server_with(name: &str, parallel: usize, n_ctx: usize, api_key: Opt
     let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
     let ro = slot_runner_options(n_ctx, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
     let runner = Runner::new(model, &w, backend, ro).expect("runner");
-    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity: 8, ..Default::default() }).expect("sched");
+    // Room for every slot's request plus a few waiting (load tests fill all slots at once).
+    let queue_capacity = (4 * parallel).max(8);
+    let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity, ..Default::default() }).expect("sched");
     let opts = ServerOptions { api_key: api_key.map(str::to_owned), ..ServerOptions::new(name) };
     let state = infr_server::state(sched, TextModel::new(tok, template), opts);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -63,20 +65,27 @@ pub fn start_server_with(name: &str, parallel: usize, n_ctx: usize, api_key: Opt
 
 /// An HTTP client with a generous timeout (CPU generation).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(300)).build().unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
 }
 
+/// POST `body` as JSON; the status and the JSON answer.
 pub async fn post(url: String, body: &Value) -> (u16, Value) {
     let r = client().post(url).json(body).send().await.expect("request");
     let status = r.status().as_u16();
     (status, r.json().await.expect("json body"))
 }
 
-/// SSE events of a streamed response: (event name, data).
+/// SSE events of a streamed response (status 200, `text/event-stream`): (event name, data).
 pub async fn sse(url: String, body: &Value) -> Vec<(Option<String>, String)> {
     let r = client().post(url).json(body).send().await.expect("request");
     assert_eq!(r.status().as_u16(), 200);
-    let text = r.text().await.expect("stream");
+    let ct = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    parse_sse(&r.text().await.expect("stream"))
+}
+
+/// Split an SSE body into (event name, data) pairs; multi-line data is joined with newlines.
+pub fn parse_sse(text: &str) -> Vec<(Option<String>, String)> {
     let mut out = Vec::new();
     for block in text.split("\n\n") {
         let mut event = None;
