@@ -12,12 +12,8 @@ use infr_tokenizer::Tokenizer;
 /// reference (`org/repo[:quant]`, `org/repo:file.gguf`, `hf:`…) resolved from the shared
 /// Hugging Face cache, downloading it when missing (unless offline).
 pub fn model_path(model: &str) -> Result<PathBuf> {
-    model_path_with(model, infr_hub::HubOptions::from_env())
-}
-
-/// [`model_path`] with explicit hub options (`--offline`, endpoint…).
-pub fn model_path_with(model: &str, opts: infr_hub::HubOptions) -> Result<PathBuf> {
-    let resolved = infr_hub::resolve_blocking(model, opts).with_context(|| format!("model '{model}'"))?;
+    let resolved = infr_hub::resolve_blocking(model, infr_hub::HubOptions::from_env())
+        .with_context(|| format!("model '{model}'"))?;
     match resolved.paths.into_iter().next() {
         Some(p) => Ok(p),
         None => bail!("model '{model}' resolved to no file"),
@@ -26,8 +22,12 @@ pub fn model_path_with(model: &str, opts: infr_hub::HubOptions) -> Result<PathBu
 
 /// Open a GGUF model (all its shards).
 pub fn open_weights(model: &str) -> Result<GgufWeights> {
-    let path = model_path(model)?;
-    GgufWeights::open(&path).with_context(|| format!("loading {}", path.display()))
+    open_path(&model_path(model)?)
+}
+
+/// Open an already resolved GGUF file (all its shards).
+pub fn open_path(path: &std::path::Path) -> Result<GgufWeights> {
+    GgufWeights::open(path).with_context(|| format!("loading {}", path.display()))
 }
 
 /// Build the tokenizer from the model's metadata.

@@ -492,7 +492,7 @@ pub fn elementwise(op: Elt) -> KernelSpec {
         Elt::Add => ("add", "return a + b;"),
         Elt::Mul => ("mul", "return a * b;"),
         Elt::Scale => ("scale", "return a * pc.s;"),
-        Elt::Softcap => ("softcap", "return tanh_safe(a * pc.inv_s) * pc.s;"),
+        Elt::Softcap => ("softcap", "return tanh_exp(a * pc.inv_s) * pc.s;"),
         Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
         Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
     };

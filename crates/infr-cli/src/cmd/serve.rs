@@ -83,7 +83,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--ctx-size {ctx} leaves {} tokens per slot with --parallel {parallel}", ctx / parallel);
     }
     let path = load::model_path(&a.model)?;
-    let w = load::open_weights(&path.to_string_lossy())?;
+    let w = load::open_path(&path)?;
     let tok = load::tokenizer(&w)?;
     let meta = infr_core::WeightSource::metadata(&w);
     let template = ChatTemplate::for_model(meta).context("chat template")?;
