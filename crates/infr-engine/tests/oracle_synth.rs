@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use infr_core::{Backend, GgufWeights};
 use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
 use infr_engine::oracle::{compare, Oracle};
-use infr_vulkan::{VulkanBackend, VulkanOptions};
 
 fn synth_dir() -> PathBuf {
     common::repo().join("testdata/oracle/synth")
@@ -34,17 +33,6 @@ fn cpu() -> Box<dyn Backend> {
     Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).unwrap())
 }
 
-fn vulkan() -> Option<Box<dyn Backend>> {
-    match VulkanBackend::new(&VulkanOptions::default()) {
-        Ok(b) => Some(Box::new(b)),
-        Err(e) => {
-            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
-            eprintln!("skipping: no Vulkan device ({e})");
-            None
-        }
-    }
-}
-
 #[test]
 fn qwen3_cpu_matches_llama_cpp() {
     check("qwen3", cpu());
@@ -57,7 +45,7 @@ fn qwen3_reference_kernels_match_llama_cpp() {
 
 #[test]
 fn qwen3_vulkan_matches_llama_cpp() {
-    if let Some(b) = vulkan() {
+    if let Some(b) = common::vulkan() {
         check("qwen3", b);
     }
 }

@@ -1,28 +1,14 @@
 //! The real models on the Vulkan backend (lavapipe in CI, the GPU where there is one) against
 //! llama.cpp's logits. lavapipe is a slow software rasterizer, so CI runs the shorter cases of
-//! every model; `INFR_ORACLE_ALL=1` runs all sixteen (done on the H200).
+//! every model; `INFR_ORACLE_ALL=1` runs all sixteen.
 
 mod common;
 
-use infr_core::Backend;
-use infr_vulkan::{VulkanBackend, VulkanOptions};
-
-fn vulkan() -> Option<Box<dyn Backend>> {
-    match VulkanBackend::new(&VulkanOptions::default()) {
-        Ok(b) => Some(Box::new(b)),
-        Err(e) => {
-            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
-            eprintln!("skipping: no Vulkan device ({e})");
-            None
-        }
-    }
-}
-
 fn check(filter: &str) {
-    if vulkan().is_none() {
+    if common::vulkan().is_none() {
         return;
     }
-    let n = common::check_all(filter, &|| vulkan().expect("device opened before"));
+    let n = common::check_all(filter, &|| common::vulkan().expect("device opened before"));
     eprintln!("{n} cases on Vulkan");
 }
 

@@ -78,3 +78,16 @@ pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> u
     eprintln!("{ran} oracle cases passed");
     ran
 }
+
+/// The default Vulkan device, or `None` (skip) when there is none; a failure instead when
+/// `INFR_REQUIRE_VULKAN` is set (CI).
+pub fn vulkan() -> Option<Box<dyn Backend>> {
+    match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
+        Ok(b) => Some(Box::new(b)),
+        Err(e) => {
+            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
+            eprintln!("skipping: no Vulkan device ({e})");
+            None
+        }
+    }
+}
