@@ -101,6 +101,7 @@ impl KeySpec {
 }
 
 const KV_TYPES: &[&str] = &["f16", "f32", "q8_0"];
+const REASONING_FORMATS: &[&str] = &["none", "deepseek", "auto"];
 
 /// Every configuration key. Order is the order of `infr config` and of the docs table.
 pub const KEYS: &[KeySpec] = &[
@@ -175,6 +176,13 @@ pub const KEYS: &[KeySpec] = &[
         "Per-request timeout (s); 0 = none.",
     ),
     KeySpec::new("server.metrics", Kind::Bool, "false", "Serve Prometheus metrics at /metrics.").flag("--metrics"),
+    KeySpec::new(
+        "server.reasoning_format",
+        Kind::Choice(REASONING_FORMATS),
+        "\"auto\"",
+        "Split `<think>` reasoning out of replies: none, deepseek, auto.",
+    )
+    .flag("--reasoning-format"),
     KeySpec::new("cache.expert_cache", Kind::Size, "", "MoE expert cache budget (`19g`, `80%`); unset = auto.")
         .flag("--expert-cache")
         .env(&["INFR_CACHE"]),
@@ -323,6 +331,20 @@ pub struct ServerConfig {
     pub request_timeout_s: u64,
     /// Expose `/metrics`.
     pub metrics: bool,
+    /// How `<think>` reasoning in replies is reported.
+    pub reasoning_format: ReasoningFormat,
+}
+
+/// How the server reports `<think>...</think>` reasoning (llama.cpp's `--reasoning-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningFormat {
+    /// Replies as generated, tags in the content.
+    None,
+    /// Reasoning in `reasoning_content` / a `thinking` block.
+    Deepseek,
+    /// As `deepseek`; a prompt ending with `<think>` counts only for templates that use it.
+    Auto,
 }
 
 /// `[cache]`

@@ -36,6 +36,9 @@ pub enum ApiError {
     /// The engine failed (500).
     #[error("{0}")]
     Internal(String),
+    /// A feature this server was started without (501), e.g. `/metrics` without `--metrics`.
+    #[error("{0}")]
+    NotSupported(String),
 }
 
 impl ApiError {
@@ -52,6 +55,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Busy(_) | Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -67,6 +71,7 @@ impl ApiError {
             Self::Busy(_) => ("unavailable_error", json!("server_busy"), None),
             Self::Timeout(_) => ("unavailable_error", json!("timeout"), None),
             Self::Internal(_) => ("server_error", serde_json::Value::Null, None),
+            Self::NotSupported(_) => ("not_supported_error", serde_json::Value::Null, None),
         };
         json!({ "error": { "message": self.to_string(), "type": ty, "param": param, "code": code } })
     }
@@ -78,7 +83,7 @@ impl ApiError {
             Self::Unauthorized => "authentication_error",
             Self::NotFound(_) => "not_found_error",
             Self::Busy(_) | Self::Timeout(_) => "overloaded_error",
-            Self::Internal(_) => "api_error",
+            Self::Internal(_) | Self::NotSupported(_) => "api_error",
         };
         json!({ "type": "error", "error": { "type": ty, "message": self.to_string() } })
     }

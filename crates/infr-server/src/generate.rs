@@ -174,6 +174,7 @@ async fn drive(
             ev = events.recv() => ev,
             _ = out.closed() => {
                 tracing::info!(route, prompt_tokens, completion_tokens = completion, "request cancelled: client disconnected");
+                st.metrics.count_tokens(prompt_tokens, cached, completion);
                 return;
             }
         };
@@ -223,10 +224,17 @@ async fn drive(
             let last = matches!(p, Piece::End(_) | Piece::Failed(_));
             if let Piece::End(o) = &p {
                 log(route, o);
+                st.metrics.finished(o);
             } else if let Piece::Failed(e) = &p {
                 tracing::info!(route, prompt_tokens, completion_tokens = completion, "request failed: {e}");
+                st.metrics.count_tokens(prompt_tokens, cached, completion);
             }
-            if out.send(p).await.is_err() || last {
+            let sent = out.send(p).await.is_ok();
+            if !sent && !last {
+                // The client went away: what was generated still counts.
+                st.metrics.count_tokens(prompt_tokens, cached, completion);
+            }
+            if !sent || last {
                 // Dropping `events` cancels the sequence if it is still running.
                 return;
             }

@@ -10,9 +10,12 @@
 //! | `POST /v1/messages` | Anthropic messages, plain or SSE events |
 //! | `POST /v1/messages/count_tokens` | prompt length of an Anthropic request |
 //! | `GET /props` | llama.cpp-style server properties |
+//! | `GET /metrics` | Prometheus metrics with `--metrics` (else 501); needs the API key like `/v1/*` |
 //!
 //! Tool calls (OpenAI `tools` / Anthropic `tools`) are rendered through the chat template and
-//! parsed out of the reply in the model family's dialect (see [`tools`]).
+//! parsed out of the reply in the model family's dialect (see [`tools`]). Reasoning
+//! (`<think>...</think>`) is split off into `reasoning_content` / a `thinking` block first (see
+//! [`reasoning`] and [`reply`]).
 //!
 //! The `model` field of requests is ignored (as llama.cpp's server does): the loaded model
 //! answers whatever name is asked for, and responses carry its id. With an API key set, every
@@ -21,7 +24,10 @@
 pub mod auth;
 pub mod errors;
 pub mod generate;
+pub mod metrics;
 pub mod params;
+pub mod reasoning;
+pub mod reply;
 pub mod response_format;
 pub mod routes_anthropic;
 pub mod routes_misc;
@@ -39,6 +45,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 pub use errors::ApiError;
+pub use reasoning::ReasoningFormat;
 pub use state::{AppState, ServerOptions, SharedState};
 pub use text::TextModel;
 
@@ -50,7 +57,7 @@ pub fn state(sched: infr_engine::SchedulerHandle, text: TextModel, opts: ServerO
     Arc::new(AppState::new(sched, text, opts))
 }
 
-/// All routes, with the API-key check on everything but `/health`.
+/// All routes, with the API-key check on everything but `/health`, and request counting.
 pub fn router(state: SharedState) -> Router {
     let gated = Router::new()
         .route("/v1/models", get(routes_openai::models))
@@ -62,12 +69,14 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/messages", post(routes_anthropic::messages))
         .route("/v1/messages/count_tokens", post(routes_anthropic::count_tokens))
         .route("/props", get(routes_misc::props))
+        .route("/metrics", get(metrics::handler))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_key));
     Router::new()
         .route("/health", get(routes_misc::health))
         .route("/v1/health", get(routes_misc::health))
         .merge(gated)
         .fallback(routes_misc::not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }

@@ -11,14 +11,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use infr_tokenizer::chat::{ChatMessage, ToolCall};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::errors::{parse_json, AnthropicError, ApiError};
-use crate::generate::{self, Outcome, Piece};
+use crate::generate::{self, Outcome};
 use crate::params::Knobs;
+use crate::reply::{AnthropicMessage, Envelope};
 use crate::sse;
-use crate::state::SharedState;
-use crate::tools::respond::{self, AnthropicBlocks, NamedEvent};
+use crate::state::{unix_now, SharedState};
 use crate::tools::{ToolChoice, ToolSetup};
 
 /// One content block: text, `tool_use` (assistant) and `tool_result` (user) are rendered;
@@ -91,6 +91,10 @@ struct MessagesRequest {
     min_p: Option<f32>,
     #[serde(default)]
     seed: Option<i64>,
+    /// Extended thinking: `{"type": "enabled", "budget_tokens": N}` or `{"type": "disabled"}`
+    /// (any other shape is ignored).
+    #[serde(default)]
+    thinking: Option<Value>,
 }
 
 /// The text of `content`; `what` names the field in errors.
@@ -233,7 +237,8 @@ fn tool_setup(st: &SharedState, req: &mut MessagesRequest) -> Result<Option<Tool
     ToolSetup::new(tools, choice, st.text.template().source())
 }
 
-fn usage_json(o: &Outcome) -> Value {
+/// Anthropic's `usage` object.
+pub(crate) fn usage_json(o: &Outcome) -> Value {
     json!({
         "input_tokens": o.prompt_tokens - o.cached_tokens,
         "cache_read_input_tokens": o.cached_tokens,
@@ -242,7 +247,8 @@ fn usage_json(o: &Outcome) -> Value {
     })
 }
 
-fn stop_sequence(o: &Outcome) -> Value {
+/// The `stop_sequence` that ended the reply, or null.
+pub(crate) fn stop_sequence(o: &Outcome) -> Value {
     match &o.finish {
         generate::FinishKind::StopSequence(s) => json!(s),
         _ => Value::Null,
@@ -264,71 +270,44 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
         stop: req.stop_sequences.unwrap_or_default(),
         ..Default::default()
     };
-    let prompt = st.text.chat_prompt(messages, setup.as_ref().map(|s| s.tools.clone()))?;
-    let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
+    let prompt = st.text.chat_prompt_with(
+        messages,
+        setup.as_ref().map(|s| s.tools.clone()),
+        thinking_kwargs(req.thinking.as_ref()),
+    )?;
+    let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
     let constraint = st.text.tool_constraint(setup.as_ref());
+    // A grammar shapes the reply from its first token: it holds no reasoning to split off.
+    let split = match constraint {
+        Some(_) => None,
+        None => st.opts.reasoning_format.splitter(st.text.template().source(), prompt.reasoning_open),
+    };
     let rx = generate::start_constrained(&st, "messages", prep, constraint)?;
-    let id = st.new_id("msg_");
-    let model = st.opts.model_id.clone();
+    let env = Envelope { id: st.new_id("msg_"), created: unix_now(), model: st.opts.model_id.clone() };
+    let ids = st.clone();
+    let mut reply = AnthropicMessage::new(env, setup, split, Box::new(move || ids.new_id("toolu_")));
     if !req.stream.unwrap_or(false) {
         let (text, o) = generate::collect(rx).await?;
-        let (content, has_calls) = respond::anthropic_content(text, setup.as_ref(), || st.new_id("toolu_"));
-        return Ok(Json(json!({
-            "id": id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": content,
-            "stop_reason": if has_calls { "tool_use" } else { o.finish.anthropic() },
-            "stop_sequence": stop_sequence(&o),
-            "usage": usage_json(&o),
-        }))
-        .into_response());
+        return Ok(Json(reply.body(text, &o)).into_response());
     }
-    let mut blocks = AnthropicBlocks::new(setup.as_ref());
-    let block_id = move || st.new_id("toolu_");
-    let named = |evs: Vec<NamedEvent>| evs.into_iter().map(|(n, v)| sse::named(n, &v));
-    Ok(sse::respond(rx, move |p| match p {
-        Piece::Started(s) => std::iter::once(sse::named(
-            "message_start",
-            &json!({
-                "type": "message_start",
-                "message": {
-                    "id": id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [],
-                    "stop_reason": null,
-                    "stop_sequence": null,
-                    "usage": {
-                        "input_tokens": s.prompt_tokens - s.cached_tokens,
-                        "cache_read_input_tokens": s.cached_tokens,
-                        "cache_creation_input_tokens": 0,
-                        "output_tokens": 0,
-                    },
-                },
-            }),
-        ))
-        .chain(named(blocks.start()))
-        .collect(),
-        Piece::Text(t) => named(blocks.push(t, &block_id)).collect(),
-        Piece::End(o) => {
-            let mut evs: Vec<_> = named(blocks.finish(&block_id)).collect();
-            let stop_reason = if blocks.has_calls() { "tool_use" } else { o.finish.anthropic() };
-            evs.push(sse::named(
-                "message_delta",
-                &json!({
-                    "type": "message_delta",
-                    "delta": { "stop_reason": stop_reason, "stop_sequence": stop_sequence(&o) },
-                    "usage": usage_json(&o),
-                }),
-            ));
-            evs.push(sse::named("message_stop", &json!({ "type": "message_stop" })));
-            evs
+    Ok(sse::respond(rx, move |p| reply.event(p).into_iter().map(sse::Out::into_event).collect()))
+}
+
+/// Template variables for Anthropic's `thinking` field: `{"type": "enabled" | "disabled"}`
+/// becomes `enable_thinking` (Qwen3-style templates read it; others ignore it). The
+/// `budget_tokens` of an enabled thinking is accepted and not enforced.
+fn thinking_kwargs(thinking: Option<&Value>) -> Map<String, Value> {
+    let mut kwargs = Map::new();
+    match thinking.and_then(|t| t.get("type")).and_then(Value::as_str) {
+        Some("enabled") => {
+            kwargs.insert("enable_thinking".into(), Value::Bool(true));
         }
-        Piece::Failed(e) => vec![sse::named("error", &e.anthropic_body())],
-    }))
+        Some("disabled") => {
+            kwargs.insert("enable_thinking".into(), Value::Bool(false));
+        }
+        _ => {}
+    }
+    kwargs
 }
 
 /// `POST /v1/messages/count_tokens`.

@@ -6,15 +6,16 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use infr_tokenizer::chat::ChatMessage;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::errors::{parse_json, ApiError, OpenAiError};
 use crate::generate::{self, Outcome, Piece};
 use crate::params::{Knobs, StopSpec};
+use crate::reasoning::ReasoningFormat;
+use crate::reply::{Envelope, OpenAiChat};
 use crate::response_format;
 use crate::sse;
 use crate::state::{unix_now, SharedState};
-use crate::tools::respond::{self, OpenAiDeltas};
 use crate::tools::{ToolChoice, ToolSetup};
 
 /// `stream_options`.
@@ -68,6 +69,13 @@ struct ChatCompletionRequest {
     repeat_last_n: Option<i32>,
     #[serde(default)]
     n: Option<i64>,
+    /// llama.cpp's per-request override of `--reasoning-format`: `none | deepseek | auto`.
+    #[serde(default)]
+    reasoning_format: Option<String>,
+    /// Extra chat template variables (`{"enable_thinking": false}`). `reasoning_effort` and
+    /// other unknown fields are accepted and ignored.
+    #[serde(default)]
+    chat_template_kwargs: Option<Map<String, Value>>,
 }
 
 /// `prompt` of `/v1/completions`: text, a one-element list of text, or token ids.
@@ -130,7 +138,7 @@ pub fn usage_json(o: &Outcome) -> Value {
 }
 
 /// llama.cpp's `timings` object.
-fn timings_json(o: &Outcome) -> Value {
+pub(crate) fn timings_json(o: &Outcome) -> Value {
     let computed = o.prompt_tokens - o.cached_tokens;
     let prompt_ms = o.prompt_time.as_secs_f64() * 1e3;
     let predicted_ms = o.decode_time.as_secs_f64() * 1e3;
@@ -177,66 +185,32 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
         )
         .into());
     }
-    let prompt = st.text.chat_prompt(req.messages, setup.as_ref().map(|s| s.tools.clone()))?;
-    let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
+    let format = match req.reasoning_format.as_deref() {
+        Some(f) => f.parse::<ReasoningFormat>().map_err(|e| ApiError::bad(e.to_string(), "reasoning_format"))?,
+        None => st.opts.reasoning_format,
+    };
+    let kwargs = req.chat_template_kwargs.unwrap_or_default();
+    let prompt = st.text.chat_prompt_with(req.messages, setup.as_ref().map(|s| s.tools.clone()), kwargs)?;
+    let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
     let constraint = match &json_schema {
         Some(schema) => Some(st.text.json_constraint(schema)?),
         None => st.text.tool_constraint(setup.as_ref()),
     };
+    // A grammar shapes the reply from its first token: it holds no reasoning to split off.
+    let split = match constraint {
+        Some(_) => None,
+        None => format.splitter(st.text.template().source(), prompt.reasoning_open),
+    };
     let rx = generate::start_constrained(&st, "chat", prep, constraint)?;
-    let id = st.new_id("chatcmpl-");
-    let created = unix_now();
-    let model = st.opts.model_id.clone();
+    let env = Envelope { id: st.new_id("chatcmpl-"), created: unix_now(), model: st.opts.model_id.clone() };
+    let include_usage = req.stream_options.and_then(|s| s.include_usage).unwrap_or(false);
+    let ids = st.clone();
+    let mut reply = OpenAiChat::new(env, setup, split, include_usage, Box::new(move || ids.new_id("call_")));
     if !req.stream.unwrap_or(false) {
         let (text, o) = generate::collect(rx).await?;
-        let (message, has_calls) = respond::openai_message(text, setup.as_ref(), || st.new_id("call_"));
-        let finish = if has_calls { "tool_calls" } else { o.finish.openai() };
-        return Ok(Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": message,
-                "logprobs": null,
-                "finish_reason": finish,
-            }],
-            "usage": usage_json(&o),
-            "timings": timings_json(&o),
-        }))
-        .into_response());
+        return Ok(Json(reply.body(text, &o)).into_response());
     }
-    let include_usage = req.stream_options.and_then(|s| s.include_usage).unwrap_or(false);
-    let chunk = move |delta: Value, finish: Option<&str>| {
-        json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
-        })
-    };
-    let mut deltas = OpenAiDeltas::new(setup.as_ref());
-    let call_id = move || st.new_id("call_");
-    Ok(sse::respond(rx, move |p| match p {
-        Piece::Started(_) => vec![sse::data(&chunk(json!({ "role": "assistant", "content": "" }), None))],
-        Piece::Text(t) => deltas.push(t, &call_id).into_iter().map(|d| sse::data(&chunk(d, None))).collect(),
-        Piece::End(o) => {
-            let mut evs: Vec<_> = deltas.finish(&call_id).into_iter().map(|d| sse::data(&chunk(d, None))).collect();
-            let finish = if deltas.has_calls() { "tool_calls" } else { o.finish.openai() };
-            evs.push(sse::data(&chunk(json!({}), Some(finish))));
-            if include_usage {
-                let mut last = chunk(json!({}), None);
-                last["choices"] = json!([]);
-                last["usage"] = usage_json(&o);
-                evs.push(sse::data(&last));
-            }
-            evs.push(sse::done());
-            evs
-        }
-        Piece::Failed(e) => vec![sse::data(&e.openai_body())],
-    }))
+    Ok(sse::respond(rx, move |p| reply.event(p).into_iter().map(sse::Out::into_event).collect()))
 }
 
 /// `POST /v1/completions`.

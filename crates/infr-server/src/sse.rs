@@ -28,6 +28,28 @@ pub fn done() -> Event {
     Event::default().data("[DONE]")
 }
 
+/// One event as a response formatter produces it (inspectable in tests, unlike [`Event`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// `data: {json}`.
+    Data(serde_json::Value),
+    /// `event: NAME` + `data: {json}`.
+    Named(&'static str, serde_json::Value),
+    /// `data: [DONE]`.
+    Done,
+}
+
+impl Out {
+    /// The wire event.
+    pub fn into_event(self) -> Event {
+        match self {
+            Out::Data(v) => data(&v),
+            Out::Named(n, v) => named(n, &v),
+            Out::Done => done(),
+        }
+    }
+}
+
 /// Stream `rx` as SSE, formatting each piece with `fmt`; the stream ends after the piece that
 /// ends the generation.
 pub fn respond<F>(rx: mpsc::Receiver<Piece>, fmt: F) -> Response

@@ -1,11 +1,13 @@
-//! What every handler shares: the scheduler, the tokenizer and chat template, the model's id
-//! and the API key.
+//! What every handler shares: the scheduler, the tokenizer and chat template, the model's id,
+//! the API key and the metrics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use infr_engine::{SamplingParams, SchedulerHandle};
 
+use crate::metrics::Metrics;
+use crate::reasoning::ReasoningFormat;
 use crate::text::TextModel;
 
 /// Settings of the server (what `infr serve` passes in).
@@ -21,16 +23,23 @@ pub struct ServerOptions {
     pub api_key: Option<String>,
     /// Sampling used for fields a request leaves out (llama.cpp's defaults).
     pub default_sampling: SamplingParams,
+    /// How reasoning (`<think>...</think>`) in replies is reported (`--reasoning-format`).
+    pub reasoning_format: ReasoningFormat,
+    /// Whether `GET /metrics` is served (`--metrics`).
+    pub metrics: bool,
 }
 
 impl ServerOptions {
-    /// Options for `model_id` with no key and llama.cpp's default sampling.
+    /// Options for `model_id` with no key, llama.cpp's default sampling, reasoning split
+    /// `auto` and no metrics.
     pub fn new(model_id: impl Into<String>) -> Self {
         Self {
             model_id: model_id.into(),
             model_path: String::new(),
             api_key: None,
             default_sampling: SamplingParams::default(),
+            reasoning_format: ReasoningFormat::default(),
+            metrics: false,
         }
     }
 }
@@ -45,6 +54,8 @@ pub struct AppState {
     pub opts: ServerOptions,
     /// Unix time the server started (the `created` of `/v1/models`).
     pub started: u64,
+    /// Request and token counters (served at `/metrics` with `--metrics`).
+    pub metrics: Metrics,
     ids: AtomicU64,
 }
 
@@ -54,7 +65,7 @@ pub type SharedState = Arc<AppState>;
 impl AppState {
     /// State over a running scheduler.
     pub fn new(sched: SchedulerHandle, text: TextModel, opts: ServerOptions) -> Self {
-        Self { sched, text, opts, started: unix_now(), ids: AtomicU64::new(0) }
+        Self { sched, text, opts, started: unix_now(), metrics: Metrics::new(), ids: AtomicU64::new(0) }
     }
 
     /// A fresh response id starting with `prefix` (`chatcmpl-`, `cmpl-`, `msg_`).

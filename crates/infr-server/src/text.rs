@@ -6,12 +6,22 @@ use std::sync::OnceLock;
 use infr_engine::TokenConstraint;
 use infr_tokenizer::chat::{ChatMessage, ChatRequest, ChatTemplate};
 use infr_tokenizer::{StreamDecoder, Tokenizer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::errors::ApiError;
+use crate::reasoning::prompt_opens_reasoning;
 use crate::tools::grammar::{self, GrammarEnv};
 use crate::tools::polyfill::{self, TemplateCaps};
 use crate::tools::ToolSetup;
+
+/// A rendered, tokenized chat prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatPrompt {
+    /// The prompt's tokens.
+    pub ids: Vec<u32>,
+    /// Whether the prompt ends with an open `<think>` (the reply starts inside reasoning).
+    pub reasoning_open: bool,
+}
 
 /// The model's tokenizer and chat template.
 pub struct TextModel {
@@ -48,9 +58,20 @@ impl TextModel {
     /// Render a conversation with the generation prompt and tokenize it (special tokens
     /// parsed; BOS added unless the template already wrote it). Tool definitions, calls and
     /// results are adapted to templates that cannot render them (see [`polyfill`]).
-    pub fn chat_prompt(&self, mut messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
+    pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
+        Ok(self.chat_prompt_with(messages, tools, Map::new())?.ids)
+    }
+
+    /// [`Self::chat_prompt`] with extra template variables (`chat_template_kwargs`, e.g.
+    /// `enable_thinking`), also saying whether the prompt leaves reasoning open.
+    pub fn chat_prompt_with(
+        &self,
+        mut messages: Vec<ChatMessage>,
+        tools: Option<Vec<Value>>,
+        kwargs: Map<String, Value>,
+    ) -> Result<ChatPrompt, ApiError> {
         polyfill::adapt(&mut messages, tools.as_deref(), self.caps);
-        let req = ChatRequest { messages, tools, add_generation_prompt: true, ..Default::default() };
+        let req = ChatRequest { messages, tools, add_generation_prompt: true, kwargs };
         let text = self.template.render(&req).map_err(|e| ApiError::BadRequest {
             message: format!("chat template: {e}"),
             param: Some("messages".into()),
@@ -62,7 +83,7 @@ impl TextModel {
                 ids.remove(0);
             }
         }
-        Ok(ids)
+        Ok(ChatPrompt { ids, reasoning_open: prompt_opens_reasoning(&text) })
     }
 
     /// The grammar constraint that forces a tool call for `setup` (`tool_choice` required or

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use infr_engine::{slot_runner_options, RunnerOptions, Scheduler, SchedulerOptions};
-use infr_server::{ServerOptions, TextModel};
+use infr_server::{ReasoningFormat, ServerOptions, TextModel};
 use infr_tokenizer::chat::ChatTemplate;
 
 use crate::load::{self, DeviceArgs};
@@ -51,6 +51,16 @@ pub struct Args {
     /// Largest prompt chunk mixed into a step that also decodes other requests.
     #[arg(long, default_value_t = 256)]
     pub prefill_chunk: usize,
+    /// Serve Prometheus metrics at `GET /metrics` (needs the API key when one is set; config
+    /// `server.metrics`).
+    #[arg(long)]
+    pub metrics: bool,
+    /// Reasoning in replies (`<think>...</think>`): `none` leaves it in the content, `deepseek`
+    /// moves it to `reasoning_content` / a `thinking` block, `auto` (default) does so too, and
+    /// treats a prompt ending with `<think>` as open reasoning only for templates that use the
+    /// tag. Config key `server.reasoning_format`.
+    #[arg(long, value_parser = ["none", "deepseek", "auto"])]
+    pub reasoning_format: Option<String>,
     /// KV cache type: f16 (default), f32, q8_0 (config `kv.type`).
     #[arg(long = "ctk", visible_aliases = ["cache-type-k", "kv-type"])]
     pub kv_type: Option<String>,
@@ -70,6 +80,8 @@ pub fn run(a: Args) -> Result<()> {
     f.opt("server.request_timeout_s", "--timeout", a.timeout);
     f.opt("context.ubatch", "--ubatch-size", a.ubatch);
     f.opt("kv.type", "--cache-type-k", a.kv_type.clone());
+    f.opt("server.metrics", "--metrics", a.metrics.then_some(true));
+    f.opt("server.reasoning_format", "--reasoning-format", a.reasoning_format.clone());
     let cfg = a.device.resolve(f)?;
     let s = &cfg.server;
     let parallel = s.parallel as usize;
@@ -102,8 +114,15 @@ pub fn run(a: Args) -> Result<()> {
         model_path: path.display().to_string(),
         api_key: api_key.clone(),
         default_sampling: crate::cmd::run::sampling_of(&cfg.sampling),
+        reasoning_format: match s.reasoning_format {
+            infr_config::ReasoningFormat::None => ReasoningFormat::None,
+            infr_config::ReasoningFormat::Deepseek => ReasoningFormat::Deepseek,
+            infr_config::ReasoningFormat::Auto => ReasoningFormat::Auto,
+        },
+        metrics: s.metrics,
     };
     let n_ctx = sched.n_ctx();
+    let metrics = opts.metrics;
     let state = infr_server::state(sched, TextModel::new(tok, template), opts);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -117,9 +136,10 @@ pub fn run(a: Args) -> Result<()> {
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
         let addr = listener.local_addr()?;
         eprintln!(
-            "{model_id} on {device}: {} slots x {n_ctx} tokens of context{}",
+            "{model_id} on {device}: {} slots x {n_ctx} tokens of context{}{}",
             parallel,
-            if api_key.is_some() { ", API key required" } else { "" }
+            if api_key.is_some() { ", API key required" } else { "" },
+            if metrics { ", metrics at /metrics" } else { "" }
         );
         println!("listening on http://{addr}");
         let shutdown = async {

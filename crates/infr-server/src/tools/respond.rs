@@ -127,6 +127,14 @@ impl AnthropicBlocks {
         self.calls > 0
     }
 
+    /// Take the next block index for a block sent by the caller (a thinking block, which comes
+    /// before the text and tool blocks: call it before [`Self::start`] and [`Self::push`]).
+    pub fn reserve_index(&mut self) -> usize {
+        let index = self.next;
+        self.next += 1;
+        index
+    }
+
     /// Events right after `message_start`: without tools the text block opens at once (with
     /// tools it opens with the first text, so a reply of calls only has no empty text block).
     pub fn start(&mut self) -> Vec<NamedEvent> {
@@ -151,7 +159,7 @@ impl AnthropicBlocks {
         let evs = self.stream.as_mut().map(ToolStream::finish).unwrap_or_default();
         let mut out = self.events(evs, new_id);
         if self.next == 0 {
-            // Nothing was generated: still one (empty) text block.
+            // Nothing was generated: still one (empty) text block (none after a thinking block).
             self.open_text(&mut out);
         }
         self.close_text(&mut out);

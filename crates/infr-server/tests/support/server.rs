@@ -36,11 +36,27 @@ pub fn start_server(name: &str) -> Option<String> {
 /// A server for `name` with `parallel` slots sharing `n_ctx` tokens and an optional API key, on
 /// its own thread and runtime (it lives as long as the test process); its base URL.
 pub fn start_server_with(name: &str, parallel: usize, n_ctx: usize, api_key: Option<&str>) -> Option<String> {
+    let key = api_key.map(str::to_owned);
+    start_server_custom(name, parallel, n_ctx, None, move |o| o.api_key = key)
+}
+
+/// [`start_server_with`] with the model's chat template replaced by `template` (Jinja source)
+/// when given, and the server options adjusted by `configure` (metrics, reasoning format, key).
+pub fn start_server_custom(
+    name: &str,
+    parallel: usize,
+    n_ctx: usize,
+    template: Option<&str>,
+    configure: impl FnOnce(&mut ServerOptions),
+) -> Option<String> {
     let path = model_path(name)?;
     let w = GgufWeights::open(&path).expect("model opens");
     let meta = infr_core::WeightSource::metadata(&w);
     let tok = infr_tokenizer::Tokenizer::from_metadata(meta).expect("tokenizer");
-    let template = ChatTemplate::for_model(meta).expect("chat template");
+    let template = match template {
+        Some(src) => ChatTemplate::new(src, "", "").expect("test template"),
+        None => ChatTemplate::for_model(meta).expect("chat template"),
+    };
     let model = infr_models::load_model(&w).expect("model loads");
     let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
     let ro = slot_runner_options(n_ctx, parallel, RunnerOptions { ubatch: 512, page_size: 64, ..Default::default() });
@@ -48,7 +64,8 @@ pub fn start_server_with(name: &str, parallel: usize, n_ctx: usize, api_key: Opt
     // Room for every slot's request plus a few waiting (load tests fill all slots at once).
     let queue_capacity = (4 * parallel).max(8);
     let sched = Scheduler::spawn(runner, SchedulerOptions { queue_capacity, ..Default::default() }).expect("sched");
-    let opts = ServerOptions { api_key: api_key.map(str::to_owned), ..ServerOptions::new(name) };
+    let mut opts = ServerOptions::new(name);
+    configure(&mut opts);
     let state = infr_server::state(sched, TextModel::new(tok, template), opts);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
