@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Start `infr serve` with the smallest test model on a free loopback port, run the OpenAI and
-# Anthropic SDK checks against it, stop the server. Needs `pip install -r requirements.txt`
+# Start `infr serve` with the smallest test model on a free loopback port (API key and
+# --metrics on), run the OpenAI and Anthropic SDK checks and the raw curl SSE checks
+# (curl_sse.sh) against it, stop the server. Needs `pip install -r requirements.txt`
 # (scripts/install-deps.sh does it). A missing model skips, unless INFR_REQUIRE_MODELS is set;
 # then it fails, as missing SDKs always do. INFR_BIN picks a prebuilt `infr` (default: build
 # target/release/infr).
@@ -27,7 +28,7 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export INFR_API_KEY="sdk-test-key"
 log=$(mktemp)
-"$bin" serve "$model" --dev cpu --host 127.0.0.1 --port "$port" --parallel 2 --ctx-size 4096 >"$log" 2>&1 &
+"$bin" serve "$model" --dev cpu --host 127.0.0.1 --port "$port" --parallel 2 --ctx-size 4096 --metrics >"$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 up=""
@@ -42,3 +43,4 @@ if [ -z "$up" ]; then
     exit 1
 fi
 INFR_BASE="http://127.0.0.1:$port" python3 "$here/sdk_clients.py"
+INFR_BASE="http://127.0.0.1:$port" INFR_METRICS=1 bash "$here/curl_sse.sh"
