@@ -26,6 +26,24 @@ pub(crate) struct CpuWeight {
     pub bytes: TensorData,
     /// Dequantized values for 1-D weights.
     pub f32: Option<Vec<f32>>,
+    /// The same matrix in a 16-row interleaved layout, when this CPU has kernels for it.
+    pub packed: Option<crate::simd::pack::PackedWeight>,
+}
+
+impl CpuWeight {
+    /// A weight of `rows` rows of `cols` values, in its GGUF blocks.
+    pub(crate) fn new(ty: GgmlType, cols: usize, rows: usize, bytes: TensorData, f32: Option<Vec<f32>>) -> Self {
+        let row_bytes = ty.row_bytes(cols).unwrap_or(0);
+        Self { ty, cols, rows, row_bytes, bytes, f32, packed: None }
+    }
+
+    /// Repack a matmul weight for the 16-row kernels if this CPU has them for its type
+    /// (once; the original blocks stay for embedding lookups and the reference kernels).
+    pub(crate) fn pack_for_matmul(&mut self) {
+        if self.packed.is_none() && self.f32.is_none() && crate::simd::packs(self.ty) {
+            self.packed = crate::simd::pack::pack(self.ty, &self.bytes, self.rows, self.row_bytes);
+        }
+    }
 }
 
 /// Options for the CPU backend.
@@ -158,7 +176,8 @@ impl Backend for CpuBackend {
                 .map_err(|e| unsupported(format!("{}: {e}", w.name)))?;
             None
         };
-        self.weights.insert(id, CpuWeight { ty: w.info.ty, cols, rows, row_bytes, bytes: w.bytes.clone(), f32 });
+        let bytes = w.bytes.clone();
+        self.weights.insert(id, CpuWeight::new(w.info.ty, cols, rows, bytes, f32));
         Ok(())
     }
 
@@ -170,6 +189,18 @@ impl Backend for CpuBackend {
 
     fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
         let plan = Plan::compile(graph, &self.weights)?;
+        if self.tier == KernelTier::Fast {
+            let weights = &mut self.weights;
+            self.pool.install(|| {
+                for node in &graph.nodes {
+                    if let infr_core::Op::Linear { weight, .. } = &node.op {
+                        if let Some(w) = weights.get_mut(weight) {
+                            w.pack_for_matmul();
+                        }
+                    }
+                }
+            });
+        }
         self.plans.push(plan);
         Ok(PlanId(self.plans.len() as u32 - 1))
     }

@@ -39,6 +39,9 @@ pub(crate) struct PreparedActs {
     pub bytes: Vec<u8>,
     pub row_bytes: usize,
     pub f32: Vec<f32>,
+    /// For Q8_0 rows: the integer sum of each 32-value block (packed kernels subtract the
+    /// weights' unsigned offset with it).
+    pub sums: Vec<i32>,
 }
 
 /// Convert `n` rows of `k` activations for weights of type `w_ty`; `want_f32` also keeps the
@@ -46,7 +49,7 @@ pub(crate) struct PreparedActs {
 pub(crate) fn prepare_acts(x: &[f32], k: usize, w_ty: GgmlType, want_f32: bool) -> PreparedActs {
     let act_ty = act_type_for(w_ty);
     if act_ty == GgmlType::F32 {
-        return PreparedActs { bytes: Vec::new(), row_bytes: 0, f32: x.to_vec() };
+        return PreparedActs { bytes: Vec::new(), row_bytes: 0, f32: x.to_vec(), sums: Vec::new() };
     }
     let row_bytes = act_ty.row_bytes(k).expect("activation width is block aligned (checked at compile)");
     let rows: Vec<(Vec<u8>, Vec<f32>)> = x
@@ -68,7 +71,12 @@ pub(crate) fn prepare_acts(x: &[f32], k: usize, w_ty: GgmlType, want_f32: bool) 
         bytes.extend_from_slice(&q);
         f32s.extend_from_slice(&f);
     }
-    PreparedActs { bytes, row_bytes, f32: f32s }
+    let sums = if act_ty == GgmlType::Q8_0 {
+        bytes.chunks_exact(34).map(|b| b[2..].iter().map(|&v| v as i8 as i32).sum()).collect()
+    } else {
+        Vec::new()
+    };
+    PreparedActs { bytes, row_bytes, f32: f32s, sums }
 }
 
 /// f32 dot product with 8 independent accumulators (vectorizes without fast-math).
@@ -109,6 +117,13 @@ pub(crate) fn linear(
     out: &mut [f32],
 ) {
     let (k, m) = (w.cols, w.rows);
+    if tier == KernelTier::Fast {
+        if let Some(pw) = &w.packed {
+            linear_packed(pw, acts, n, out, m);
+            add_bias(out, m, bias);
+            return;
+        }
+    }
     let fast = uses_fast(tier, w.ty);
     let row_bytes = w.row_bytes;
     // Each task computes a block of weight rows for every activation row: res[j][i].
@@ -159,12 +174,86 @@ pub(crate) fn linear(
             }
         }
     }
+    add_bias(out, m, bias);
+}
+
+fn add_bias(out: &mut [f32], m: usize, bias: Option<&[f32]>) {
     if let Some(bias) = bias {
         for row in out.chunks_mut(m) {
             for (o, b) in row.iter_mut().zip(bias) {
                 *o += b;
             }
         }
+    }
+}
+
+/// A raw output pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+// SAFETY: tasks write disjoint (row group, activation row) elements; see `linear_packed`.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper).
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Bytes of activations kept hot while a task's weight groups stream past them.
+const ACT_TILE_BYTES: usize = 32 << 10;
+
+/// `out[n, m] = x · Wᵀ` on 16-row packed weights: tasks own runs of row groups (so their
+/// writes never overlap); within a task, activation tiles stay in L1 across the groups.
+fn linear_packed(pw: &crate::simd::pack::PackedWeight, acts: &PreparedActs, n: usize, out: &mut [f32], m: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::simd::avx512;
+        assert!(out.len() >= n * m && pw.rows == m, "packed linear output shape");
+        let rows = ActRowsOwned { acts };
+        let a = rows.view();
+        let per = avx512::rows_per_call(pw.ty);
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = pw.groups.div_ceil(threads * 4).max(1);
+        let tile = (ACT_TILE_BYTES / acts.row_bytes.max(1)).max(per).next_multiple_of(per);
+        let ptr = SharedOut(out.as_mut_ptr());
+        (0..pw.groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
+            let (g0, g1) = (t * chunk, ((t + 1) * chunk).min(pw.groups));
+            for i0 in (0..n).step_by(tile) {
+                let i1 = (i0 + tile).min(n);
+                for g in g0..g1 {
+                    let mut i = i0;
+                    while i < i1 {
+                        let r = (i1 - i).min(per);
+                        // SAFETY: `packs()` checked the CPU features before the weight was
+                        // packed; this task alone writes the columns of groups g0..g1, and
+                        // `out` holds n * m values (asserted above).
+                        let done = unsafe { avx512::group_rows(pw, g, &a, i, r, ptr.get(), m) };
+                        assert!(done, "packed kernel rejected its inputs");
+                        i += r;
+                    }
+                }
+            }
+        });
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (pw, acts, n, out, m);
+        unreachable!("weights are packed only on x86-64");
+    }
+}
+
+/// Borrowed view of prepared activations for the packed kernels.
+#[cfg(target_arch = "x86_64")]
+struct ActRowsOwned<'a> {
+    acts: &'a PreparedActs,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a> ActRowsOwned<'a> {
+    fn view(&self) -> crate::simd::avx512::ActRows<'a> {
+        crate::simd::avx512::ActRows { bytes: &self.acts.bytes, stride: self.acts.row_bytes, sums: &self.acts.sums }
     }
 }
 
@@ -186,14 +275,9 @@ mod tests {
 
     fn weight(ty: GgmlType, rows: usize, cols: usize) -> CpuWeight {
         let bytes = infr_quant::quantize(ty, &randoms(rows * cols, 7)).unwrap();
-        CpuWeight {
-            ty,
-            cols,
-            rows,
-            row_bytes: ty.row_bytes(cols).unwrap(),
-            bytes: TensorData::from_vec(bytes),
-            f32: None,
-        }
+        let mut w = CpuWeight::new(ty, cols, rows, TensorData::from_vec(bytes), None);
+        w.pack_for_matmul();
+        w
     }
 
     /// The fast kernels agree with the reference kernel (dequantize + f32 dot) on every type

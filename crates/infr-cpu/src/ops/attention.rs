@@ -3,12 +3,11 @@
 //! probabilities are rounded to f16 as ggml's f16 matmuls do.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use infr_core::{AttnParams, StepInputs};
 use rayon::prelude::*;
 
 use crate::kv::KvLayer;
-use crate::matmul::dot_f32;
+use crate::simd::vecf;
 
 /// Cache slot of position `pos` in a sequence with pages `pages`.
 #[inline]
@@ -27,9 +26,9 @@ pub(crate) fn write_kv(layer: &mut KvLayer, k: &[f32], v: &[f32], inp: &StepInpu
 }
 
 fn round16(x: &mut [f32]) {
-    let mut h = vec![f16::ZERO; x.len()];
-    h.convert_from_f32_slice(x);
-    h.convert_to_f32_slice(x);
+    for v in x.iter_mut() {
+        *v = f16::from_f32(*v).to_f32();
+    }
 }
 
 /// The keys and values one sequence's queries can see in this step, converted to f32 once:
@@ -93,46 +92,41 @@ pub(crate) fn attention(
         .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, inp.seqs[s].pages, page_size, lo, hi)))
         .collect();
     let mut out = vec![0f32; n * nh * dv];
-    out.par_chunks_mut(dv).enumerate().for_each(|(idx, o)| {
+    // Per task: the query copy and the score row, reused across (token, head) pairs.
+    let scratch = || (Vec::<f32>::new(), Vec::<f32>::new());
+    out.par_chunks_mut(dv).enumerate().for_each_init(scratch, |(qh, scores), (idx, o)| {
         let (t, h) = (idx / nh, idx % nh);
         let kvh = h / group;
         let kv = seq_kv[inp.token_seq[t] as usize].as_ref().expect("range built for every token's sequence");
         let pos = inp.positions[t] as usize;
         let lo = lo_of(pos);
-        let mut qh = q[(t * nh + h) * dk..(t * nh + h + 1) * dk].to_vec();
+        qh.clear();
+        qh.extend_from_slice(&q[(t * nh + h) * dk..(t * nh + h + 1) * dk]);
         if f16_cache {
-            round16(&mut qh);
+            round16(qh);
         }
-        let mut scores = Vec::with_capacity(pos + 1 - lo);
+        scores.clear();
         for j in lo..=pos {
             let r = j - kv.lo;
             let kr = &kv.k[r * kw + kvh * dk..r * kw + (kvh + 1) * dk];
-            let mut sc = dot_f32(&qh, kr) * p.scale;
+            let mut sc = vecf::dot(qh, kr) * p.scale;
             if let Some(cap) = p.softcap {
                 sc = (sc / cap).tanh() * cap;
             }
             scores.push(sc);
         }
         let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f64;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s as f64;
-        }
+        let sum = vecf::exp_sub_sum(scores, max);
         let inv = (1.0 / sum) as f32;
         for s in scores.iter_mut() {
             *s *= inv;
         }
         if f16_cache {
-            round16(&mut scores);
+            round16(scores);
         }
         for (jj, j) in (lo..=pos).enumerate() {
             let r = j - kv.lo;
-            let vr = &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv];
-            let w = scores[jj];
-            for (a, b) in o.iter_mut().zip(vr) {
-                *a += w * b;
-            }
+            vecf::axpy(o, scores[jj], &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv]);
         }
     });
     out

@@ -2,6 +2,12 @@
 
 use half::f16;
 use infr_core::Activation;
+use rayon::prelude::*;
+
+use crate::simd::vecf;
+
+/// Values per parallel task of an elementwise op.
+const CHUNK: usize = 4096;
 
 /// `ggml_gelu_f32`: tanh approximation.
 fn gelu(x: f32) -> f32 {
@@ -11,7 +17,9 @@ fn gelu(x: f32) -> f32 {
 }
 
 /// GELU as ggml's CPU computes it with `GGML_GELU_FP16`: through an f16 table (input and
-/// output rounded to f16), saturating outside ±10.
+/// output rounded to f16), saturating outside ±10. `glu` uses the precomputed table; this
+/// direct form checks it.
+#[cfg(test)]
 fn gelu_fp16_table(x: f32) -> f32 {
     if x <= -10.0 {
         0.0
@@ -23,18 +31,33 @@ fn gelu_fp16_table(x: f32) -> f32 {
     }
 }
 
+/// [`gelu_fp16_table`] for every f16 input, indexed by its bits (ggml keeps the same table).
+fn gelu_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| (0..=u16::MAX).map(|b| f16::from_f32(gelu(f16::from_bits(b).to_f32())).to_f32()).collect())
+}
+
 /// `gate = act(gate) * up`, in place.
 pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
     match act {
         Activation::Silu => {
-            for (g, u) in gate.iter_mut().zip(up) {
-                *g = *g / (1.0 + (-*g).exp()) * u;
-            }
+            gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| vecf::silu_mul(g, u));
         }
         Activation::GeluTanh => {
-            for (g, u) in gate.iter_mut().zip(up) {
-                *g = gelu_fp16_table(*g) * u;
-            }
+            let table = gelu_table();
+            gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
+                for (g, u) in g.iter_mut().zip(u) {
+                    let x = *g;
+                    let y = if x <= -10.0 {
+                        0.0
+                    } else if x >= 10.0 {
+                        x
+                    } else {
+                        table[f16::from_f32(x).to_bits() as usize]
+                    };
+                    *g = y * u;
+                }
+            });
         }
     }
 }
@@ -43,5 +66,20 @@ pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
 pub(crate) fn softcap(x: &mut [f32], cap: f32) {
     for v in x.iter_mut() {
         *v = (*v * (1.0 / cap)).tanh() * cap;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_table_equals_direct_rounding() {
+        let xs: Vec<f32> = (0..20_001).map(|i| -12.0 + i as f32 * 0.0012).collect();
+        let mut g = xs.clone();
+        glu(&mut g, &vec![1.0; xs.len()], Activation::GeluTanh);
+        for (x, y) in xs.iter().zip(&g) {
+            assert_eq!(*y, gelu_fp16_table(*x), "gelu({x})");
+        }
     }
 }

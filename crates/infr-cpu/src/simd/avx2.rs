@@ -315,23 +315,6 @@ unsafe fn bsum(a: &[u8], ab: usize, i: usize) -> i32 {
     std::ptr::read_unaligned(a.as_ptr().add(at) as *const i16) as i32
 }
 
-/// The 6-bit scales and mins of Q4_K/Q5_K (`get_scale_min_k4`).
-#[inline]
-fn scale_min_k4(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut m = [0u8; 8];
-    for j in 0..8 {
-        if j < 4 {
-            sc[j] = s[j] & 63;
-            m[j] = s[j + 4] & 63;
-        } else {
-            sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-            m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        }
-    }
-    (sc, m)
-}
-
 /// Shared loop of Q4_K and Q5_K: `unpack(w, block offset)` gives the four 64-element chunks
 /// as (low half, high half) unsigned values; scales/mins sit at offset 4 of the block.
 #[inline]
@@ -346,7 +329,7 @@ unsafe fn k4_like<const WR: usize, const R: usize>(
         for wi in 0..WR {
             let wb = wi * t.wrb + b * bs;
             let (d, dmin) = (f16_at(t.w, wb), f16_at(t.w, wb + 2));
-            let (sc, m) = scale_min_k4(&*(t.w.as_ptr().add(wb + 4) as *const [u8; 12]));
+            let (sc, m) = super::scale_min_k4(&*(t.w.as_ptr().add(wb + 4) as *const [u8; 12]));
             let (lo, hi) = unpack(t.w, wb);
             for r in 0..R {
                 let ab = r * t.arb + b * Q8K_SIZE;

@@ -7,6 +7,10 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
+pub(crate) mod pack;
+pub(crate) mod vecf;
 
 use infr_quant::GgmlType;
 
@@ -16,19 +20,27 @@ pub(crate) enum SimdLevel {
     None,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2 plus AVX-512 F/BW/VL and VNNI: packed 16-row kernels where a layout exists.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
 }
 
-/// Detect once.
+/// Detect once. `INFR_CPU_SIMD=none|avx2` caps the level (for comparing kernel sets).
 pub(crate) fn level() -> SimdLevel {
     use std::sync::OnceLock;
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
     *LEVEL.get_or_init(|| {
+        let cap = std::env::var("INFR_CPU_SIMD").unwrap_or_default().to_ascii_lowercase();
+        if cap == "none" {
+            return SimdLevel::None;
+        }
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-            {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") && has!("f16c") {
+                if cap != "avx2" && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
+                    return SimdLevel::Avx512Vnni;
+                }
                 return SimdLevel::Avx2;
             }
         }
@@ -36,12 +48,21 @@ pub(crate) fn level() -> SimdLevel {
     })
 }
 
+/// Whether weights of type `ty` are repacked at load for the 16-row kernels on this CPU.
+pub(crate) fn packs(ty: GgmlType) -> bool {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512Vnni => pack::shape_of(ty).is_some(),
+        _ => false,
+    }
+}
+
 /// Whether a fast kernel exists for weights of type `ty` on this CPU.
 pub(crate) fn supports(ty: GgmlType) -> bool {
     match level() {
         SimdLevel::None => false,
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => avx2::supports(ty),
+        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => avx2::supports(ty),
     }
 }
 
@@ -62,6 +83,22 @@ pub(crate) fn dot_tile(
         SimdLevel::None => false,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: level() checked that the CPU has AVX2, FMA and F16C.
-        SimdLevel::Avx2 => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
+        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
     }
+}
+
+/// The 6-bit scales and mins of Q4_K/Q5_K (ggml's `get_scale_min_k4`).
+pub(crate) fn scale_min_k4(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut m = [0u8; 8];
+    for j in 0..8 {
+        if j < 4 {
+            sc[j] = s[j] & 63;
+            m[j] = s[j + 4] & 63;
+        } else {
+            sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+            m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+    }
+    (sc, m)
 }

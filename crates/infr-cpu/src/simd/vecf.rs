@@ -1,0 +1,209 @@
+//! f32 vector helpers for attention and activations, with AVX-512 versions chosen at run
+//! time (the crate is built for baseline x86-64, so plain loops get SSE2 only).
+//!
+//! `exp` is Cephes' `expf` polynomial (as ggml's `ggml_v_expf` is a vectorized exp of the
+//! same accuracy class, ~1 ulp): results may differ from libm's `expf` in the last bit.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Whether the AVX-512 versions run on this CPU.
+#[inline]
+fn wide() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::level() == super::SimdLevel::Avx512Vnni
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `Σ a[i] * b[i]`.
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`; both slices hold `n` values.
+        return unsafe { dot512(a.as_ptr(), b.as_ptr(), n) };
+    }
+    crate::matmul::dot_f32(&a[..n], &b[..n])
+}
+
+/// `y[i] += s * x[i]`.
+#[inline]
+pub(crate) fn axpy(y: &mut [f32], s: f32, x: &[f32]) {
+    let n = y.len().min(x.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`; both slices hold `n` values.
+        return unsafe { axpy512(y.as_mut_ptr(), s, x.as_ptr(), n) };
+    }
+    for (a, b) in y[..n].iter_mut().zip(&x[..n]) {
+        *a += s * b;
+    }
+}
+
+/// `v[i] = exp(v[i] - max)`; returns the sum of the results (in f64, as ggml's soft_max).
+pub(crate) fn exp_sub_sum(v: &mut [f32], max: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`.
+        return unsafe { exp_sub_sum512(v, max) };
+    }
+    let mut sum = 0f64;
+    for x in v.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x as f64;
+    }
+    sum
+}
+
+/// `g[i] = silu(g[i]) * u[i]` with `silu(x) = x / (1 + exp(-x))`.
+pub(crate) fn silu_mul(g: &mut [f32], u: &[f32]) {
+    let n = g.len().min(u.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`; both slices hold `n` values.
+        return unsafe { silu_mul512(g.as_mut_ptr(), u.as_ptr(), n) };
+    }
+    for (x, y) in g[..n].iter_mut().zip(&u[..n]) {
+        *x = *x / (1.0 + (-*x).exp()) * y;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot512(a: *const f32, b: *const f32, n: usize) -> f32 {
+    let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut i = 0;
+    while i + 32 <= n {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i + 16)), _mm512_loadu_ps(b.add(i + 16)), s1);
+        i += 32;
+    }
+    while i + 16 <= n {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)), s0);
+        i += 16;
+    }
+    if i < n {
+        let m: __mmask16 = (1u16 << (n - i)) - 1;
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a.add(i)), _mm512_maskz_loadu_ps(m, b.add(i)), s1);
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn axpy512(y: *mut f32, s: f32, x: *const f32, n: usize) {
+    let sv = _mm512_set1_ps(s);
+    let mut i = 0;
+    while i + 16 <= n {
+        _mm512_storeu_ps(y.add(i), _mm512_fmadd_ps(sv, _mm512_loadu_ps(x.add(i)), _mm512_loadu_ps(y.add(i))));
+        i += 16;
+    }
+    if i < n {
+        let m: __mmask16 = (1u16 << (n - i)) - 1;
+        let v = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(m, x.add(i)), _mm512_maskz_loadu_ps(m, y.add(i)));
+        _mm512_mask_storeu_ps(y.add(i), m, v);
+    }
+}
+
+/// Cephes `expf` on 16 lanes: `e^x = 2^n * e^r`, `r = x - n ln 2` in two parts, a degree-6
+/// polynomial for `e^r`, and `scalef` for the power of two (saturating to 0 and +inf).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp512(x: __m512) -> __m512 {
+    let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0)), _mm512_set1_ps(88.8));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+        x,
+        _mm512_set1_ps(std::f32::consts::LOG2_E),
+    ));
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+    let mut p = _mm512_set1_ps(1.987_569_1e-4);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.398_199_9e-3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.333_452e-3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166_579_6e-2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.666_666_5e-1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5e-1));
+    let y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0)));
+    _mm512_scalef_ps(y, n)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_sub_sum512(v: &mut [f32], max: f32) -> f64 {
+    let n = v.len();
+    let p = v.as_mut_ptr();
+    let mv = _mm512_set1_ps(max);
+    let mut acc = _mm512_setzero_pd();
+    let mut i = 0;
+    while i < n {
+        let m: __mmask16 = if n - i >= 16 { 0xFFFF } else { (1u16 << (n - i)) - 1 };
+        let e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p.add(i)), mv));
+        let e = _mm512_maskz_mov_ps(m, e);
+        _mm512_mask_storeu_ps(p.add(i), m, e);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e)))));
+        i += 16;
+    }
+    _mm512_reduce_add_pd(acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn silu_mul512(g: *mut f32, u: *const f32, n: usize) {
+    let one = _mm512_set1_ps(1.0);
+    let mut i = 0;
+    while i < n {
+        let m: __mmask16 = if n - i >= 16 { 0xFFFF } else { (1u16 << (n - i)) - 1 };
+        let x = _mm512_maskz_loadu_ps(m, g.add(i));
+        let s = _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+        _mm512_mask_storeu_ps(g.add(i), m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u.add(i))));
+        i += 16;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_libm_closely() {
+        let xs: Vec<f32> = (0..4000).map(|i| -90.0 + i as f32 * 0.0445).collect();
+        let mut v = xs.clone();
+        let sum = exp_sub_sum(&mut v, 0.0);
+        let mut want = 0f64;
+        for (x, e) in xs.iter().zip(&v) {
+            let r = x.exp();
+            want += r as f64;
+            assert!((e - r).abs() <= 4.0 * f32::EPSILON * r.abs() + 1e-38, "exp({x}) = {e}, libm {r}");
+        }
+        assert!((sum - want).abs() <= 1e-6 * want);
+    }
+
+    #[test]
+    fn dot_axpy_silu_match_scalar() {
+        for n in [1usize, 15, 16, 17, 64, 100] {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let want: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!((dot(&a, &b) - want).abs() < 1e-4);
+            let mut y = b.clone();
+            axpy(&mut y, 0.5, &a);
+            for i in 0..n {
+                assert!((y[i] - (b[i] + 0.5 * a[i])).abs() < 1e-6);
+            }
+            let mut g = a.clone();
+            silu_mul(&mut g, &b);
+            for i in 0..n {
+                let w = a[i] / (1.0 + (-a[i]).exp()) * b[i];
+                assert!((g[i] - w).abs() < 1e-6, "silu {i}");
+            }
+        }
+    }
+}
