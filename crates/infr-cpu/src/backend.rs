@@ -100,6 +100,7 @@ fn cpu_features() -> Vec<String> {
     {
         f.push("neon".to_owned());
     }
+    f.push(format!("matmul kernels {}", crate::simd::describe()));
     f
 }
 

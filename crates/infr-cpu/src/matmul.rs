@@ -283,6 +283,8 @@ mod tests {
     /// The fast kernels agree with the reference kernel (dequantize + f32 dot) on every type
     /// they cover, for single rows (decode) and row batches (prefill, with a ragged tail).
     #[test]
+    /// Both fast paths are checked where the CPU has them: the 16-row packed kernels
+    /// (AVX-512 VNNI) and the in-place AVX2 kernels (the weight left unpacked).
     fn fast_kernels_match_reference() {
         let (m, k) = (37, 512);
         for ty in [
@@ -294,18 +296,26 @@ mod tests {
             GgmlType::Q5_K,
             GgmlType::Q6_K,
         ] {
-            let w = weight(ty, m, k);
-            for n in [1, 3, 70] {
-                let x = randoms(n * k, 11 + n as u64);
-                let mut fast = vec![0f32; n * m];
-                let mut reference = vec![0f32; n * m];
-                linear(KernelTier::Fast, &prepare_acts(&x, k, ty, false), n, &w, None, &mut fast);
-                linear(KernelTier::Reference, &prepare_acts(&x, k, ty, true), n, &w, None, &mut reference);
-                // Q4_1 uses the activation block's f16 sum `s` (as llama.cpp does) where the
-                // reference sums the dequantized values exactly: allow that rounding.
-                let abs_tol = if ty == GgmlType::Q4_1 { 2e-2 } else { 1e-3 };
-                for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
-                    assert!((a - b).abs() <= abs_tol + 1e-3 * b.abs(), "{ty} n={n} [{i}]: fast {a} vs reference {b}");
+            let packed = weight(ty, m, k);
+            assert_eq!(packed.packed.is_some(), crate::simd::packs(ty), "{ty} packed when the CPU has kernels");
+            let mut unpacked = weight(ty, m, k);
+            unpacked.packed = None;
+            for (path, w) in [("packed", &packed), ("in place", &unpacked)] {
+                for n in [1, 3, 70] {
+                    let x = randoms(n * k, 11 + n as u64);
+                    let mut fast = vec![0f32; n * m];
+                    let mut reference = vec![0f32; n * m];
+                    linear(KernelTier::Fast, &prepare_acts(&x, k, ty, false), n, w, None, &mut fast);
+                    linear(KernelTier::Reference, &prepare_acts(&x, k, ty, true), n, w, None, &mut reference);
+                    // Q4_1 uses the activation block's f16 sum `s` (as llama.cpp does) where the
+                    // reference sums the dequantized values exactly: allow that rounding.
+                    let abs_tol = if ty == GgmlType::Q4_1 { 2e-2 } else { 1e-3 };
+                    for (i, (a, b)) in fast.iter().zip(&reference).enumerate() {
+                        assert!(
+                            (a - b).abs() <= abs_tol + 1e-3 * b.abs(),
+                            "{ty} {path} n={n} [{i}]: fast {a} vs reference {b}"
+                        );
+                    }
                 }
             }
         }

@@ -161,6 +161,13 @@ fn run_llama_bench(exe: &Path, model: &Path, a: &Args) -> Result<Vec<Speed>> {
     cmd.arg("-m").arg(model);
     cmd.args(["-p", &list(&a.n_prompt), "-n", &list(&a.n_gen), "-d", &list(&a.n_depth)]);
     cmd.args(["-r", &a.reps.to_string(), "-o", "json", "-ngl", "99"]);
+    // Same thread count on both sides (llama-bench's own default may differ from ours),
+    // unless the caller passed llama-bench a -t of their own.
+    if let Some(t) = a.device.threads.filter(|&t| t > 0) {
+        if !a.llama_args.iter().any(|x| x == "-t" || x == "--threads") {
+            cmd.args(["-t", &t.to_string()]);
+        }
+    }
     cmd.args(&a.llama_args);
     eprintln!("running {cmd:?}");
     let out = cmd.output().with_context(|| format!("could not run llama-bench '{}'", exe.display()))?;

@@ -48,6 +48,17 @@ pub(crate) fn level() -> SimdLevel {
     })
 }
 
+/// The kernel set in use, for `infr devices`.
+pub(crate) fn describe() -> &'static str {
+    match level() {
+        SimdLevel::None => "scalar",
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => "avx2 (q8_0 q4_0 q4_1 q5_0 q4_K q5_K q6_K)",
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512Vnni => "avx512-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), avx2 (q5_K)",
+    }
+}
+
 /// Whether weights of type `ty` are repacked at load for the 16-row kernels on this CPU.
 pub(crate) fn packs(ty: GgmlType) -> bool {
     match level() {
