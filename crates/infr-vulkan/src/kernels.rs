@@ -370,9 +370,76 @@ pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
     with_layout(spec, l)
 }
 
-/// The cooperative-matrix matmul for prefill: 64×64 tiles, four subgroups of
-/// `subgroup_size` lanes per workgroup (needs f16 16x16x16 → f32 cooperative matrices).
-pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32) -> KernelSpec {
+/// A tile shape of the cooperative-matrix matmul: `bm` weight rows × `bn` activation rows,
+/// both 64 or 128 (four subgroups in a 2×2 grid, each `bm/32 × bn/32` 16×16 accumulators).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoopTile {
+    /// Weight rows per workgroup.
+    pub bm: u32,
+    /// Activation rows per workgroup.
+    pub bn: u32,
+}
+
+/// The tile for an `m` (weight rows) × `n` (activation rows) product: the largest tile
+/// that still gives at least `min_groups` workgroups (small products want more, smaller
+/// workgroups to fill the device).
+pub fn coop_tile(m: usize, n: usize) -> CoopTile {
+    const MIN_GROUPS: usize = 96;
+    let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
+    for (bm, bn) in [(128, 128), (128, 64), (64, 64)] {
+        if groups(bm, bn) >= MIN_GROUPS {
+            return CoopTile { bm: bm as u32, bn: bn as u32 };
+        }
+    }
+    CoopTile { bm: 64, bn: 64 }
+}
+
+/// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of four subgroups of
+/// `subgroup_size` lanes (needs f16 16x16x16 → f32 cooperative matrices).
+pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32, tile: CoopTile) -> KernelSpec {
+    let (fm, fnn) = (tile.bm / 32, tile.bn / 32);
+    let mut acc = String::new();
+    let mut mma = String::new();
+    let mut direct = String::new();
+    let mut edge = String::new();
+    for i in 0..fm {
+        mma.push_str(&format!(
+            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&ws[(wr + {}u) * SK + kk], SK);\n",
+            16 * i
+        ));
+    }
+    for j in 0..fnn {
+        mma.push_str(&format!(
+            "            let b{j} = coopLoad<coop_mat16x16<f16, B>>(&xs[(wc + {}u) * SK + kk], SK);\n",
+            16 * j
+        ));
+    }
+    for i in 0..fm {
+        for j in 0..fnn {
+            acc.push_str(&format!("    var acc{i}_{j}: coop_mat16x16<f32, C>;\n"));
+            mma.push_str(&format!("            acc{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc{i}_{j});\n"));
+            direct.push_str(&format!(
+                "        let y{i}_{j} = yb + {}u * ys + {}u;\n        coopStore(acc{i}_{j}, &Y[y{i}_{j}], ys);\n",
+                16 * j,
+                16 * i
+            ));
+            edge.push_str(&format!(
+                "        coopStore(acc{i}_{j}, &cs[eo], 16u);
+        workgroupBarrier();
+        store_edge(sgid, sgi, r0 + wr + {}u, c0 + wc + {}u);
+        workgroupBarrier();\n",
+                16 * i,
+                16 * j
+            ));
+        }
+    }
+    let load_w = match l.deq {
+        "q4_k" | "q6_k" => format!(
+            "let blk = row_blk + ke / BLOCK;\n    return deq16_{}(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);",
+            l.deq
+        ),
+        _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
+    };
     let spec = KernelSpec {
         name: format!("matmul_coop.{}", l.ty),
         parts: dequant_parts(l, "matmul_coop"),
@@ -380,7 +447,15 @@ pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32) -> KernelSpec {
         bindings: MATMUL_BINDINGS,
         push_bytes: push_size::<MatmulParams>(),
     }
-    .define("WG", 4 * subgroup_size);
+    .define("WG", 4 * subgroup_size)
+    .define("SGS", subgroup_size)
+    .define("BM", tile.bm)
+    .define("BN", tile.bn)
+    .define("ACC_DECL", acc)
+    .define("MMA", mma)
+    .define("STORE_DIRECT", direct)
+    .define("STORE_EDGE", edge)
+    .define("LOAD_W", load_w);
     with_layout(spec, l)
 }
 
@@ -542,7 +617,9 @@ mod tests {
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
-                check(&matmul_coop(&l, 32));
+                for tile in [coop_tile(4096, 512), coop_tile(1024, 512), coop_tile(64, 64)] {
+                    check(&matmul_coop(&l, 32, tile));
+                }
             }
         }
         check(&rms_norm());

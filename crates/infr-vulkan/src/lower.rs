@@ -256,7 +256,10 @@ pub(crate) fn lower(
                 let (spec, c, r) = match vec_spec {
                     Some(s) => (s, n as u32, VEC_R),
                     None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
-                        Some(sg) => (kernels::matmul_coop(&lw.layout, sg), kernels::TILE, kernels::TILE),
+                        Some(sg) => {
+                            let tile = kernels::coop_tile(lw.rows, n);
+                            (kernels::matmul_coop(&lw.layout, sg, tile), tile.bn, tile.bm)
+                        }
                         None => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
                     },
                     None => {

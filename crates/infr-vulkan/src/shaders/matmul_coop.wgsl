@@ -1,10 +1,12 @@
 // Cooperative-matrix matmul for prefill: Y[n, m] = X[n, k] · W[m, k]ᵀ (+ bias) with 16x16x16
-// f16 multiply-accumulate into f32. A workgroup computes a 64 (weight rows) × 64 (activation
-// rows) tile: each k-step dequantizes a 64×32 slice of W and converts the matching 64×32 slice
-// of X to f16 in workgroup memory. The workgroup is four subgroups (WG = 4 × the device's
-// fixed subgroup size, templated from its capabilities); subgroup s owns the four 16×16
-// sub-tiles of weight rows 16s..16s+15. Results go through workgroup memory so edges and
-// bias are handled per element.
+// f16 multiply-accumulate into f32. A workgroup computes a BM (weight rows) × BN (activation
+// rows) tile with four subgroups in a 2×2 grid (WG = 4 × the device's fixed subgroup size,
+// templated from its capabilities); each subgroup owns FM × FN 16×16 accumulators
+// (BM = 32·FM, BN = 32·FN). Each k-step of 32 dequantizes a BM×32 slice of W once into
+// workgroup memory as f16 and converts the matching BN×32 slice of X; the next slice is read
+// from memory into registers while the current one is multiplied. Interior tiles without a
+// bias store their accumulators straight to Y; edge tiles go through workgroup memory so
+// rows and columns past the edge are masked per element.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -40,73 +42,201 @@ const QW: u32 = {{QW}}u;
 const SB: u32 = {{SB}}u;
 const BLOCK: u32 = {{BLOCK}}u;
 const WG: u32 = {{WG}}u;
+const SGS: u32 = {{SGS}}u;
+const BM: u32 = {{BM}}u;
+const BN: u32 = {{BN}}u;
 const BK: u32 = 32u;
+// Row stride of the staged slices in f16: BK plus 8 so that the 16 rows a fragment load
+// reads fall in different banks.
+const SK: u32 = 40u;
+// Loader units (one row × 16 consecutive k) per thread for the W and X slices.
+const UA: u32 = (2u * BM + WG - 1u) / WG;
+const UB: u32 = (2u * BN + WG - 1u) / WG;
 
-// Row-major [64 rows][BK] slices of W and X.
-var<workgroup> ws: array<f16, 2048>;
-var<workgroup> xs: array<f16, 2048>;
-// Column-major [64 activation rows][64 weight rows] f32 results.
-var<workgroup> cs: array<f32, 4096>;
+var<workgroup> ws: array<f16, {{BM}} * 40>;
+var<workgroup> xs: array<f16, {{BN}} * 40>;
+// One 16×16 f32 fragment per subgroup, column-major, for edge tiles.
+var<workgroup> cs: array<f32, 1024>;
 
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32) {
-    let lin = wg_linear(wid, nwg);
-    let tm = lin % pc.tiles_m;
-    let tn = lin / pc.tiles_m;
-    let r0 = tm * 64u;
-    let c0 = tn * 64u;
-    // No early return for padding workgroups (c0 >= n): cooperative operations need uniform
-    // control flow; their loads are clamped and their stores masked below.
-    var acc0: coop_mat16x16<f32, C>;
-    var acc1: coop_mat16x16<f32, C>;
-    var acc2: coop_mat16x16<f32, C>;
-    var acc3: coop_mat16x16<f32, C>;
-    let bpr = pc.k / BLOCK;
-    let nq = pc.k / 4u;
-    let sbase = pc.soff * 4u;
-    let arow = sgid * 16u * BK;
-    for (var k0 = 0u; k0 < pc.k; k0 += BK) {
-        for (var idx = t; idx < 512u; idx += WG) {
-            let row = idx / 8u;
-            let kq = idx % 8u;
-            let ke = k0 + 4u * kq;
-            var wv = vec4<f32>(0.0);
-            var xv = vec4<f32>(0.0);
-            if ke < pc.k {
-                let blk = min(r0 + row, pc.m - 1u) * bpr + ke / BLOCK;
-                wv = {{DEQ}}(blk * QW, sbase + blk * SB, (ke % BLOCK) / 4u);
-                xv = X[min(c0 + row, pc.n - 1u) * nq + ke / 4u];
-            }
-            for (var e = 0u; e < 4u; e++) {
-                ws[row * BK + 4u * kq + e] = f16(wv[e]);
-                xs[row * BK + 4u * kq + e] = f16(xv[e]);
-            }
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk += 16u) {
-            let a = coopLoadT<coop_mat16x16<f16, A>>(&ws[arow + kk], BK);
-            acc0 = coopMultiplyAdd(a, coopLoad<coop_mat16x16<f16, B>>(&xs[kk], BK), acc0);
-            acc1 = coopMultiplyAdd(a, coopLoad<coop_mat16x16<f16, B>>(&xs[16u * BK + kk], BK), acc1);
-            acc2 = coopMultiplyAdd(a, coopLoad<coop_mat16x16<f16, B>>(&xs[32u * BK + kk], BK), acc2);
-            acc3 = coopMultiplyAdd(a, coopLoad<coop_mat16x16<f16, B>>(&xs[48u * BK + kk], BK), acc3);
-        }
-        workgroupBarrier();
+// Q4_K elements e0..e0+15 of a super-block (e0 a multiple of 16): one scale/min pair.
+fn deq16_q4_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
+    let g = e0 >> 5u;
+    let sm = scale_min_k4(sb, g);
+    let dd = unpack2x16float(wload(sb >> 2u));
+    let d1 = dd.x * sm.x;
+    let m1 = dd.y * sm.y;
+    let w0 = qb + 8u * (e0 >> 6u) + ((e0 & 31u) >> 2u);
+    let sh = 4u * (g & 1u);
+    var out: array<vec4<f16>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        out[q] = vec4<f16>(d1 * nib4(wload(w0 + q), sh) - m1);
     }
-    coopStore(acc0, &cs[sgid * 16u], 64u);
-    coopStore(acc1, &cs[16u * 64u + sgid * 16u], 64u);
-    coopStore(acc2, &cs[32u * 64u + sgid * 16u], 64u);
-    coopStore(acc3, &cs[48u * 64u + sgid * 16u], 64u);
-    workgroupBarrier();
-    for (var i = t; i < 4096u; i += WG) {
-        let r = i % 64u;
-        let c = i / 64u;
-        if r0 + r < pc.m && c0 + c < pc.n {
-            let col = pc.out_col0 + r0 + r;
-            var v = cs[i];
+    return out;
+}
+
+// Q6_K elements e0..e0+15 of a super-block (e0 a multiple of 16): one scale.
+fn deq16_q6_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
+    let n = e0 >> 7u;
+    let t = (e0 & 127u) >> 5u;
+    let l = e0 & 31u;
+    let sc = f32(i32(sbyte(sb, 8u * n + (l >> 4u) + 2u * t) << 24u) >> 24u);
+    let ds = sf16(sb, 16u) * sc;
+    let lw = qb + (64u * n + 32u * (t & 1u) + l) / 4u;
+    let hw = qb + 32u + (32u * n + l) / 4u;
+    var out: array<vec4<f16>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        let lo = nib4(wload(lw + q), 4u * (t >> 1u));
+        let hi = crumb4(wload(hw + q), 2u * t);
+        out[q] = vec4<f16>(ds * (lo + 16.0 * hi - 32.0));
+    }
+    return out;
+}
+
+// Generic: four 4-element dequantizations (pseudo-blocks of plain float types hold 4).
+fn deq16_generic(row_blk: u32, sb_base: u32, ke: u32) -> array<vec4<f16>, 4> {
+    var out: array<vec4<f16>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        let e = ke + 4u * q;
+        if e < pc.k {
+            let blk = row_blk + e / BLOCK;
+            out[q] = vec4<f16>({{DEQ}}(blk * QW, sb_base + blk * SB, (e % BLOCK) / 4u));
+        } else {
+            out[q] = vec4<f16>(0.0);
+        }
+    }
+    return out;
+}
+
+fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+    let row = u / 2u;
+    let ke = k0 + 16u * (u % 2u);
+    let bpr = pc.k / BLOCK;
+    let row_blk = min(r0 + row, pc.m - 1u) * bpr;
+    {{LOAD_W}}
+}
+
+fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
+    let row = u / 2u;
+    let ke = k0 + 16u * (u % 2u);
+    let base = min(c0 + row, pc.n - 1u) * (pc.k / 4u) + ke / 4u;
+    var out: array<vec4<f16>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        if ke + 4u * q < pc.k {
+            out[q] = vec4<f16>(X[base + q]);
+        } else {
+            out[q] = vec4<f16>(0.0);
+        }
+    }
+    return out;
+}
+
+fn put_w(u: u32, v: array<vec4<f16>, 4>) {
+    let o = (u / 2u) * SK + 16u * (u % 2u);
+    for (var q = 0u; q < 4u; q++) {
+        ws[o + 4u * q] = v[q].x;
+        ws[o + 4u * q + 1u] = v[q].y;
+        ws[o + 4u * q + 2u] = v[q].z;
+        ws[o + 4u * q + 3u] = v[q].w;
+    }
+}
+
+fn put_x(u: u32, v: array<vec4<f16>, 4>) {
+    let o = (u / 2u) * SK + 16u * (u % 2u);
+    for (var q = 0u; q < 4u; q++) {
+        xs[o + 4u * q] = v[q].x;
+        xs[o + 4u * q + 1u] = v[q].y;
+        xs[o + 4u * q + 2u] = v[q].z;
+        xs[o + 4u * q + 3u] = v[q].w;
+    }
+}
+
+// Write one 16×16 accumulator (weight rows rr.., activation rows cc..) of an edge tile
+// through this subgroup's staging fragment, masking and adding the bias per element.
+fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
+    for (var e = sgi; e < 256u; e += SGS) {
+        let r = e % 16u;
+        let c = e / 16u;
+        if rr + r < pc.m && cc + c < pc.n {
+            let col = pc.out_col0 + rr + r;
+            var v = cs[sgid * 256u + e];
             if pc.has_bias != 0u {
                 v += BIAS[col];
             }
-            Y[(c0 + c) * pc.out_stride + col] = v;
+            Y[(cc + c) * pc.out_stride + col] = v;
         }
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+    let lin = wg_linear(wid, nwg);
+    let tm = lin % pc.tiles_m;
+    let tn = lin / pc.tiles_m;
+    let r0 = tm * BM;
+    let c0 = tn * BN;
+    // Subgroup (sm, sn) of the 2×2 grid owns weight rows wr.. and activation rows wc...
+    let wr = (sgid % 2u) * (BM / 2u);
+    let wc = (sgid / 2u) * (BN / 2u);
+    // No early return for padding workgroups (c0 >= n): cooperative operations need uniform
+    // control flow; their loads are clamped and their stores masked below.
+{{ACC_DECL}}
+    var ra: array<array<vec4<f16>, 4>, UA>;
+    var rb: array<array<vec4<f16>, 4>, UB>;
+    for (var i = 0u; i < UA; i++) {
+        let u = t + i * WG;
+        if u < 2u * BM {
+            ra[i] = load_w(u, r0, 0u);
+        }
+    }
+    for (var i = 0u; i < UB; i++) {
+        let u = t + i * WG;
+        if u < 2u * BN {
+            rb[i] = load_x(u, c0, 0u);
+        }
+    }
+    for (var k0 = 0u; k0 < pc.k; k0 += BK) {
+        for (var i = 0u; i < UA; i++) {
+            let u = t + i * WG;
+            if u < 2u * BM {
+                put_w(u, ra[i]);
+            }
+        }
+        for (var i = 0u; i < UB; i++) {
+            let u = t + i * WG;
+            if u < 2u * BN {
+                put_x(u, rb[i]);
+            }
+        }
+        workgroupBarrier();
+        // Read the next slice while this one is multiplied.
+        let kn = k0 + BK;
+        if kn < pc.k {
+            for (var i = 0u; i < UA; i++) {
+                let u = t + i * WG;
+                if u < 2u * BM {
+                    ra[i] = load_w(u, r0, kn);
+                }
+            }
+            for (var i = 0u; i < UB; i++) {
+                let u = t + i * WG;
+                if u < 2u * BN {
+                    rb[i] = load_x(u, c0, kn);
+                }
+            }
+        }
+        for (var kk = 0u; kk < BK; kk += 16u) {
+{{MMA}}
+        }
+        workgroupBarrier();
+    }
+    // Direct stores need 16-byte aligned columns.
+    let interior = r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;
+    if interior {
+        let ys = pc.out_stride;
+        let yb = (c0 + wc) * ys + pc.out_col0 + r0 + wr;
+{{STORE_DIRECT}}
+    } else {
+        let eo = sgid * 256u;
+{{STORE_EDGE}}
     }
 }

@@ -63,7 +63,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
             None => x.clone(),
         };
         let want = reference(&x_ref, &w_f, n, K, m, b_f.as_deref());
-        let step = Step::simple(tokens, 0, vec![0; 8]);
+        let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
         let pv = vk.compile(&g).unwrap();
         let got = step.run(vk, pv);
         // Cooperative-matrix prefill kernels multiply in f16 (f32 accumulators).
@@ -130,6 +130,16 @@ fn linear_tiled_multi_tile() {
     }
 }
 
+/// Prefill shapes large enough for the biggest cooperative-matrix tiles (128×128 per
+/// workgroup), with interior tiles stored directly and ragged edges in both dimensions.
+#[test]
+fn linear_large_tiles() {
+    let Some(mut vk) = vulkan() else { return };
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16] {
+        check_linear(&mut vk, ty, 1552, &[1000, 130], false, 11);
+    }
+}
+
 /// k-quant matmuls round their input through Q8_K like the CPU: with a massive activation
 /// in the input the result differs from f32 by far more than the tolerance, so this checks
 /// that the rounding happens, that q/k/v-style readers of one input share it, and that an
@@ -175,7 +185,7 @@ fn linear_rounds_like_cpu_with_massive_activations() {
                 g.add(ab, cd)
             });
             let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
-            let step = Step::simple(tokens, 0, vec![0; 8]);
+            let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
             let pv = vk.compile(&g).unwrap();
             let got = step.run(&mut vk, pv);
             let pc = cpu.compile(&g).unwrap();
