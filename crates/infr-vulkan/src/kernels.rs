@@ -547,7 +547,7 @@ pub fn attention_splits(rows: usize) -> u32 {
     if rows >= 128 {
         1
     } else {
-        (256usize.div_ceil(rows.max(1))).min(16) as u32
+        (1024usize.div_ceil(rows.max(1))).min(32) as u32
     }
 }
 

@@ -138,6 +138,16 @@ pub(crate) fn lower(
     pipes: &mut Pipelines,
     feat: Features,
 ) -> VkResult<Lowered> {
+/// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` rows: four
+/// when that still leaves a thousand workgroups (more loads in flight per thread), else two.
+fn vec_q8_rows(m: usize) -> u32 {
+    if m >= 4096 {
+        4
+    } else {
+        VEC_R
+    }
+}
+
     let mut scratch = 0u64;
     let mut qact_bytes: Vec<u64> = Vec::new();
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
@@ -201,7 +211,7 @@ pub(crate) fn lower(
                 // Activations as llama.cpp's CPU rounds them for this weight type.
                 let q8k = kernels::q8k_acts(lw.layout.ty) && k % 256 == 0;
                 let q8_spec = if feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 {
-                    kernels::matmul_vec_q8(&lw.layout, n as u32, VEC_R)
+                    kernels::matmul_vec_q8(&lw.layout, n as u32, vec_q8_rows(lw.rows))
                 } else {
                     None
                 };
@@ -221,7 +231,7 @@ pub(crate) fn lower(
                                 group,
                             };
                             let res = vec![Res::Act(x.0), Res::ActQ(qi), Res::ActQ(qi)];
-                            push(&kernels::quantize_act(), res, bytes(&qp), threads_groups(n * k / 32)?, None)?;
+                            push(&kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None)?;
                             qi
                         }
                     };
@@ -231,7 +241,7 @@ pub(crate) fn lower(
                     };
                     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
                     for (ci, ch) in lw.chunks.iter().enumerate() {
-                        let tiles_m = ch.rows.div_ceil(VEC_R);
+                        let tiles_m = ch.rows.div_ceil(vec_q8_rows(lw.rows));
                         let mm = kernels::MatmulParams {
                             k: k as u32,
                             m: ch.rows,

@@ -142,7 +142,8 @@ impl GpuLayout {
         let nblocks = src.len() / bb;
         let qbytes = nblocks * self.qw as usize * 4;
         let sbytes = nblocks * self.sb as usize;
-        let mut out = vec![0u8; qbytes + sbytes.next_multiple_of(4)];
+        // Padded to 16 bytes: kernels may read the chunk as 16-byte words.
+        let mut out = vec![0u8; (qbytes + sbytes.next_multiple_of(4)).next_multiple_of(16)];
         let (qp, sp) = out.split_at_mut(qbytes);
         // The scale ranges are the complement of the quant ranges.
         let mut scale_ranges = Vec::new();

@@ -69,7 +69,8 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         return Err(unsupported(format!("{} bytes do not match the shape {:?} of {ty}", w.bytes.len(), w.info.dims)));
     }
     let gpu_row = layout.gpu_row_bytes(cols);
-    let limit = ctx.caps.max_storage_buffer_range.min(ctx.caps.max_allocation_bytes).min(u32::MAX as u64 - 3);
+    // Less 16 for the padding `repack` adds.
+    let limit = ctx.caps.max_storage_buffer_range.min(ctx.caps.max_allocation_bytes).min(u32::MAX as u64 - 3) - 16;
     let rows_per_chunk = (limit / gpu_row.max(1)) as usize;
     if rows_per_chunk == 0 {
         return Err(VkError::Unsupported(format!("{}: one row ({gpu_row} bytes) exceeds a storage binding", w.name)));

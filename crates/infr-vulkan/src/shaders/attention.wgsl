@@ -35,6 +35,8 @@ const WG: u32 = {{WG}}u;
 const DPT: u32 = {{DPT}}u;
 
 var<workgroup> qs: array<f32, {{DK}}>;
+// The key head dim (pc.dk), as a constant so the score loop unrolls.
+const DKC: u32 = {{DK}}u;
 var<workgroup> red: array<f32, {{WG}}>;
 var<workgroup> ps: array<f32, {{WG}}>;
 var<workgroup> slots: array<u32, {{WG}}>;
@@ -116,7 +118,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
             let kb = slot * pc.kw + kvh * pc.dk;
             var dotv = 0.0;
-            for (var d = 0u; d < pc.dk; d += 2u) {
+            for (var d = 0u; d < DKC; d += 2u) {
                 let kk = k2(kb + d);
                 dotv += qs[d] * kk.x + qs[d + 1u] * kk.y;
             }
@@ -141,8 +143,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let d = t + ii * WG;
             if d < pc.dv {
                 var a = acc[ii] * alpha;
-                for (var jj = 0u; jj < cnt; jj++) {
-                    a += ps[jj] * v1(slots[jj] * pc.vw + kvh * pc.dv + d);
+                let vo = kvh * pc.dv + d;
+                if cnt == WG {
+                    // Full tile: constant trip count, so the loads are issued together.
+                    for (var jj = 0u; jj < WG; jj++) {
+                        a += ps[jj] * v1(slots[jj] * pc.vw + vo);
+                    }
+                } else {
+                    for (var jj = 0u; jj < cnt; jj++) {
+                        a += ps[jj] * v1(slots[jj] * pc.vw + vo);
+                    }
                 }
                 acc[ii] = a;
             }

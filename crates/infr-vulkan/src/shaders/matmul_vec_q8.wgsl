@@ -17,14 +17,21 @@ struct Params {
 
 var<immediate> pc: Params;
 
-@group(0) @binding(0) var<storage, read> W: array<u32>;
-@group(0) @binding(1) var<storage, read> XQ: array<u32>;
+// Weights and quantized activations as 16-byte words: the quant runs a lane reads are 16-byte
+// aligned (quant planes are multiples of 32 bytes per block), so they load 128 bits at a time.
+@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> XQ: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> XS: array<vec4<f32>>;
 
 fn wload(i: u32) -> u32 {
-    return W[i];
+    return W[i >> 2u][i & 3u];
+}
+
+// Four consecutive weight words from word `i` (a multiple of 4).
+fn wload4(i: u32) -> vec4<u32> {
+    return W[i >> 2u];
 }
 
 const WG: u32 = {{WG}}u;
@@ -37,32 +44,33 @@ const TPB: u32 = {{TPB}}u;
 
 var<workgroup> red: array<f32, {{RED}}>;
 
-// Activation word w (elements 4w..4w+3) and block scales of activation block `xb` of column c.
-fn xw(c: u32, w: u32) -> i32 {
-    return bitcast<i32>(XQ[min(c, pc.n - 1u) * (pc.k / 4u) + w]);
+// Activation words w..w+3 (elements 4w..4w+15, w a multiple of 4) of column c.
+fn xw4(c: u32, w: u32) -> vec4<u32> {
+    return XQ[(min(c, pc.n - 1u) * (pc.k / 4u) + w) >> 2u];
 }
 
+// Block scales of activation block `xb` of column c.
 fn xs(c: u32, xb: u32) -> vec4<f32> {
     return XS[pc.qs_off + min(c, pc.n - 1u) * (pc.k / 32u) + xb];
 }
 
-fn idot(a: u32, b: i32) -> i32 {
-    return dot4I8Packed(a, bitcast<u32>(b));
+fn idot(a: u32, b: u32) -> i32 {
+    return dot4I8Packed(a, b);
+}
+
+// Σ over four word pairs.
+fn idot4(a: vec4<u32>, b: vec4<u32>) -> i32 {
+    return idot(a.x, b.x) + idot(a.y, b.y) + idot(a.z, b.z) + idot(a.w, b.w);
 }
 
 // Q8_0, one lane per block.
 fn vdot8_q8_0(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     var out: array<f32, {{C}}>;
     let d = sf16(sb, 0u);
-    var w: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        w[i] = wload(qb + i);
-    }
+    let w0 = wload4(qb);
+    let w1 = wload4(qb + 4u);
     for (var c = 0u; c < C; c++) {
-        var s = 0;
-        for (var i = 0u; i < 8u; i++) {
-            s += idot(w[i], xw(c, 8u * xb0 + i));
-        }
+        let s = idot4(w0, xw4(c, 8u * xb0)) + idot4(w1, xw4(c, 8u * xb0 + 4u));
         out[c] = d * xs(c, xb0).x * f32(s);
     }
     return out;
@@ -89,18 +97,17 @@ fn vdot8_q4_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     let s = vec3<u32>(wload(sw + 1u), wload(sw + 2u), wload(sw + 3u));
     let lo = kscale_min(s, 2u * lane);
     let hi = kscale_min(s, 2u * lane + 1u);
-    var w: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        w[i] = wload(qb + 8u * lane + i);
-    }
+    let wa = wload4(qb + 8u * lane);
+    let wb = wload4(qb + 8u * lane + 4u);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let la = wa & m4;
+    let lb = wb & m4;
+    let ha = (wa >> vec4<u32>(4u)) & m4;
+    let hb = (wb >> vec4<u32>(4u)) & m4;
     let xl = xb0 + 2u * lane;
     for (var c = 0u; c < C; c++) {
-        var sl = 0;
-        var sh = 0;
-        for (var i = 0u; i < 8u; i++) {
-            sl += idot(w[i] & 0x0f0f0f0fu, xw(c, 8u * xl + i));
-            sh += idot((w[i] >> 4u) & 0x0f0f0f0fu, xw(c, 8u * (xl + 1u) + i));
-        }
+        let sl = idot4(la, xw4(c, 8u * xl)) + idot4(lb, xw4(c, 8u * xl + 4u));
+        let sh = idot4(ha, xw4(c, 8u * (xl + 1u))) + idot4(hb, xw4(c, 8u * (xl + 1u) + 4u));
         let xa = xs(c, xl);
         let xb = xs(c, xl + 1u);
         out[c] = dd.x * (lo.x * xa.x * f32(sl) + hi.x * xb.x * f32(sh))
@@ -123,22 +130,18 @@ fn vdot8_q6_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     let si = 8u * hn + 2u * t;
     let sc0 = d * sc_i8(sb, si);
     let sc1 = d * sc_i8(sb, si + 1u);
-    var v: array<u32, 8>;
     let qlw = (64u * hn + 32u * (t & 1u)) / 4u;
     let qhw = 32u + (32u * hn) / 4u;
-    for (var i = 0u; i < 8u; i++) {
-        let lo = (wload(qb + qlw + i) >> (4u * (t >> 1u))) & 0x0f0f0f0fu;
-        let hi = (wload(qb + qhw + i) >> (2u * t)) & 0x03030303u;
-        v[i] = lo | (hi << 4u);
-    }
+    let ls = vec4<u32>(4u * (t >> 1u));
+    let hs = vec4<u32>(2u * t);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let m2 = vec4<u32>(0x03030303u);
+    let va = ((wload4(qb + qlw) >> ls) & m4) | (((wload4(qb + qhw) >> hs) & m2) << vec4<u32>(4u));
+    let vb = ((wload4(qb + qlw + 4u) >> ls) & m4) | (((wload4(qb + qhw + 4u) >> hs) & m2) << vec4<u32>(4u));
     let xb = xb0 + 4u * hn + t;
     for (var c = 0u; c < C; c++) {
-        var s0 = 0;
-        var s1 = 0;
-        for (var i = 0u; i < 4u; i++) {
-            s0 += idot(v[i], xw(c, 8u * xb + i));
-            s1 += idot(v[i + 4u], xw(c, 8u * xb + 4u + i));
-        }
+        let s0 = idot4(va, xw4(c, 8u * xb));
+        let s1 = idot4(vb, xw4(c, 8u * xb + 4u));
         let x = xs(c, xb);
         out[c] = x.x * (sc0 * (f32(s0) - 32.0 * x.y) + sc1 * (f32(s1) - 32.0 * x.z));
     }

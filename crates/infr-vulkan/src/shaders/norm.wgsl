@@ -14,9 +14,11 @@ var<immediate> pc: Params;
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> WT: array<f32>;
 
-// 256 threads, each loading four neighbouring values per pass: a 4096-wide row takes four
-// passes of independent loads instead of 64 dependent ones (latency-bound at decode).
+// 256 threads. Rows of up to NJ * 256 elements are read once into registers by a loop of
+// constant trip count (independent, coalesced loads in flight together: a single 4096-wide
+// decode row is latency-bound) and scaled from there; wider rows loop over memory twice.
 const WG: u32 = 256u;
+const NJ: u32 = 16u;
 var<workgroup> red: array<f32, 256>;
 
 @compute @workgroup_size(256)
@@ -26,21 +28,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let base = gi * pc.group;
+    let in_regs = pc.group <= NJ * WG;
+    var xv: array<f32, NJ>;
     var s = 0.0;
-    for (var i = 4u * t; i < pc.group; i += 4u * WG) {
-        let n = min(4u, pc.group - i);
-        var v = vec4<f32>(0.0);
-        v.x = X[base + i];
-        if n > 1u {
-            v.y = X[base + i + 1u];
+    if in_regs {
+        for (var j = 0u; j < NJ; j++) {
+            let i = t + j * WG;
+            if i < pc.group {
+                xv[j] = X[base + i];
+            }
         }
-        if n > 2u {
-            v.z = X[base + i + 2u];
+        for (var j = 0u; j < NJ; j++) {
+            s += xv[j] * xv[j];
         }
-        if n > 3u {
-            v.w = X[base + i + 3u];
+    } else {
+        for (var i = t; i < pc.group; i += WG) {
+            let v = X[base + i];
+            s += v * v;
         }
-        s += dot(v, v);
     }
     red[t] = s;
     workgroupBarrier();
@@ -52,11 +57,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let mean = red[0] / f32(pc.group);
     let scale = 1.0 / sqrt(mean + pc.eps);
-    for (var i = t; i < pc.group; i += WG) {
-        var v = X[base + i] * scale;
-        if pc.has_weight != 0u {
-            v *= WT[i];
+    if in_regs {
+        for (var j = 0u; j < NJ; j++) {
+            let i = t + j * WG;
+            if i < pc.group {
+                var v = xv[j] * scale;
+                if pc.has_weight != 0u {
+                    v *= WT[i];
+                }
+                Y[base + i] = v;
+            }
         }
-        Y[base + i] = v;
+    } else {
+        for (var i = t; i < pc.group; i += WG) {
+            var v = X[base + i] * scale;
+            if pc.has_weight != 0u {
+                v *= WT[i];
+            }
+            Y[base + i] = v;
+        }
     }
 }
