@@ -28,10 +28,6 @@ pub struct VulkanOptions {
     pub disable_coopmat: bool,
     /// Do not use the int8 (packed dot) matrix-vector kernels even where the device has them.
     pub disable_int8: bool,
-    /// Use the cooperative-matrix prefill attention (`attention_coop.wgsl`) where the device
-    /// has cooperative matrices. Off by default: it has not yet passed the parity tests on
-    /// a device with cooperative matrices (`attention_coop_prefill_blocks`, ignored by default).
-    pub coop_attention: bool,
 }
 
 /// The Vulkan backend.
@@ -81,8 +77,7 @@ impl VulkanBackend {
                 opts.portable_kernels,
                 opts.disable_coopmat,
                 opts.disable_int8,
-            )
-            .with_coop_attention(opts.coop_attention),
+            ),
             info,
             ctx,
         })

@@ -93,8 +93,6 @@ pub(crate) struct Features {
     pub coopmat: Option<u32>,
     /// Packed int8 dot products (integer matrix-vector kernels for decode).
     pub int8: bool,
-    /// The cooperative-matrix prefill attention (opt-in, see `VulkanOptions::coop_attention`).
-    pub coop_attention: bool,
 }
 
 /// A lowered graph: its dispatches and the extra buffers they need.
@@ -125,19 +123,21 @@ impl Features {
             .then_some(fixed_sg)
             .flatten()
             .filter(|&s| (4..=64).contains(&s));
-        Self { subgroups, coopmat, int8: subgroups && caps.int_dot && !no_int8, coop_attention: false }
-    }
-
-    /// Allow the cooperative-matrix prefill attention (where cooperative matrices are used).
-    pub fn with_coop_attention(mut self, on: bool) -> Self {
-        self.coop_attention = on;
-        self
+        Self { subgroups, coopmat, int8: subgroups && caps.int_dot && !no_int8 }
     }
 }
 
 /// Weight rows per workgroup of the matrix-vector kernel.
 const VEC_R: u32 = 2;
 
+/// Lower every node of `graph` to dispatches.
+pub(crate) fn lower(
+    graph: &Graph,
+    weights: &HashMap<WeightId, GpuWeight>,
+    kv: Option<&KvSpec>,
+    pipes: &mut Pipelines,
+    feat: Features,
+) -> VkResult<Lowered> {
 /// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` rows: four
 /// when that still leaves a thousand workgroups (more loads in flight per thread), else two.
 fn vec_q8_rows(m: usize) -> u32 {
@@ -148,14 +148,6 @@ fn vec_q8_rows(m: usize) -> u32 {
     }
 }
 
-/// Lower every node of `graph` to dispatches.
-pub(crate) fn lower(
-    graph: &Graph,
-    weights: &HashMap<WeightId, GpuWeight>,
-    kv: Option<&KvSpec>,
-    pipes: &mut Pipelines,
-    feat: Features,
-) -> VkResult<Lowered> {
     let mut scratch = 0u64;
     let mut qact_bytes: Vec<u64> = Vec::new();
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
@@ -429,34 +421,8 @@ pub(crate) fn lower(
                     pt_off: st.tok_pages,
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
                     n_split: kernels::attention_splits(n_tok * ap.n_head as usize),
-                    flash_rows: 0,
                 };
                 let rows = n_tok * ap.n_head as usize;
-                // Prefill chunks: the cooperative-matrix kernel takes the rows of blocks of
-                // one sequence, the scalar kernel below the rest.
-                let coop = match feat.coopmat {
-                    Some(sg)
-                        if p.n_split == 1
-                            && feat.coop_attention
-                            && n_tok >= 16
-                            && kv.dtype == infr_core::KvDType::F16
-                            && ap.head_dim_k == ap.head_dim_v =>
-                    {
-                        kernels::attention_coop(ap.head_dim_k, sg)
-                    }
-                    _ => None,
-                };
-                let mut p = p;
-                if let Some(spec) = coop {
-                    p.flash_rows = kernels::ATTN_COOP_ROWS;
-                    let res =
-                        vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
-                    let groups = u32_of(
-                        n_tok.div_ceil(kernels::ATTN_COOP_ROWS as usize) * ap.n_head as usize,
-                        "attention groups",
-                    )?;
-                    push(&spec, res, bytes(&p), groups, None)?;
-                }
                 let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v);
                 let res =
                     vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];

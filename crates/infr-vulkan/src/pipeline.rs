@@ -27,7 +27,6 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("rope", include_str!("shaders/rope.wgsl")),
     ("attention", include_str!("shaders/attention.wgsl")),
     ("attention_combine", include_str!("shaders/attention_combine.wgsl")),
-    ("attention_coop", include_str!("shaders/attention_coop.wgsl")),
     ("kv_write", include_str!("shaders/kv_write.wgsl")),
     ("elementwise", include_str!("shaders/elementwise.wgsl")),
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
