@@ -150,9 +150,11 @@ impl Runner {
         if let Some(&p) = self.plans.get(&(n_tokens, n_outputs)) {
             return Ok(p);
         }
+        let t0 = std::time::Instant::now();
         let graph = self.model.graph(n_tokens, n_outputs);
         let p = self.backend.compile(&graph)?;
         self.plans.insert((n_tokens, n_outputs), p);
+        tracing::debug!(n_tokens, n_outputs, ms = t0.elapsed().as_secs_f64() * 1e3, "compiled a step plan");
         Ok(p)
     }
 

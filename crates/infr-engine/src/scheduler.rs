@@ -452,7 +452,15 @@ impl Scheduler {
             .map(|((i, _), t)| StepItem { seq: self.slots[*i].seq, tokens: t, all_logits: false })
             .collect();
         let n_tokens: usize = tokens.iter().map(Vec::len).sum();
+        let t0 = std::time::Instant::now();
         let result = self.runner.step(&items);
+        tracing::trace!(
+            sequences = items.len(),
+            decode = n_decode,
+            tokens = n_tokens,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "step"
+        );
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
         let logits = match result {
             Ok(l) => l,

@@ -130,14 +130,6 @@ impl Features {
 /// Weight rows per workgroup of the matrix-vector kernel.
 const VEC_R: u32 = 2;
 
-/// Lower every node of `graph` to dispatches.
-pub(crate) fn lower(
-    graph: &Graph,
-    weights: &HashMap<WeightId, GpuWeight>,
-    kv: Option<&KvSpec>,
-    pipes: &mut Pipelines,
-    feat: Features,
-) -> VkResult<Lowered> {
 /// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` rows: four
 /// when that still leaves a thousand workgroups (more loads in flight per thread), else two.
 fn vec_q8_rows(m: usize) -> u32 {
@@ -148,6 +140,14 @@ fn vec_q8_rows(m: usize) -> u32 {
     }
 }
 
+/// Lower every node of `graph` to dispatches.
+pub(crate) fn lower(
+    graph: &Graph,
+    weights: &HashMap<WeightId, GpuWeight>,
+    kv: Option<&KvSpec>,
+    pipes: &mut Pipelines,
+    feat: Features,
+) -> VkResult<Lowered> {
     let mut scratch = 0u64;
     let mut qact_bytes: Vec<u64> = Vec::new();
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
