@@ -328,8 +328,9 @@ pub fn vec_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
     }
 }
 
-/// Largest activation-row count the matrix-vector kernel takes.
-pub const VEC_MAX_COLS: usize = 8;
+/// Largest activation-row count the matrix-vector kernels take (batched decode of up to 16
+/// sequences stays on them: the tiled GEMMs have too few workgroups for so few rows).
+pub const VEC_MAX_COLS: usize = 16;
 
 /// Threads per workgroup of the matrix-vector kernel.
 pub const VEC_WG: u32 = 64;

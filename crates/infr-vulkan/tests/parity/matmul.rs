@@ -84,12 +84,13 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
     assert_clean(vk);
 }
 
-/// Fast kernels where the device has them (matrix-vector for n ≤ 8), generic otherwise.
+/// Fast kernels where the device has them (matrix-vector for n ≤ VEC_MAX_COLS = 16), tiled or
+/// generic otherwise.
 #[test]
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 5, 9, 70], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70], false, 100 + i as u64);
     }
 }
 
@@ -99,7 +100,7 @@ fn linear_f32_vec_kernels() {
     let opts = infr_vulkan::VulkanOptions { validation: true, disable_int8: true, ..Default::default() };
     let Some(mut vk) = vulkan_with(opts) else { return };
     for (i, ty) in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K].into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 4, 8], false, 700 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 4, 8, 16], false, 700 + i as u64);
     }
 }
 
