@@ -22,4 +22,6 @@ pub use request::{
 };
 pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
-pub use scheduler::{slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats};
+pub use scheduler::{
+    slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,
+};

@@ -91,10 +91,34 @@ struct Queued {
 pub struct SchedulerHandle {
     tx: mpsc::SyncSender<Queued>,
     shared: Arc<Shared>,
+    thread: SchedulerThread,
     slots: usize,
     n_ctx: usize,
     n_vocab: usize,
     queue_capacity: usize,
+}
+
+/// The scheduler thread, to wait for at shutdown: it owns the backend, and a process that
+/// exits while it still tears a GPU device down can crash in the driver.
+#[derive(Clone, Debug, Default)]
+pub struct SchedulerThread(Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>);
+
+impl SchedulerThread {
+    /// Wait up to `timeout` for the thread to end (it ends once every [`SchedulerHandle`] is
+    /// dropped and its requests are done); true if it has ended.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let Ok(mut slot) = self.0.lock() else { return false };
+        let Some(h) = slot.take() else { return true };
+        while !h.is_finished() {
+            if Instant::now() >= deadline {
+                *slot = Some(h);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        h.join().is_ok()
+    }
 }
 
 impl std::fmt::Debug for SchedulerHandle {
@@ -104,6 +128,11 @@ impl std::fmt::Debug for SchedulerHandle {
 }
 
 impl SchedulerHandle {
+    /// The scheduler thread, to wait for at shutdown.
+    pub fn thread(&self) -> SchedulerThread {
+        self.thread.clone()
+    }
+
     /// Context of one slot, in tokens (the longest prompt + generation of a request).
     pub fn n_ctx(&self) -> usize {
         self.n_ctx
@@ -249,19 +278,24 @@ impl Scheduler {
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
         let shared = Arc::new(Shared::default());
         let slots = (0..ro.n_seq).map(|_| Slot { seq: runner.add_sequence(), last_used: 0, active: None }).collect();
+        let thread = SchedulerThread::default();
         let handle = SchedulerHandle {
             tx,
             shared: shared.clone(),
+            thread: thread.clone(),
             slots: ro.n_seq,
             n_ctx: ro.n_ctx,
             n_vocab: runner.n_vocab(),
             queue_capacity: opts.queue_capacity,
         };
         let mut s = Scheduler { runner, slots, rx, shared, opts, clock: 0 };
-        std::thread::Builder::new()
+        let h = std::thread::Builder::new()
             .name("infr-scheduler".into())
             .spawn(move || s.run())
             .map_err(|e| EngineError::Invalid(format!("cannot start the scheduler thread: {e}")))?;
+        if let Ok(mut slot) = thread.0.lock() {
+            *slot = Some(h);
+        }
         Ok(handle)
     }
 

@@ -206,3 +206,17 @@ fn refusals_are_typed() {
     o.end.expect("the queued request runs once the slot is free");
     wait_idle(&h);
 }
+
+/// The scheduler thread (which owns the backend) ends once the last handle is dropped, so a
+/// server can wait for it before exiting; while a handle lives, waiting times out.
+#[test]
+fn thread_ends_when_the_last_handle_drops() {
+    let Some(w) = weights() else { return };
+    let h = scheduler(&w, 1, 256, SchedulerOptions::default());
+    let thread = h.thread();
+    assert!(!thread.wait(Duration::from_millis(50)), "the thread runs while a handle lives");
+    let o = collect(&h.submit_channel(request(prompts()[0].1.clone(), 2)).unwrap());
+    o.end.expect("request completes");
+    drop(h);
+    assert!(thread.wait(Duration::from_secs(30)), "the thread ends after the last handle");
+}

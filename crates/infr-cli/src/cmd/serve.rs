@@ -122,6 +122,7 @@ pub fn run(a: Args) -> Result<()> {
         metrics: s.metrics,
     };
     let n_ctx = sched.n_ctx();
+    let scheduler_thread = sched.thread();
     let metrics = opts.metrics;
     let state = infr_server::state(sched, TextModel::new(tok, template), opts);
 
@@ -130,7 +131,7 @@ pub fn run(a: Args) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind((host.as_str(), port))
             .await
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
@@ -147,7 +148,14 @@ pub fn run(a: Args) -> Result<()> {
             eprintln!("shutting down");
         };
         infr_server::serve(listener, state, shutdown).await.context("server")
-    })
+    });
+    // Requests still held by runtime tasks go with the runtime; then the scheduler thread
+    // drops the backend before the process exits.
+    drop(rt);
+    if !scheduler_thread.wait(std::time::Duration::from_secs(30)) {
+        tracing::warn!("the scheduler did not stop within 30 s; exiting anyway");
+    }
+    served
 }
 
 /// The model id: the file name without `.gguf` (and without a `-00001-of-0000N` shard suffix).
