@@ -119,7 +119,7 @@ pub(crate) fn linear(
     let (k, m) = (w.cols, w.rows);
     if tier == KernelTier::Fast {
         if let Some(pw) = &w.packed {
-            linear_packed(pw, acts, n, out, m);
+            linear_packed(crate::simd::level(), pw, acts, n, out, m);
             add_bias(out, m, bias);
             return;
         }
@@ -206,14 +206,20 @@ const ACT_TILE_BYTES: usize = 32 << 10;
 
 /// `out[n, m] = x · Wᵀ` on 16-row packed weights: tasks own runs of row groups (so their
 /// writes never overlap); within a task, activation tiles stay in L1 across the groups.
-fn linear_packed(pw: &crate::simd::pack::PackedWeight, acts: &PreparedActs, n: usize, out: &mut [f32], m: usize) {
+fn linear_packed(
+    level: crate::simd::SimdLevel,
+    pw: &crate::simd::pack::PackedWeight,
+    acts: &PreparedActs,
+    n: usize,
+    out: &mut [f32],
+    m: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::simd::avx512;
         assert!(out.len() >= n * m && pw.rows == m, "packed linear output shape");
         let rows = ActRowsOwned { acts };
         let a = rows.view();
-        let per = avx512::rows_per_call(pw.ty);
+        let (kernel, per) = crate::simd::packed_kernel(level, pw.ty).expect("weights are packed only with a kernel");
         let threads = rayon::current_num_threads().max(1);
         let chunk = pw.groups.div_ceil(threads * 4).max(1);
         let tile = (ACT_TILE_BYTES / acts.row_bytes.max(1)).max(per).next_multiple_of(per);
@@ -226,10 +232,10 @@ fn linear_packed(pw: &crate::simd::pack::PackedWeight, acts: &PreparedActs, n: u
                     let mut i = i0;
                     while i < i1 {
                         let r = (i1 - i).min(per);
-                        // SAFETY: `packs()` checked the CPU features before the weight was
-                        // packed; this task alone writes the columns of groups g0..g1, and
-                        // `out` holds n * m values (asserted above).
-                        let done = unsafe { avx512::group_rows(pw, g, &a, i, r, ptr.get(), m) };
+                        // SAFETY: `level` is one this CPU has (`simd::level`/`available`); this
+                        // task alone writes the columns of groups g0..g1, and `out` holds
+                        // n * m values (asserted above).
+                        let done = unsafe { kernel(pw, g, &a, i, r, ptr.get(), m) };
                         assert!(done, "packed kernel rejected its inputs");
                         i += r;
                     }
@@ -239,7 +245,7 @@ fn linear_packed(pw: &crate::simd::pack::PackedWeight, acts: &PreparedActs, n: u
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (pw, acts, n, out, m);
+        let _ = (level, pw, acts, n, out, m);
         unreachable!("weights are packed only on x86-64");
     }
 }
@@ -300,12 +306,24 @@ mod tests {
             assert_eq!(packed.packed.is_some(), crate::simd::packs(ty), "{ty} packed when the CPU has kernels");
             let mut unpacked = weight(ty, m, k);
             unpacked.packed = None;
-            for (path, w) in [("packed", &packed), ("in place", &unpacked)] {
+            // The packed kernels of every level this CPU has (linear() uses the best one).
+            let levels: Vec<_> = if packed.packed.is_some() {
+                crate::simd::available().into_iter().filter(|&l| l != crate::simd::SimdLevel::None).collect()
+            } else {
+                Vec::new()
+            };
+            let mut paths: Vec<(String, &CpuWeight, Option<crate::simd::SimdLevel>)> =
+                levels.into_iter().map(|l| (format!("packed {l:?}"), &packed, Some(l))).collect();
+            paths.push(("in place".into(), &unpacked, None));
+            for (path, w, level) in paths {
                 for n in [1, 3, 70] {
                     let x = randoms(n * k, 11 + n as u64);
                     let mut fast = vec![0f32; n * m];
                     let mut reference = vec![0f32; n * m];
-                    linear(KernelTier::Fast, &prepare_acts(&x, k, ty, false), n, w, None, &mut fast);
+                    match (level, &w.packed) {
+                        (Some(l), Some(pw)) => linear_packed(l, pw, &prepare_acts(&x, k, ty, false), n, &mut fast, m),
+                        _ => linear(KernelTier::Fast, &prepare_acts(&x, k, ty, false), n, w, None, &mut fast),
+                    }
                     linear(KernelTier::Reference, &prepare_acts(&x, k, ty, true), n, w, None, &mut reference);
                     // Q4_1 uses the activation block's f16 sum `s` (as llama.cpp does) where the
                     // reference sums the dequantized values exactly: allow that rounding.

@@ -31,6 +31,9 @@ pub(crate) struct ActRows<'a> {
     pub sums: &'a [i32],
 }
 
+/// A packed kernel entry point: group `g`, activation rows `i0..i0+n`, output `[n, m]`.
+pub(crate) type GroupFn = unsafe fn(&PackedWeight, usize, &ActRows<'_>, usize, usize, *mut f32, usize) -> bool;
+
 /// Whether the weight type needs [`ActRows::sums`].
 pub(crate) fn needs_sums(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)

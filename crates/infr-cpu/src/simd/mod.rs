@@ -8,6 +8,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_packed;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
 pub(crate) mod pack;
 pub(crate) mod vecf;
@@ -18,34 +20,73 @@ use infr_quant::GgmlType;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SimdLevel {
     None,
+    /// AVX2 + FMA + F16C: 256-bit kernels (packed layouts where one exists).
     #[cfg(target_arch = "x86_64")]
     Avx2,
-    /// AVX2 plus AVX-512 F/BW/VL and VNNI: packed 16-row kernels where a layout exists.
+    /// AVX2 plus AVX-VNNI: the same with `vpdpbusd` on 256 bits.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Vnni,
+    /// AVX2 plus AVX-512 F/BW/VL and VNNI: 512-bit packed kernels.
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
 }
 
-/// Detect once. `INFR_CPU_SIMD=none|avx2` caps the level (for comparing kernel sets).
+/// Every level this CPU can run, lowest first (tests run each).
+pub(crate) fn available() -> Vec<SimdLevel> {
+    let mut v = vec![SimdLevel::None];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") && has!("f16c") {
+            v.push(SimdLevel::Avx2);
+            if has!("avxvnni") {
+                v.push(SimdLevel::Avx2Vnni);
+            }
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
+                v.push(SimdLevel::Avx512Vnni);
+            }
+        }
+    }
+    v
+}
+
+/// Detect once: the best available level. `INFR_CPU_SIMD=none|avx2|avxvnni` caps it (for
+/// comparing kernel sets).
 pub(crate) fn level() -> SimdLevel {
     use std::sync::OnceLock;
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
     *LEVEL.get_or_init(|| {
         let cap = std::env::var("INFR_CPU_SIMD").unwrap_or_default().to_ascii_lowercase();
+        let all = available();
+        let best = *all.last().unwrap_or(&SimdLevel::None);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let capped = match cap.as_str() {
+                "none" => Some(SimdLevel::None),
+                "avx2" => Some(SimdLevel::Avx2),
+                "avxvnni" => Some(SimdLevel::Avx2Vnni),
+                _ => None,
+            };
+            if let Some(c) = capped.filter(|c| all.contains(c)) {
+                return c;
+            }
+        }
         if cap == "none" {
             return SimdLevel::None;
         }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") && has!("f16c") {
-                if cap != "avx2" && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
-                    return SimdLevel::Avx512Vnni;
-                }
-                return SimdLevel::Avx2;
-            }
-        }
-        SimdLevel::None
+        best
     })
+}
+
+/// The 16-row packed kernel of a level: the function and the activation rows per call.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn packed_kernel(level: SimdLevel, ty: GgmlType) -> Option<(avx512::GroupFn, usize)> {
+    match level {
+        SimdLevel::None => None,
+        SimdLevel::Avx2 => Some((avx2_packed::group_rows as avx512::GroupFn, avx2_packed::ROWS_PER_CALL)),
+        SimdLevel::Avx2Vnni => Some((avx2_packed::group_rows_vnni as avx512::GroupFn, avx2_packed::ROWS_PER_CALL)),
+        SimdLevel::Avx512Vnni => Some((avx512::group_rows as avx512::GroupFn, avx512::rows_per_call(ty))),
+    }
 }
 
 /// The kernel set in use, for `infr devices`.
@@ -53,7 +94,9 @@ pub(crate) fn describe() -> &'static str {
     match level() {
         SimdLevel::None => "scalar",
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => "avx2 (q8_0 q4_0 q4_1 q5_0 q4_K q5_K q6_K)",
+        SimdLevel::Avx2 => "avx2 on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), in place (q5_K)",
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2Vnni => "avx-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), avx2 (q5_K)",
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512Vnni => "avx512-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), avx2 (q5_K)",
     }
@@ -61,11 +104,7 @@ pub(crate) fn describe() -> &'static str {
 
 /// Whether weights of type `ty` are repacked at load for the 16-row kernels on this CPU.
 pub(crate) fn packs(ty: GgmlType) -> bool {
-    match level() {
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512Vnni => pack::shape_of(ty).is_some(),
-        _ => false,
-    }
+    level() != SimdLevel::None && cfg!(target_arch = "x86_64") && pack::shape_of(ty).is_some()
 }
 
 /// Whether a fast kernel exists for weights of type `ty` on this CPU.
@@ -73,7 +112,7 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
     match level() {
         SimdLevel::None => false,
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => avx2::supports(ty),
+        _ => avx2::supports(ty),
     }
 }
 
@@ -94,7 +133,7 @@ pub(crate) fn dot_tile(
         SimdLevel::None => false,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: level() checked that the CPU has AVX2, FMA and F16C.
-        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
+        _ => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
     }
 }
 
