@@ -146,6 +146,15 @@ impl Runner {
         Ok(())
     }
 
+    /// Compile the plans of these `(tokens, outputs)` step shapes now rather than at their
+    /// first step (a GPU plan of a new shape can take a tenth of a second to build).
+    pub fn prepare_plans(&mut self, shapes: &[(usize, usize)]) -> Result<(), EngineError> {
+        for &(n_tokens, n_outputs) in shapes {
+            self.plan(n_tokens, n_outputs)?;
+        }
+        Ok(())
+    }
+
     fn plan(&mut self, n_tokens: usize, n_outputs: usize) -> Result<PlanId, EngineError> {
         if let Some(&p) = self.plans.get(&(n_tokens, n_outputs)) {
             return Ok(p);

@@ -275,6 +275,12 @@ impl Scheduler {
         if ro.n_seq > ro.ubatch {
             return Err(EngineError::Invalid(format!("{} slots need a ubatch of at least as many tokens", ro.n_seq)));
         }
+        // Every decode shape (one token for each of 1..=n_seq sequences) is built up front, so
+        // the first requests of a busy server do not wait for plan builds.
+        let t0 = Instant::now();
+        let decode_shapes: Vec<(usize, usize)> = (1..=ro.n_seq).map(|n| (n, n)).collect();
+        runner.prepare_plans(&decode_shapes)?;
+        tracing::info!("built {} decode plans in {:.0} ms", ro.n_seq, t0.elapsed().as_secs_f64() * 1e3);
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
         let shared = Arc::new(Shared::default());
         let slots = (0..ro.n_seq).map(|_| Slot { seq: runner.add_sequence(), last_used: 0, active: None }).collect();

@@ -190,6 +190,8 @@ pub struct Pipelines {
     cache: vk::PipelineCache,
     cache_path: Option<PathBuf>,
     built: HashMap<KernelSpec, Arc<Pipeline>>,
+    /// Pipelines were built since the cache was last written.
+    unsaved: bool,
 }
 
 fn cache_dir() -> Option<PathBuf> {
@@ -221,7 +223,7 @@ impl Pipelines {
                 unsafe { ctx.device.create_pipeline_cache(&info, None) }.vk("vkCreatePipelineCache")?
             }
         };
-        Ok(Self { ctx: ctx.clone(), cache, cache_path, built: HashMap::new() })
+        Ok(Self { ctx: ctx.clone(), cache, cache_path, built: HashMap::new(), unsaved: false })
     }
 
     /// The pipeline for `spec`, building it on first use.
@@ -233,6 +235,7 @@ impl Pipelines {
         let words = compile_wgsl(&spec.name, &src, self.ctx.caps.int_dot)?;
         let p = Arc::new(self.build(spec, &words)?);
         self.built.insert(spec.clone(), p.clone());
+        self.unsaved = true;
         Ok(p)
     }
 
@@ -300,8 +303,13 @@ impl Pipelines {
         }
     }
 
-    /// Write the pipeline cache to disk (best effort).
-    pub fn save(&self) {
+    /// Write the pipeline cache to disk (best effort) if pipelines were built since the last
+    /// write: plans compiled later in a server's life (new batch shapes) skip the file write.
+    pub fn save(&mut self) {
+        if !self.unsaved {
+            return;
+        }
+        self.unsaved = false;
         let Some(path) = &self.cache_path else { return };
         // SAFETY: valid cache object.
         let Ok(data) = (unsafe { self.ctx.device.get_pipeline_cache_data(self.cache) }) else { return };
