@@ -92,41 +92,51 @@ pub(crate) fn attention(
         .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, inp.seqs[s].pages, page_size, lo, hi)))
         .collect();
     let mut out = vec![0f32; n * nh * dv];
-    // Per task: the query copy and the score row, reused across (token, head) pairs.
+    // One task per (token, KV head): the `group` query heads sharing that KV head read each
+    // key and value row once. Per task scratch: the queries and their score rows.
     let scratch = || (Vec::<f32>::new(), Vec::<f32>::new());
-    out.par_chunks_mut(dv).enumerate().for_each_init(scratch, |(qh, scores), (idx, o)| {
-        let (t, h) = (idx / nh, idx % nh);
-        let kvh = h / group;
+    out.par_chunks_mut(group * dv).enumerate().for_each_init(scratch, |(qs, scores), (idx, o)| {
+        let (t, kvh) = (idx / nkv, idx % nkv);
         let kv = seq_kv[inp.token_seq[t] as usize].as_ref().expect("range built for every token's sequence");
         let pos = inp.positions[t] as usize;
         let lo = lo_of(pos);
-        qh.clear();
-        qh.extend_from_slice(&q[(t * nh + h) * dk..(t * nh + h + 1) * dk]);
+        let npos = pos + 1 - lo;
+        let h0 = kvh * group;
+        qs.clear();
+        qs.extend_from_slice(&q[(t * nh + h0) * dk..(t * nh + h0 + group) * dk]);
         if f16_cache {
-            round16(qh);
+            round16(qs);
         }
         scores.clear();
+        scores.resize(group * npos, 0.0);
         for j in lo..=pos {
             let r = j - kv.lo;
             let kr = &kv.k[r * kw + kvh * dk..r * kw + (kvh + 1) * dk];
-            let mut sc = vecf::dot(qh, kr) * p.scale;
-            if let Some(cap) = p.softcap {
-                sc = (sc / cap).tanh() * cap;
+            for g in 0..group {
+                let mut sc = vecf::dot(&qs[g * dk..(g + 1) * dk], kr) * p.scale;
+                if let Some(cap) = p.softcap {
+                    sc = (sc / cap).tanh() * cap;
+                }
+                scores[g * npos + j - lo] = sc;
             }
-            scores.push(sc);
         }
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let sum = vecf::exp_sub_sum(scores, max);
-        let inv = (1.0 / sum) as f32;
-        for s in scores.iter_mut() {
-            *s *= inv;
+        for row in scores.chunks_mut(npos) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum = vecf::exp_sub_sum(row, max);
+            let inv = (1.0 / sum) as f32;
+            for s in row.iter_mut() {
+                *s *= inv;
+            }
+            if f16_cache {
+                round16(row);
+            }
         }
-        if f16_cache {
-            round16(scores);
-        }
-        for (jj, j) in (lo..=pos).enumerate() {
+        for j in lo..=pos {
             let r = j - kv.lo;
-            vecf::axpy(o, scores[jj], &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv]);
+            let vr = &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv];
+            for (g, og) in o.chunks_mut(dv).enumerate() {
+                vecf::axpy(og, scores[g * npos + j - lo], vr);
+            }
         }
     });
     out
