@@ -25,6 +25,62 @@ impl StopSpec {
     }
 }
 
+/// Declares a request body struct with the sampling fields every generating endpoint accepts
+/// appended to the fields given, plus `sampling_knobs()` copying them into [`Knobs`] (limits
+/// and stop strings are left to the caller: their names differ per API). Written out rather
+/// than `#[serde(flatten)]`ed so a wrong type still names its field in the 400 error.
+macro_rules! sampling_request {
+    ($(#[$meta:meta])* struct $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        struct $name {
+            $($body)*
+            #[serde(default)]
+            temperature: Option<f32>,
+            #[serde(default)]
+            top_p: Option<f32>,
+            #[serde(default)]
+            top_k: Option<i32>,
+            #[serde(default)]
+            min_p: Option<f32>,
+            #[serde(default)]
+            seed: Option<i64>,
+            #[serde(default)]
+            presence_penalty: Option<f32>,
+            #[serde(default)]
+            frequency_penalty: Option<f32>,
+            #[serde(default)]
+            repeat_penalty: Option<f32>,
+            #[serde(default)]
+            repeat_last_n: Option<i32>,
+            #[serde(default)]
+            n: Option<i64>,
+        }
+
+        impl $name {
+            /// The sampling fields as [`Knobs`](crate::params::Knobs); `max_tokens` and `stop`
+            /// unset.
+            fn sampling_knobs(&self) -> crate::params::Knobs {
+                crate::params::Knobs {
+                    temperature: self.temperature,
+                    top_p: self.top_p,
+                    top_k: self.top_k,
+                    min_p: self.min_p,
+                    seed: self.seed,
+                    presence_penalty: self.presence_penalty,
+                    frequency_penalty: self.frequency_penalty,
+                    repeat_penalty: self.repeat_penalty,
+                    repeat_last_n: self.repeat_last_n,
+                    n: self.n,
+                    max_tokens: None,
+                    stop: Vec::new(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use sampling_request;
+
 /// The sampling and limit fields of a request, all optional.
 #[derive(Debug, Clone, Default)]
 pub struct Knobs {

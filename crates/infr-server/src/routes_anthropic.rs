@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::errors::{parse_json, AnthropicError, ApiError};
 use crate::generate::{self, Outcome};
-use crate::params::Knobs;
+use crate::params::{sampling_request, Knobs};
 use crate::reply::{AnthropicMessage, Envelope};
 use crate::sse;
 use crate::state::{unix_now, SharedState};
@@ -63,8 +63,8 @@ struct Message {
     content: Content,
 }
 
+sampling_request! {
 /// Fields of `/v1/messages` and `/v1/messages/count_tokens` (unknown fields are ignored).
-#[derive(Debug, Deserialize)]
 struct MessagesRequest {
     messages: Vec<Message>,
     #[serde(default)]
@@ -81,20 +81,11 @@ struct MessagesRequest {
     stop_sequences: Option<Vec<String>>,
     #[serde(default)]
     stream: Option<bool>,
-    #[serde(default)]
-    temperature: Option<f32>,
-    #[serde(default)]
-    top_p: Option<f32>,
-    #[serde(default)]
-    top_k: Option<i32>,
-    #[serde(default)]
-    min_p: Option<f32>,
-    #[serde(default)]
-    seed: Option<i64>,
     /// Extended thinking: `{"type": "enabled", "budget_tokens": N}` or `{"type": "disabled"}`
     /// (any other shape is ignored).
     #[serde(default)]
     thinking: Option<Value>,
+}
 }
 
 /// The text of `content`; `what` names the field in errors.
@@ -261,14 +252,9 @@ pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Resp
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
     let knobs = Knobs {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        seed: req.seed,
         max_tokens: req.max_tokens,
-        stop: req.stop_sequences.unwrap_or_default(),
-        ..Default::default()
+        stop: req.stop_sequences.take().unwrap_or_default(),
+        ..req.sampling_knobs()
     };
     let prompt = st.text.chat_prompt_with(
         messages,

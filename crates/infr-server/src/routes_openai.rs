@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::errors::{parse_json, ApiError, OpenAiError};
 use crate::generate::{self, Outcome, Piece};
-use crate::params::{Knobs, StopSpec};
+use crate::params::{sampling_request, Knobs, StopSpec};
 use crate::reasoning::ReasoningFormat;
 use crate::reply::{Envelope, OpenAiChat};
 use crate::response_format;
@@ -25,8 +25,8 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
+sampling_request! {
 /// Fields of `/v1/chat/completions` (unknown fields are ignored; `model` is accepted and ignored).
-#[derive(Debug, Deserialize)]
 struct ChatCompletionRequest {
     messages: Vec<ChatMessage>,
     #[serde(default)]
@@ -48,27 +48,7 @@ struct ChatCompletionRequest {
     #[serde(default)]
     n_predict: Option<i64>,
     #[serde(default)]
-    temperature: Option<f32>,
-    #[serde(default)]
-    top_p: Option<f32>,
-    #[serde(default)]
-    top_k: Option<i32>,
-    #[serde(default)]
-    min_p: Option<f32>,
-    #[serde(default)]
-    seed: Option<i64>,
-    #[serde(default)]
     stop: Option<StopSpec>,
-    #[serde(default)]
-    presence_penalty: Option<f32>,
-    #[serde(default)]
-    frequency_penalty: Option<f32>,
-    #[serde(default)]
-    repeat_penalty: Option<f32>,
-    #[serde(default)]
-    repeat_last_n: Option<i32>,
-    #[serde(default)]
-    n: Option<i64>,
     /// llama.cpp's per-request override of `--reasoning-format`: `none | deepseek | auto`.
     #[serde(default)]
     reasoning_format: Option<String>,
@@ -76,6 +56,7 @@ struct ChatCompletionRequest {
     /// other unknown fields are accepted and ignored.
     #[serde(default)]
     chat_template_kwargs: Option<Map<String, Value>>,
+}
 }
 
 /// `prompt` of `/v1/completions`: text, a one-element list of text, or token ids.
@@ -87,8 +68,8 @@ enum PromptSpec {
     Tokens(Vec<u32>),
 }
 
+sampling_request! {
 /// Fields of `/v1/completions`.
-#[derive(Debug, Deserialize)]
 struct CompletionRequest {
     prompt: PromptSpec,
     #[serde(default)]
@@ -100,31 +81,12 @@ struct CompletionRequest {
     #[serde(default)]
     n_predict: Option<i64>,
     #[serde(default)]
-    temperature: Option<f32>,
-    #[serde(default)]
-    top_p: Option<f32>,
-    #[serde(default)]
-    top_k: Option<i32>,
-    #[serde(default)]
-    min_p: Option<f32>,
-    #[serde(default)]
-    seed: Option<i64>,
-    #[serde(default)]
     stop: Option<StopSpec>,
-    #[serde(default)]
-    presence_penalty: Option<f32>,
-    #[serde(default)]
-    frequency_penalty: Option<f32>,
-    #[serde(default)]
-    repeat_penalty: Option<f32>,
-    #[serde(default)]
-    repeat_last_n: Option<i32>,
-    #[serde(default)]
-    n: Option<i64>,
     #[serde(default)]
     echo: Option<bool>,
     #[serde(default)]
     response_format: Option<Value>,
+}
 }
 
 /// OpenAI's `usage` object.
@@ -156,20 +118,11 @@ pub(crate) fn timings_json(o: &Outcome) -> Value {
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
-    let req: ChatCompletionRequest = parse_json(&body)?;
+    let mut req: ChatCompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        seed: req.seed,
-        presence_penalty: req.presence_penalty,
-        frequency_penalty: req.frequency_penalty,
-        repeat_penalty: req.repeat_penalty,
-        repeat_last_n: req.repeat_last_n,
         max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
-        stop: req.stop.map(StopSpec::into_vec).unwrap_or_default(),
-        n: req.n,
+        stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),
+        ..req.sampling_knobs()
     };
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages must not be empty", "messages").into());
@@ -215,20 +168,11 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
 
 /// `POST /v1/completions`.
 pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
-    let req: CompletionRequest = parse_json(&body)?;
+    let mut req: CompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        seed: req.seed,
-        presence_penalty: req.presence_penalty,
-        frequency_penalty: req.frequency_penalty,
-        repeat_penalty: req.repeat_penalty,
-        repeat_last_n: req.repeat_last_n,
         max_tokens: req.max_tokens.or(req.n_predict),
-        stop: req.stop.map(StopSpec::into_vec).unwrap_or_default(),
-        n: req.n,
+        stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),
+        ..req.sampling_knobs()
     };
     if req.echo == Some(true) {
         return Err(ApiError::bad("echo is not supported", "echo").into());
