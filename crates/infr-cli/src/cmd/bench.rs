@@ -10,9 +10,9 @@ use serde_json::json;
 
 use crate::load::{self, DeviceArgs};
 
-/// Arguments of `infr bench` (names and defaults follow llama-bench).
-#[derive(clap::Args, Debug)]
-pub struct Args {
+/// The models and test grid, as llama-bench names them (shared by `bench` and `compare`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TestArgs {
     /// Model file(s), comma separated or repeated.
     #[arg(short = 'm', long = "model", required = true, value_delimiter = ',')]
     pub models: Vec<String>,
@@ -22,12 +22,19 @@ pub struct Args {
     /// Generation lengths for tg tests (0 to skip).
     #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
     pub n_gen: Vec<usize>,
-    /// Combined prompt+generation tests, `pp,tg` pairs.
-    #[arg(long = "pg", value_delimiter = ';')]
-    pub pg: Vec<String>,
     /// Context depth before each test.
     #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0")]
     pub n_depth: Vec<usize>,
+}
+
+/// Arguments of `infr bench` (names and defaults follow llama-bench).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub tests: TestArgs,
+    /// Combined prompt+generation tests, `pp,tg` pairs.
+    #[arg(long = "pg", value_delimiter = ';')]
+    pub pg: Vec<String>,
     /// Repetitions.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
@@ -94,11 +101,11 @@ impl Lcg {
 
 fn tests(a: &Args) -> Result<Vec<Test>> {
     let mut out = Vec::new();
-    for &d in &a.n_depth {
-        for &p in a.n_prompt.iter().filter(|&&p| p > 0) {
+    for &d in &a.tests.n_depth {
+        for &p in a.tests.n_prompt.iter().filter(|&&p| p > 0) {
             out.push(Test { n_prompt: p, n_gen: 0, n_depth: d });
         }
-        for &g in a.n_gen.iter().filter(|&&g| g > 0) {
+        for &g in a.tests.n_gen.iter().filter(|&&g| g > 0) {
             out.push(Test { n_prompt: 0, n_gen: g, n_depth: d });
         }
         for pg in &a.pg {
@@ -136,7 +143,7 @@ pub struct Measurement {
 pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) -> Result<Vec<Measurement>> {
     let tests = tests(a)?;
     let mut results = Vec::new();
-    for model in &a.models {
+    for model in &a.tests.models {
         let w = load::open_weights(model)?;
         let max_ctx = tests.iter().map(|t| t.n_depth + t.n_prompt + t.n_gen).max().unwrap_or(1) + 1;
         let opts = RunnerOptions {

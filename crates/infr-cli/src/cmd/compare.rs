@@ -14,18 +14,8 @@ use crate::load::DeviceArgs;
 /// Arguments of `infr compare`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file(s), comma separated or repeated.
-    #[arg(short = 'm', long = "model", required = true, value_delimiter = ',')]
-    pub models: Vec<String>,
-    /// Prompt lengths for pp tests (0 to skip).
-    #[arg(short = 'p', long = "n-prompt", value_delimiter = ',', default_value = "512")]
-    pub n_prompt: Vec<usize>,
-    /// Generation lengths for tg tests (0 to skip).
-    #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
-    pub n_gen: Vec<usize>,
-    /// Context depth before each test.
-    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0")]
-    pub n_depth: Vec<usize>,
+    #[command(flatten)]
+    pub tests: bench::TestArgs,
     /// Repetitions (both engines).
     #[arg(short = 'r', long = "repetitions", default_value_t = 3)]
     pub reps: usize,
@@ -159,7 +149,7 @@ fn list(v: &[usize]) -> String {
 fn run_llama_bench(exe: &Path, model: &Path, a: &Args) -> Result<Vec<Speed>> {
     let mut cmd = Command::new(exe);
     cmd.arg("-m").arg(model);
-    cmd.args(["-p", &list(&a.n_prompt), "-n", &list(&a.n_gen), "-d", &list(&a.n_depth)]);
+    cmd.args(["-p", &list(&a.tests.n_prompt), "-n", &list(&a.tests.n_gen), "-d", &list(&a.tests.n_depth)]);
     cmd.args(["-r", &a.reps.to_string(), "-o", "json", "-ngl", "99"]);
     // Same thread count on both sides (llama-bench's own default may differ from ours),
     // unless the caller passed llama-bench a -t of their own.
@@ -225,14 +215,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     let exe = find_llama_bench(a.llama_bench.as_deref())?;
     let mut rows = Vec::new();
-    for model in &a.models {
+    for model in &a.tests.models {
         let path = crate::load::model_path(model)?;
         let b = bench::Args {
-            models: vec![path.to_string_lossy().into_owned()],
-            n_prompt: a.n_prompt.clone(),
-            n_gen: a.n_gen.clone(),
+            tests: bench::TestArgs { models: vec![path.to_string_lossy().into_owned()], ..a.tests.clone() },
             pg: Vec::new(),
-            n_depth: a.n_depth.clone(),
             reps: a.reps,
             ngl: 99,
             fa: 0,
