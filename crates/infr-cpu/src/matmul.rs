@@ -258,8 +258,8 @@ struct ActRowsOwned<'a> {
 
 #[cfg(target_arch = "x86_64")]
 impl<'a> ActRowsOwned<'a> {
-    fn view(&self) -> crate::simd::avx512::ActRows<'a> {
-        crate::simd::avx512::ActRows { bytes: &self.acts.bytes, stride: self.acts.row_bytes, sums: &self.acts.sums }
+    fn view(&self) -> crate::simd::acts::ActRows<'a> {
+        crate::simd::acts::ActRows { bytes: &self.acts.bytes, stride: self.acts.row_bytes, sums: &self.acts.sums }
     }
 }
 

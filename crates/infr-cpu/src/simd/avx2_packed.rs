@@ -10,12 +10,9 @@ use std::arch::x86_64::*;
 
 use infr_quant::GgmlType;
 
-use super::avx512::{needs_sums, ActRows};
+use super::acts::{f16_at, f32_at, i16_at, rows_fit, ActRows, Q8K_BYTES, Q8_0_BYTES, Q8_1_BYTES};
 use super::pack::{PackedWeight, LANES};
 
-const Q8_0_BYTES: usize = 34;
-const Q8_1_BYTES: usize = 36;
-const Q8K_BYTES: usize = 4 + 256 + 32;
 const HALF: usize = 8;
 
 #[inline(always)]
@@ -43,21 +40,6 @@ unsafe fn u8x8(p: *const u8) -> __m256i {
 #[inline(always)]
 unsafe fn i8x8(p: *const u8) -> __m256i {
     _mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i))
-}
-
-#[inline(always)]
-unsafe fn f16_scalar(p: *const u8) -> f32 {
-    half::f16::from_bits(std::ptr::read_unaligned(p as *const u16)).to_f32()
-}
-
-#[inline(always)]
-unsafe fn f32_scalar(p: *const u8) -> f32 {
-    std::ptr::read_unaligned(p as *const f32)
-}
-
-#[inline(always)]
-unsafe fn i16_scalar(p: *const u8) -> i32 {
-    std::ptr::read_unaligned(p as *const i16) as i32
 }
 
 /// `acc + Σ₄ w·y` per i32 lane (w unsigned, y signed).
@@ -155,11 +137,10 @@ unsafe fn legacy<const R: usize, const KIND: u8, const VNNI: bool>(
                 let sum = *a.sums.get_unchecked((i0 + r) * nb + b);
                 s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * sum));
             }
-            let dy = _mm256_set1_ps(f16_scalar(ys[r]));
+            let dy = _mm256_set1_ps(f16_at(ys[r]));
             accf[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dy), accf[r]);
             if KIND == 1 {
-                accf[r] =
-                    _mm256_fmadd_ps(f16x8(aux.add(32 + 16 * h)), _mm256_set1_ps(f16_scalar(ys[r].add(2))), accf[r]);
+                accf[r] = _mm256_fmadd_ps(f16x8(aux.add(32 + 16 * h)), _mm256_set1_ps(f16_at(ys[r].add(2))), accf[r]);
             }
         }
     }
@@ -212,8 +193,8 @@ unsafe fn q4_k<const R: usize, const VNNI: bool>(
                 let bs = ys[r].add(260);
                 isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(lo[r], sc_lo));
                 isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(hi[r], sc_hi));
-                let s_lo = i16_scalar(bs.add(8 * j)) + i16_scalar(bs.add(8 * j + 2));
-                let s_hi = i16_scalar(bs.add(8 * j + 4)) + i16_scalar(bs.add(8 * j + 6));
+                let s_lo = i16_at(bs.add(8 * j)) + i16_at(bs.add(8 * j + 2));
+                let s_hi = i16_at(bs.add(8 * j + 4)) + i16_at(bs.add(8 * j + 6));
                 msum[r] = _mm256_add_epi32(msum[r], _mm256_mullo_epi32(mn_lo, _mm256_set1_epi32(s_lo)));
                 msum[r] = _mm256_add_epi32(msum[r], _mm256_mullo_epi32(mn_hi, _mm256_set1_epi32(s_hi)));
             }
@@ -221,7 +202,7 @@ unsafe fn q4_k<const R: usize, const VNNI: bool>(
         let d = f16x8(aux.add(16 * h));
         let dmin = f16x8(aux.add(32 + 16 * h));
         for r in 0..R {
-            let dy = _mm256_set1_ps(f32_scalar(ys[r]));
+            let dy = _mm256_set1_ps(f32_at(ys[r]));
             accf[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, dy), accf[r]);
             accf[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dmin, dy), accf[r]);
         }
@@ -284,7 +265,7 @@ unsafe fn q6_k<const R: usize, const VNNI: bool>(
                     let g = 8 * n + 2 * k + half;
                     let sc = i8x8(aux.add(32 + g * 16 + HALF * h));
                     for r in 0..R {
-                        let off = _mm256_set1_epi32(32 * i16_scalar(ys[r].add(260 + 2 * g)));
+                        let off = _mm256_set1_epi32(32 * i16_at(ys[r].add(260 + 2 * g)));
                         isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(_mm256_sub_epi32(acc[r][k], off), sc));
                     }
                 }
@@ -292,7 +273,7 @@ unsafe fn q6_k<const R: usize, const VNNI: bool>(
         }
         let d = f16x8(aux.add(16 * h));
         for r in 0..R {
-            let dy = _mm256_set1_ps(f32_scalar(ys[r]));
+            let dy = _mm256_set1_ps(f32_at(ys[r]));
             accf[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, dy), accf[r]);
         }
     }
@@ -315,18 +296,7 @@ unsafe fn group<const VNNI: bool>(
     out: *mut f32,
     m: usize,
 ) -> bool {
-    let act_block = match pw.ty {
-        GgmlType::Q4_1 => Q8_1_BYTES,
-        GgmlType::Q4_K | GgmlType::Q6_K => Q8K_BYTES,
-        _ => Q8_0_BYTES,
-    };
-    if g >= pw.groups
-        || n == 0
-        || n > ROWS_PER_CALL
-        || a.stride < pw.nb * act_block
-        || a.bytes.len() < (i0 + n) * a.stride
-        || (needs_sums(pw.ty) && a.sums.len() < (i0 + n) * pw.nb)
-    {
+    if n > ROWS_PER_CALL || !rows_fit(pw, g, a, i0, n) {
         return false;
     }
     let valid = (pw.rows - g * LANES).min(LANES);

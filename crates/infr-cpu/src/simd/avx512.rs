@@ -14,30 +14,8 @@ use std::arch::x86_64::*;
 
 use infr_quant::GgmlType;
 
+use super::acts::{f16_at, f32_at, i16_at, rows_fit, ActRows, Q8K_BYTES, Q8_0_BYTES, Q8_1_BYTES};
 use super::pack::{PackedWeight, LANES};
-
-/// Activation block layouts read here.
-const Q8_0_BYTES: usize = 34;
-const Q8_1_BYTES: usize = 36;
-const Q8K_BYTES: usize = 4 + 256 + 32;
-
-/// Activation rows prepared for a packed matmul.
-pub(crate) struct ActRows<'a> {
-    /// Quantized rows (Q8_0, Q8_1 or Q8_K blocks), `stride` bytes apart.
-    pub bytes: &'a [u8],
-    pub stride: usize,
-    /// Per row, per 32-value block, the integer sum of the activation bytes (Q8_0 rows
-    /// against offset weights); `nb` values per row. Empty when unused.
-    pub sums: &'a [i32],
-}
-
-/// A packed kernel entry point: group `g`, activation rows `i0..i0+n`, output `[n, m]`.
-pub(crate) type GroupFn = unsafe fn(&PackedWeight, usize, &ActRows<'_>, usize, usize, *mut f32, usize) -> bool;
-
-/// Whether the weight type needs [`ActRows::sums`].
-pub(crate) fn needs_sums(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
-}
 
 #[inline(always)]
 unsafe fn bcast(p: *const u8) -> __m512i {
@@ -52,21 +30,6 @@ unsafe fn load(p: *const u8) -> __m512i {
 #[inline(always)]
 unsafe fn f16x16(p: *const u8) -> __m512 {
     _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
-}
-
-#[inline(always)]
-unsafe fn f16_scalar(p: *const u8) -> f32 {
-    half::f16::from_bits(std::ptr::read_unaligned(p as *const u16)).to_f32()
-}
-
-#[inline(always)]
-unsafe fn f32_scalar(p: *const u8) -> f32 {
-    std::ptr::read_unaligned(p as *const f32)
-}
-
-#[inline(always)]
-unsafe fn i16_scalar(p: *const u8) -> i32 {
-    std::ptr::read_unaligned(p as *const i16) as i32
 }
 
 /// `rows` of the group's results (lanes) for activation row `i` to `out[i * m ..]`.
@@ -144,11 +107,11 @@ unsafe fn legacy<const R: usize, const KIND: u8>(
                 let s = *a.sums.get_unchecked((i0 + r) * nb + b);
                 acc = _mm512_sub_epi32(acc, _mm512_set1_epi32(offset * s));
             }
-            let dy = _mm512_set1_ps(f16_scalar(y));
+            let dy = _mm512_set1_ps(f16_at(y));
             accf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(d, dy), accf[r]);
             if KIND == 1 {
                 // Q4_1: + min * (d_y * sum y), the sum as the f16 `s` of the Q8_1 block.
-                accf[r] = _mm512_fmadd_ps(f16x16(aux.add(32)), _mm512_set1_ps(f16_scalar(y.add(2))), accf[r]);
+                accf[r] = _mm512_fmadd_ps(f16x16(aux.add(32)), _mm512_set1_ps(f16_at(y.add(2))), accf[r]);
             }
         }
     }
@@ -202,8 +165,8 @@ unsafe fn q4_k<const R: usize>(
                 let ya = a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES + 260);
                 isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(lo[r], sc_lo));
                 isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(hi[r], sc_hi));
-                let s_lo = i16_scalar(ya.add(8 * j)) + i16_scalar(ya.add(8 * j + 2));
-                let s_hi = i16_scalar(ya.add(8 * j + 4)) + i16_scalar(ya.add(8 * j + 6));
+                let s_lo = i16_at(ya.add(8 * j)) + i16_at(ya.add(8 * j + 2));
+                let s_hi = i16_at(ya.add(8 * j + 4)) + i16_at(ya.add(8 * j + 6));
                 msum[r] = _mm512_add_epi32(msum[r], _mm512_mullo_epi32(mn_lo, _mm512_set1_epi32(s_lo)));
                 msum[r] = _mm512_add_epi32(msum[r], _mm512_mullo_epi32(mn_hi, _mm512_set1_epi32(s_hi)));
             }
@@ -211,7 +174,7 @@ unsafe fn q4_k<const R: usize>(
         let d = f16x16(aux);
         let dmin = f16x16(aux.add(32));
         for r in 0..R {
-            let dy = _mm512_set1_ps(f32_scalar(a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES)));
+            let dy = _mm512_set1_ps(f32_at(a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES)));
             accf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(d, dy), accf[r]);
             accf[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[r]), _mm512_mul_ps(dmin, dy), accf[r]);
         }
@@ -279,7 +242,7 @@ unsafe fn q6_k<const R: usize>(
                     let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(aux.add(32 + g * 16) as *const __m128i));
                     for r in 0..R {
                         let ya = a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES + 260);
-                        let off = _mm512_set1_epi32(32 * i16_scalar(ya.add(2 * g)));
+                        let off = _mm512_set1_epi32(32 * i16_at(ya.add(2 * g)));
                         isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(_mm512_sub_epi32(acc[r][k], off), sc));
                     }
                 }
@@ -287,21 +250,12 @@ unsafe fn q6_k<const R: usize>(
         }
         let d = f16x16(aux);
         for r in 0..R {
-            let dy = _mm512_set1_ps(f32_scalar(a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES)));
+            let dy = _mm512_set1_ps(f32_at(a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES)));
             accf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(d, dy), accf[r]);
         }
     }
     for (r, v) in accf.iter().enumerate() {
         store(out.add((i0 + r) * m), *v, rows);
-    }
-}
-
-/// Activation block bytes per packed block for a weight type.
-fn act_bytes_per_block(ty: GgmlType) -> usize {
-    match ty {
-        GgmlType::Q4_1 => Q8_1_BYTES,
-        GgmlType::Q4_K | GgmlType::Q6_K => Q8K_BYTES,
-        _ => Q8_0_BYTES,
     }
 }
 
@@ -331,13 +285,7 @@ pub(crate) unsafe fn group_rows(
     out: *mut f32,
     m: usize,
 ) -> bool {
-    if g >= pw.groups
-        || n == 0
-        || n > rows_per_call(pw.ty)
-        || a.stride < pw.nb * act_bytes_per_block(pw.ty)
-        || a.bytes.len() < (i0 + n) * a.stride
-        || (needs_sums(pw.ty) && a.sums.len() < (i0 + n) * pw.nb)
-    {
+    if n > rows_per_call(pw.ty) || !rows_fit(pw, g, a, i0, n) {
         return false;
     }
     let rows = (pw.rows - g * LANES).min(LANES);

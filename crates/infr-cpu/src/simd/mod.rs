@@ -6,6 +6,8 @@
 //! dequantizes both sides to f32) up to float summation order.
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod acts;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_packed;
@@ -80,12 +82,12 @@ pub(crate) fn level() -> SimdLevel {
 
 /// The 16-row packed kernel of a level: the function and the activation rows per call.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn packed_kernel(level: SimdLevel, ty: GgmlType) -> Option<(avx512::GroupFn, usize)> {
+pub(crate) fn packed_kernel(level: SimdLevel, ty: GgmlType) -> Option<(acts::GroupFn, usize)> {
     match level {
         SimdLevel::None => None,
-        SimdLevel::Avx2 => Some((avx2_packed::group_rows as avx512::GroupFn, avx2_packed::ROWS_PER_CALL)),
-        SimdLevel::Avx2Vnni => Some((avx2_packed::group_rows_vnni as avx512::GroupFn, avx2_packed::ROWS_PER_CALL)),
-        SimdLevel::Avx512Vnni => Some((avx512::group_rows as avx512::GroupFn, avx512::rows_per_call(ty))),
+        SimdLevel::Avx2 => Some((avx2_packed::group_rows as acts::GroupFn, avx2_packed::ROWS_PER_CALL)),
+        SimdLevel::Avx2Vnni => Some((avx2_packed::group_rows_vnni as acts::GroupFn, avx2_packed::ROWS_PER_CALL)),
+        SimdLevel::Avx512Vnni => Some((avx512::group_rows as acts::GroupFn, avx512::rows_per_call(ty))),
     }
 }
 
