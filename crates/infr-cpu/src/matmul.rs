@@ -204,8 +204,52 @@ impl SharedOut {
 /// Bytes of activations kept hot while a task's weight groups stream past them.
 const ACT_TILE_BYTES: usize = 32 << 10;
 
-/// `out[n, m] = x · Wᵀ` on 16-row packed weights: tasks own runs of row groups (so their
-/// writes never overlap); within a task, activation tiles stay in L1 across the groups.
+/// One matmul of a fused packed call: weights, their prepared activations, the `[n, rows]`
+/// output and its bias.
+pub(crate) struct PackedJob<'a> {
+    pub w: &'a CpuWeight,
+    pub acts: &'a PreparedActs,
+    pub out: &'a mut [f32],
+    pub bias: Option<&'a [f32]>,
+}
+
+/// Several matmuls over the same `n` activation rows (q/k/v, gate/up) in one parallel region:
+/// one wake-up of the thread pool instead of one per matmul, which is a good part of a
+/// decode step's cost on a small model. Falls back to [`linear`] one by one unless every
+/// weight is packed and the fast tier runs.
+pub(crate) fn linear_many(tier: KernelTier, n: usize, jobs: &mut [PackedJob<'_>]) {
+    let fused = tier == KernelTier::Fast && jobs.iter().all(|j| j.w.packed.is_some());
+    if !fused || jobs.len() < 2 {
+        for j in jobs.iter_mut() {
+            linear(tier, j.acts, n, j.w, j.bias, j.out);
+        }
+        return;
+    }
+    let level = crate::simd::level();
+    let items: Vec<PackedItem<'_>> = jobs
+        .iter_mut()
+        .map(|j| PackedItem {
+            pw: j.w.packed.as_ref().expect("checked above"),
+            acts: j.acts,
+            out: SharedOut(j.out.as_mut_ptr()),
+            out_len: j.out.len(),
+        })
+        .collect();
+    run_packed(level, &items, n);
+    for j in jobs.iter_mut() {
+        add_bias(j.out, j.w.rows, j.bias);
+    }
+}
+
+/// A packed matmul as the parallel tasks see it.
+struct PackedItem<'a> {
+    pw: &'a crate::simd::pack::PackedWeight,
+    acts: &'a PreparedActs,
+    out: SharedOut,
+    out_len: usize,
+}
+
+/// `out[n, m] = x · Wᵀ` on 16-row packed weights.
 fn linear_packed(
     level: crate::simd::SimdLevel,
     pw: &crate::simd::pack::PackedWeight,
@@ -214,18 +258,34 @@ fn linear_packed(
     out: &mut [f32],
     m: usize,
 ) {
+    assert_eq!(pw.rows, m, "packed linear output shape");
+    let item = PackedItem { pw, acts, out: SharedOut(out.as_mut_ptr()), out_len: out.len() };
+    run_packed(level, std::slice::from_ref(&item), n);
+}
+
+/// Every item's matmul in one parallel region: tasks own runs of one item's row groups (so
+/// their writes never overlap); within a task, activation tiles stay in L1 across the groups.
+fn run_packed(level: crate::simd::SimdLevel, items: &[PackedItem<'_>], n: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(out.len() >= n * m && pw.rows == m, "packed linear output shape");
-        let rows = ActRowsOwned { acts };
-        let a = rows.view();
-        let (kernel, per) = crate::simd::packed_kernel(level, pw.ty).expect("weights are packed only with a kernel");
         let threads = rayon::current_num_threads().max(1);
-        let chunk = pw.groups.div_ceil(threads * 4).max(1);
-        let tile = (ACT_TILE_BYTES / acts.row_bytes.max(1)).max(per).next_multiple_of(per);
-        let ptr = SharedOut(out.as_mut_ptr());
-        (0..pw.groups.div_ceil(chunk)).into_par_iter().for_each(|t| {
-            let (g0, g1) = (t * chunk, ((t + 1) * chunk).min(pw.groups));
+        // (item, first group, end group) per task.
+        let mut tasks = Vec::new();
+        for (k, it) in items.iter().enumerate() {
+            assert!(it.out_len >= n * it.pw.rows, "packed linear output shape");
+            let chunk = it.pw.groups.div_ceil(threads * 4).max(1);
+            for g0 in (0..it.pw.groups).step_by(chunk) {
+                tasks.push((k, g0, (g0 + chunk).min(it.pw.groups)));
+            }
+        }
+        tasks.into_par_iter().for_each(|(k, g0, g1)| {
+            let it = &items[k];
+            let (pw, m) = (it.pw, it.pw.rows);
+            let rows = ActRowsOwned { acts: it.acts };
+            let a = rows.view();
+            let (kernel, per) =
+                crate::simd::packed_kernel(level, pw.ty).expect("weights are packed only with a kernel");
+            let tile = (ACT_TILE_BYTES / it.acts.row_bytes.max(1)).max(per).next_multiple_of(per);
             for i0 in (0..n).step_by(tile) {
                 let i1 = (i0 + tile).min(n);
                 for g in g0..g1 {
@@ -233,9 +293,9 @@ fn linear_packed(
                     while i < i1 {
                         let r = (i1 - i).min(per);
                         // SAFETY: `level` is one this CPU has (`simd::level`/`available`); this
-                        // task alone writes the columns of groups g0..g1, and `out` holds
-                        // n * m values (asserted above).
-                        let done = unsafe { kernel(pw, g, &a, i, r, ptr.get(), m) };
+                        // task alone writes the columns of groups g0..g1 of this item's output,
+                        // which holds n * m values (asserted above) and outlives the region.
+                        let done = unsafe { kernel(pw, g, &a, i, r, it.out.get(), m) };
                         assert!(done, "packed kernel rejected its inputs");
                         i += r;
                     }
@@ -245,7 +305,7 @@ fn linear_packed(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (level, pw, acts, n, out, m);
+        let _ = (level, items, n);
         unreachable!("weights are packed only on x86-64");
     }
 }
@@ -336,6 +396,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A fused run of matmuls (q/k/v style: one input, several weights and types, a bias)
+    /// gives exactly what each matmul gives alone.
+    #[test]
+    fn fused_run_equals_separate_matmuls() {
+        let k = 512;
+        let ws = [weight(GgmlType::Q4_K, 40, k), weight(GgmlType::Q8_0, 17, k), weight(GgmlType::Q6_K, 33, k)];
+        let bias: Vec<f32> = (0..17).map(|i| i as f32 * 0.25).collect();
+        for n in [1, 5] {
+            let x = randoms(n * k, 5 + n as u64);
+            let acts: Vec<PreparedActs> = ws.iter().map(|w| prepare_acts(&x, k, w.ty, false)).collect();
+            let biases = [None, Some(bias.as_slice()), None];
+            let mut alone: Vec<Vec<f32>> = ws.iter().map(|w| vec![0f32; n * w.rows]).collect();
+            for (((w, a), out), b) in ws.iter().zip(&acts).zip(alone.iter_mut()).zip(biases) {
+                linear(KernelTier::Fast, a, n, w, b, out);
+            }
+            let mut fused: Vec<Vec<f32>> = ws.iter().map(|w| vec![0f32; n * w.rows]).collect();
+            let mut jobs: Vec<PackedJob<'_>> = ws
+                .iter()
+                .zip(&acts)
+                .zip(fused.iter_mut())
+                .zip(biases)
+                .map(|(((w, acts), out), bias)| PackedJob { w, acts, out, bias })
+                .collect();
+            linear_many(KernelTier::Fast, n, &mut jobs);
+            assert_eq!(alone, fused, "n={n}");
         }
     }
 

@@ -83,8 +83,11 @@ impl Plan {
         let vec_of = |id: &WeightId| weights[id].f32.as_deref().expect("vector weight checked at compile");
         type ActKey = (infr_core::TensorId, infr_quant::GgmlType, bool);
         let mut act_cache: Vec<(ActKey, std::sync::Arc<matmul::PreparedActs>)> = Vec::new();
+        // Outputs (and profile nanoseconds) of matmuls computed with an earlier one of their run.
+        let mut ahead: HashMap<usize, (Vec<f32>, f64)> = HashMap::new();
         for (i, node) in g.nodes.iter().enumerate() {
             let t0 = prof.map(|_| Instant::now());
+            let mut time_override: Option<f64> = None;
             // Take an input's buffer if this node is its last reader, else copy it.
             let take = |t: infr_core::TensorId, bufs: &mut Vec<Option<Vec<f32>>>| -> Vec<f32> {
                 let ti = t.0 as usize;
@@ -112,25 +115,65 @@ impl Plan {
                     }
                     out
                 }
-                Op::Linear { x, weight, bias } => {
-                    let wt = w(weight);
-                    let act_ty = act_type_for(wt.ty);
-                    // q/k/v (and gate/up) read the same input: quantize it once per type.
-                    let want_f32 = !matmul::uses_fast(tier, wt.ty);
-                    let key = (*x, act_ty, want_f32);
-                    let acts = match act_cache.iter().find(|(k, _)| *k == key) {
-                        Some((_, a)) => a.clone(),
-                        None => {
-                            let xin = bufs[x.0 as usize].as_deref().expect("buffer alive");
-                            let a = std::sync::Arc::new(matmul::prepare_acts(xin, wt.cols, wt.ty, want_f32));
-                            act_cache.push((key, a.clone()));
-                            a
+                Op::Linear { x, .. } => match ahead.remove(&i) {
+                    // Computed with the first matmul of its run.
+                    Some((out, t)) => {
+                        time_override = Some(t);
+                        out
+                    }
+                    None => {
+                        // The run of matmuls from here that read the same input (q/k/v,
+                        // gate/up) goes to the thread pool as one parallel region.
+                        let run: Vec<usize> = (i..g.nodes.len())
+                            .take_while(|&j| matches!(&g.nodes[j].op, Op::Linear { x: xj, .. } if xj == x))
+                            .collect();
+                        let t_run = Instant::now();
+                        let mut prepared = Vec::with_capacity(run.len());
+                        for &j in &run {
+                            let Op::Linear { weight, .. } = &g.nodes[j].op else { unreachable!("run of matmuls") };
+                            let wt = w(weight);
+                            // Each input is quantized once per activation type.
+                            let want_f32 = !matmul::uses_fast(tier, wt.ty);
+                            let key = (*x, act_type_for(wt.ty), want_f32);
+                            let acts = match act_cache.iter().find(|(k, _)| *k == key) {
+                                Some((_, a)) => a.clone(),
+                                None => {
+                                    let xin = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                                    let a = std::sync::Arc::new(matmul::prepare_acts(xin, wt.cols, wt.ty, want_f32));
+                                    act_cache.push((key, a.clone()));
+                                    a
+                                }
+                            };
+                            prepared.push(acts);
                         }
-                    };
-                    let mut out = vec![0f32; node.rows * node.cols];
-                    matmul::linear(tier, &acts, node.rows, wt, bias.as_ref().map(vec_of), &mut out);
-                    out
-                }
+                        let mut outs: Vec<Vec<f32>> =
+                            run.iter().map(|&j| vec![0f32; g.nodes[j].rows * g.nodes[j].cols]).collect();
+                        let mut jobs: Vec<matmul::PackedJob<'_>> = run
+                            .iter()
+                            .zip(outs.iter_mut())
+                            .zip(&prepared)
+                            .map(|((&j, out), acts)| {
+                                let Op::Linear { weight, bias, .. } = &g.nodes[j].op else {
+                                    unreachable!("run of matmuls")
+                                };
+                                matmul::PackedJob { w: w(weight), acts, out, bias: bias.as_ref().map(vec_of) }
+                            })
+                            .collect();
+                        matmul::linear_many(tier, node.rows, &mut jobs);
+                        // Profile: the run's time split by weight bytes.
+                        let bytes: Vec<f64> = jobs.iter().map(|j| (j.w.rows * j.w.row_bytes) as f64).collect();
+                        drop(jobs);
+                        let total = t_run.elapsed().as_nanos() as f64;
+                        let sum: f64 = bytes.iter().sum::<f64>().max(1.0);
+                        let mut outs = outs.into_iter();
+                        let first = outs.next().expect("a run holds this node");
+                        for ((&j, out), b) in run[1..].iter().zip(outs).zip(&bytes[1..]) {
+                            ahead.insert(j, (out, total * b / sum));
+                        }
+                        time_override = Some(total * bytes[0] / sum);
+                        first
+                    }
+                },
                 Op::RmsNorm { x, weight, eps, group } => {
                     let mut v = take(*x, &mut bufs);
                     norm::rms_norm(&mut v, *group as usize, *eps, weight.as_ref().map(vec_of));
@@ -193,7 +236,7 @@ impl Plan {
                 }
             };
             if let Some(t0) = t0 {
-                times.push(t0.elapsed().as_nanos() as f64);
+                times.push(time_override.unwrap_or_else(|| t0.elapsed().as_nanos() as f64));
             }
             bufs[i] = Some(out);
             act_cache.retain(|((t, _, _), _)| self.last_use[t.0 as usize] > i);
