@@ -34,7 +34,7 @@ pub(crate) fn needs_sums(ty: GgmlType) -> bool {
 pub(crate) fn act_bytes_per_block(ty: GgmlType) -> usize {
     match ty {
         GgmlType::Q4_1 => Q8_1_BYTES,
-        GgmlType::Q4_K | GgmlType::Q6_K => Q8K_BYTES,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => Q8K_BYTES,
         _ => Q8_0_BYTES,
     }
 }

@@ -149,10 +149,10 @@ unsafe fn legacy<const R: usize, const KIND: u8, const VNNI: bool>(
     }
 }
 
-/// Q4_K against Q8_K, half `h` (see `avx512::q4_k`).
+/// Q4_K (with `Q5`: Q5_K) against Q8_K, half `h` (see `avx512::q4_k`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn q4_k<const R: usize, const VNNI: bool>(
+unsafe fn q4_k<const R: usize, const Q5: bool, const VNNI: bool>(
     pw: &PackedWeight,
     grp: *const u8,
     a: &ActRows<'_>,
@@ -177,8 +177,22 @@ unsafe fn q4_k<const R: usize, const VNNI: bool>(
             let mut hi = [_mm256_setzero_si256(); R];
             for c in 0..8 {
                 let v = load(q.add((j * 8 + c) * 64));
-                let wl = _mm256_and_si256(v, nib);
-                let wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                let mut wl = _mm256_and_si256(v, nib);
+                let mut wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                if Q5 {
+                    // Bit s of each high-bit byte is sub-block s's fifth bit: move it to bit 4.
+                    let h = load(q.add(2048 + 64 * c));
+                    let fifth = |s: i32| {
+                        let v = if s <= 4 {
+                            _mm256_sll_epi32(h, _mm_cvtsi32_si128(4 - s))
+                        } else {
+                            _mm256_srl_epi32(h, _mm_cvtsi32_si128(s - 4))
+                        };
+                        _mm256_and_si256(v, _mm256_set1_epi8(0x10))
+                    };
+                    wl = _mm256_or_si256(wl, fifth(2 * j as i32));
+                    wh = _mm256_or_si256(wh, fifth(2 * j as i32 + 1));
+                }
                 for r in 0..R {
                     let y = ys[r].add(4 + 64 * j + 4 * c);
                     lo[r] = dot4::<VNNI>(lo[r], wl, bcast(y));
@@ -318,7 +332,8 @@ unsafe fn group<const VNNI: bool>(
             GgmlType::Q4_1 => run!(legacy, 1),
             GgmlType::Q5_0 => run!(legacy, 2),
             GgmlType::Q8_0 => run!(legacy, 3),
-            GgmlType::Q4_K => run!(q4_k),
+            GgmlType::Q4_K => run!(q4_k, false),
+            GgmlType::Q5_K => run!(q4_k, true),
             GgmlType::Q6_K => run!(q6_k),
             _ => return false,
         }

@@ -120,11 +120,12 @@ unsafe fn legacy<const R: usize, const KIND: u8>(
     }
 }
 
-/// Q4_K against Q8_K: per 32-value sub-block an integer dot times the row's 6-bit scale,
-/// minus the 6-bit min times the activation sub-block sum (`ggml_vec_dot_q4_K_q8_K`).
+/// Q4_K (and with `Q5`, Q5_K's fifth bits) against Q8_K: per 32-value sub-block an integer
+/// dot times the row's 6-bit scale, minus the 6-bit min times the activation sub-block sum
+/// (`ggml_vec_dot_q4_K_q8_K`, `ggml_vec_dot_q5_K_q8_K`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vl,avx2,fma,f16c")]
-unsafe fn q4_k<const R: usize>(
+unsafe fn q4_k<const R: usize, const Q5: bool>(
     pw: &PackedWeight,
     grp: *const u8,
     a: &ActRows<'_>,
@@ -149,8 +150,22 @@ unsafe fn q4_k<const R: usize>(
             let mut hi = [_mm512_setzero_si512(); R];
             for c in 0..8 {
                 let v = load(q.add((j * 8 + c) * 64));
-                let wl = _mm512_and_si512(v, nib);
-                let wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                let mut wl = _mm512_and_si512(v, nib);
+                let mut wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                if Q5 {
+                    // Bit s of each high-bit byte is sub-block s's fifth bit: move it to bit 4.
+                    let h = load(q.add(2048 + 64 * c));
+                    let fifth = |s: i32| {
+                        let v = if s <= 4 {
+                            _mm512_sll_epi32(h, _mm_cvtsi32_si128(4 - s))
+                        } else {
+                            _mm512_srl_epi32(h, _mm_cvtsi32_si128(s - 4))
+                        };
+                        _mm512_and_si512(v, _mm512_set1_epi8(0x10))
+                    };
+                    wl = _mm512_or_si512(wl, fifth(2 * j as i32));
+                    wh = _mm512_or_si512(wh, fifth(2 * j as i32 + 1));
+                }
                 for r in 0..R {
                     let y = a.bytes.as_ptr().add((i0 + r) * a.stride + b * Q8K_BYTES + 4 + 64 * j + 4 * c);
                     lo[r] = _mm512_dpbusd_epi32(lo[r], wl, bcast(y));
@@ -306,7 +321,8 @@ pub(crate) unsafe fn group_rows(
         GgmlType::Q4_1 => by_rows!(legacy, 1),
         GgmlType::Q5_0 => by_rows!(legacy, 2),
         GgmlType::Q8_0 => by_rows!(legacy, 3),
-        GgmlType::Q4_K => by_rows!(q4_k),
+        GgmlType::Q4_K => by_rows!(q4_k, false),
+        GgmlType::Q5_K => by_rows!(q4_k, true),
         GgmlType::Q6_K => match n {
             1 => q6_k::<1>(pw, grp, a, i0, out, m, rows),
             _ => q6_k::<2>(pw, grp, a, i0, out, m, rows),

@@ -96,11 +96,11 @@ pub(crate) fn describe() -> &'static str {
     match level() {
         SimdLevel::None => "scalar",
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => "avx2 on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), in place (q5_K)",
+        SimdLevel::Avx2 => "avx2 on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q5_K q6_K)",
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2Vnni => "avx-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), avx2 (q5_K)",
+        SimdLevel::Avx2Vnni => "avx-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q5_K q6_K)",
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512Vnni => "avx512-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q6_K), avx2 (q5_K)",
+        SimdLevel::Avx512Vnni => "avx512-vnni on 16-row packed weights (q4_0 q4_1 q5_0 q8_0 q4_K q5_K q6_K)",
     }
 }
 

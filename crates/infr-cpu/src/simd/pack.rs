@@ -19,6 +19,8 @@
 //! - Q8_0: quants `c in 0..8`: `qs[r][4c..4c+4] ^ 0x80` (stored unsigned: `q + 128`); aux `d[16]`.
 //! - Q4_K (256 values): quants `j in 0..4, c in 0..8`: `qs[r][32j+4c..]` (low nibbles =
 //!   sub-block 2j, high = 2j+1); aux `d[16]`, `dmin[16]` f16, `scale[8][16]`, `min[8][16]` u8.
+//! - Q5_K: as Q4_K, then the high bits: `c in 0..8`: `qh[r][4c..4c+4]` (bit s of byte l is value
+//!   `32s + l`'s fifth bit).
 //! - Q6_K: quants `n in 0..2, c in 0..8`: `ql[r][64n+4c..]`, `ql[r][64n+32+4c..]`,
 //!   `qh[r][32n+4c..]`; aux `d[16]` f16, `scale[16][16]` i8.
 
@@ -98,6 +100,7 @@ pub(crate) fn shape_of(ty: GgmlType) -> Option<PackedShape> {
         GgmlType::Q5_0 => (32, 64 + 256, 32),
         GgmlType::Q8_0 => (32, 512, 32),
         GgmlType::Q4_K => (256, 2048, 64 + 256),
+        GgmlType::Q5_K => (256, 2048 + 512, 64 + 256),
         GgmlType::Q6_K => (256, 3072, 32 + 256),
         _ => return None,
     };
@@ -210,10 +213,16 @@ fn pack_block(ty: GgmlType, src: &[u8], r: usize, q: &mut [u8], a: &mut [u8]) {
             }
             a[2 * r..2 * r + 2].copy_from_slice(&f16_bytes(src, 0));
         }
-        GgmlType::Q4_K => {
+        GgmlType::Q4_K | GgmlType::Q5_K => {
+            let qs = if ty == GgmlType::Q4_K { 16 } else { 48 };
             for j in 0..4 {
                 for c in 0..8 {
-                    put4(q, j * 8 + c, r, src, 16 + 32 * j + 4 * c, 0);
+                    put4(q, j * 8 + c, r, src, qs + 32 * j + 4 * c, 0);
+                }
+            }
+            if ty == GgmlType::Q5_K {
+                for c in 0..8 {
+                    put4(&mut q[2048..], c, r, src, 16 + 4 * c, 0);
                 }
             }
             a[2 * r..2 * r + 2].copy_from_slice(&f16_bytes(src, 0));
