@@ -72,7 +72,8 @@ pub(crate) fn prepare_acts(x: &[f32], k: usize, w_ty: GgmlType, want_f32: bool) 
         f32s.extend_from_slice(&f);
     }
     let sums = if act_ty == GgmlType::Q8_0 {
-        bytes.chunks_exact(34).map(|b| b[2..].iter().map(|&v| v as i8 as i32).sum()).collect()
+        // Q8_0 block: f16 scale, then 32 i8.
+        bytes.chunks_exact(act_ty.info().type_size).map(|b| b[2..].iter().map(|&v| v as i8 as i32).sum()).collect()
     } else {
         Vec::new()
     };
@@ -281,8 +282,7 @@ fn run_packed(level: crate::simd::SimdLevel, items: &[PackedItem<'_>], n: usize)
         tasks.into_par_iter().for_each(|(k, g0, g1)| {
             let it = &items[k];
             let (pw, m) = (it.pw, it.pw.rows);
-            let rows = ActRowsOwned { acts: it.acts };
-            let a = rows.view();
+            let a = act_rows(it.acts);
             let (kernel, per) =
                 crate::simd::packed_kernel(level, pw.ty).expect("weights are packed only with a kernel");
             let tile = (ACT_TILE_BYTES / it.acts.row_bytes.max(1)).max(per).next_multiple_of(per);
@@ -310,17 +310,10 @@ fn run_packed(level: crate::simd::SimdLevel, items: &[PackedItem<'_>], n: usize)
     }
 }
 
-/// Borrowed view of prepared activations for the packed kernels.
+/// Prepared activations as the packed kernels read them.
 #[cfg(target_arch = "x86_64")]
-struct ActRowsOwned<'a> {
-    acts: &'a PreparedActs,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl<'a> ActRowsOwned<'a> {
-    fn view(&self) -> crate::simd::acts::ActRows<'a> {
-        crate::simd::acts::ActRows { bytes: &self.acts.bytes, stride: self.acts.row_bytes, sums: &self.acts.sums }
-    }
+fn act_rows(acts: &PreparedActs) -> crate::simd::acts::ActRows<'_> {
+    crate::simd::acts::ActRows { bytes: &acts.bytes, stride: acts.row_bytes, sums: &acts.sums }
 }
 
 #[cfg(test)]

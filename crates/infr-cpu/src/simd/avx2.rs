@@ -7,6 +7,7 @@
 
 use std::arch::x86_64::*;
 
+use infr_quant::kquants::get_scale_min_k4;
 use infr_quant::GgmlType;
 
 const QK_K: usize = 256;
@@ -329,7 +330,11 @@ unsafe fn k4_like<const WR: usize, const R: usize>(
         for wi in 0..WR {
             let wb = wi * t.wrb + b * bs;
             let (d, dmin) = (f16_at(t.w, wb), f16_at(t.w, wb + 2));
-            let (sc, m) = super::scale_min_k4(&*(t.w.as_ptr().add(wb + 4) as *const [u8; 12]));
+            let packed_scales = &*(t.w.as_ptr().add(wb + 4) as *const [u8; 12]);
+            let (sc, m): ([u8; 8], [u8; 8]) = (
+                std::array::from_fn(|j| get_scale_min_k4(j, packed_scales).0),
+                std::array::from_fn(|j| get_scale_min_k4(j, packed_scales).1),
+            );
             let (lo, hi) = unpack(t.w, wb);
             for r in 0..R {
                 let ab = r * t.arb + b * Q8K_SIZE;

@@ -58,25 +58,19 @@ pub(crate) fn level() -> SimdLevel {
     use std::sync::OnceLock;
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
     *LEVEL.get_or_init(|| {
-        let cap = std::env::var("INFR_CPU_SIMD").unwrap_or_default().to_ascii_lowercase();
         let all = available();
-        let best = *all.last().unwrap_or(&SimdLevel::None);
-        #[cfg(target_arch = "x86_64")]
-        {
-            let capped = match cap.as_str() {
-                "none" => Some(SimdLevel::None),
-                "avx2" => Some(SimdLevel::Avx2),
-                "avxvnni" => Some(SimdLevel::Avx2Vnni),
-                _ => None,
-            };
-            if let Some(c) = capped.filter(|c| all.contains(c)) {
-                return c;
-            }
+        let cap = match std::env::var("INFR_CPU_SIMD").unwrap_or_default().to_ascii_lowercase().as_str() {
+            "none" => Some(SimdLevel::None),
+            #[cfg(target_arch = "x86_64")]
+            "avx2" => Some(SimdLevel::Avx2),
+            #[cfg(target_arch = "x86_64")]
+            "avxvnni" => Some(SimdLevel::Avx2Vnni),
+            _ => None,
+        };
+        match cap {
+            Some(c) if all.contains(&c) => c,
+            _ => *all.last().unwrap_or(&SimdLevel::None),
         }
-        if cap == "none" {
-            return SimdLevel::None;
-        }
-        best
     })
 }
 
@@ -137,20 +131,4 @@ pub(crate) fn dot_tile(
         // SAFETY: level() checked that the CPU has AVX2, FMA and F16C.
         _ => unsafe { avx2::dot_tile(ty, w_rows, wrb, n_w, acts, arb, n_a, out) },
     }
-}
-
-/// The 6-bit scales and mins of Q4_K/Q5_K (ggml's `get_scale_min_k4`).
-pub(crate) fn scale_min_k4(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut m = [0u8; 8];
-    for j in 0..8 {
-        if j < 4 {
-            sc[j] = s[j] & 63;
-            m[j] = s[j + 4] & 63;
-        } else {
-            sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-            m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        }
-    }
-    (sc, m)
 }

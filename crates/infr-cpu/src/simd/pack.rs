@@ -228,10 +228,10 @@ fn pack_block(ty: GgmlType, src: &[u8], r: usize, q: &mut [u8], a: &mut [u8]) {
             a[2 * r..2 * r + 2].copy_from_slice(&f16_bytes(src, 0));
             a[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&f16_bytes(src, 2));
             let s: &[u8; 12] = src[4..16].try_into().expect("12 scale bytes");
-            let (sc, mn) = super::scale_min_k4(s);
             for sb in 0..8 {
-                a[64 + sb * 16 + r] = sc[sb];
-                a[64 + 128 + sb * 16 + r] = mn[sb];
+                let (sc, mn) = infr_quant::kquants::get_scale_min_k4(sb, s);
+                a[64 + sb * 16 + r] = sc;
+                a[64 + 128 + sb * 16 + r] = mn;
             }
         }
         GgmlType::Q6_K => {
