@@ -62,6 +62,8 @@ pub struct DeviceCaps {
     pub max_workgroup_invocations: u32,
     /// Bytes of push constants.
     pub max_push_constants: u32,
+    /// Storage-buffer bindings one compute shader may use.
+    pub max_storage_buffers_per_stage: u32,
     /// f16 arithmetic in shaders (`shaderFloat16`).
     pub shader_f16: bool,
     /// 16-bit storage buffer access.
@@ -414,6 +416,7 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
             max_workgroup_count: l.max_compute_work_group_count,
             max_workgroup_invocations: l.max_compute_work_group_invocations,
             max_push_constants: l.max_push_constants_size,
+            max_storage_buffers_per_stage: l.max_per_stage_descriptor_storage_buffers,
             shader_f16: v12 && f12.shader_float16 == vk::TRUE,
             storage_16bit: if v12 {
                 f11.storage_buffer16_bit_access == vk::TRUE

@@ -59,7 +59,7 @@ pub fn qact_bytes(n: usize, k: usize) -> u64 {
 
 /// Activation quantization to int8 blocks of 32.
 pub fn quantize_act() -> KernelSpec {
-    KernelSpec::new("quantize_act", &["common", "quantize_act"], 3, push_size::<QuantizeParams>())
+    KernelSpec::new("quantize_act", &["common", "q8_block", "quantize_act"], 3, push_size::<QuantizeParams>())
 }
 
 /// Whether llama.cpp's CPU multiplies weights of type `ty` with activations quantized to
@@ -225,6 +225,9 @@ pub struct AttnCombineParams {
     pub n_rows: u32,
     pub dv: u32,
     pub n_split: u32,
+    pub n_head: u32,
+    pub window: u32,
+    pub pos_off: u32,
 }
 
 /// Push constants of `elementwise.wgsl`.
@@ -245,7 +248,7 @@ pub struct GatherParams {
     pub rows_off: u32,
 }
 
-fn push_size<T>() -> u32 {
+pub(crate) fn push_size<T>() -> u32 {
     std::mem::size_of::<T>() as u32
 }
 
@@ -501,10 +504,10 @@ pub fn rms_norm() -> KernelSpec {
 
 /// RoPE.
 pub fn rope() -> KernelSpec {
-    KernelSpec::new("rope", &["common", "rope"], 4, push_size::<RopeParamsGpu>())
+    KernelSpec::new("rope", &["common", "rope_math", "rope"], 4, push_size::<RopeParamsGpu>())
 }
 
-fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
+pub(crate) fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
     match dtype {
         KvDType::F16 => spec
             .define("KV_TY", "u32")
@@ -539,7 +542,7 @@ pub fn attention(dtype: KvDType, dk: u32, dv: u32) -> KernelSpec {
 
 /// Merge of split attention partials.
 pub fn attention_combine() -> KernelSpec {
-    KernelSpec::new("attention_combine", &["common", "attention_combine"], 2, push_size::<AttnCombineParams>())
+    KernelSpec::new("attention_combine", &["common", "attention_combine"], 3, push_size::<AttnCombineParams>())
 }
 
 /// Key splits for attention with `rows` (token, head) pairs: enough workgroups to fill a
@@ -564,15 +567,20 @@ pub enum Elt {
 
 /// An elementwise kernel.
 pub fn elementwise(op: Elt) -> KernelSpec {
-    let (name, body) = match op {
+    let (name, body) = elt_body(op);
+    KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body)
+}
+
+/// Kernel name and WGSL body of `fn op(a: f32, b: f32) -> f32` for an elementwise op.
+pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
+    match op {
         Elt::Add => ("add", "return a + b;"),
         Elt::Mul => ("mul", "return a * b;"),
         Elt::Scale => ("scale", "return a * pc.s;"),
         Elt::Softcap => ("softcap", "return tanh_exp(a * pc.inv_s) * pc.s;"),
         Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
         Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
-    };
-    KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body)
+    }
 }
 
 /// Output-row gather.

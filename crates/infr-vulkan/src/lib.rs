@@ -10,6 +10,8 @@
 mod backend;
 pub mod device;
 mod error;
+mod fused_kernels;
+mod fusion;
 mod kernels;
 mod lower;
 pub mod memory;

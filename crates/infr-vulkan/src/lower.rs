@@ -7,6 +7,8 @@ use std::sync::Arc;
 use infr_core::{Graph, KvSpec, Op, RopeMode, RopeScaling, WeightId};
 
 use crate::error::{VkError, VkResult};
+use crate::fused_kernels;
+use crate::fusion::{self, FusionOptions, HeadNorm};
 use crate::kernels::{self, Elt};
 use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
 use crate::profile::OpLabel;
@@ -78,6 +80,31 @@ fn u32_of(v: usize, what: &str) -> VkResult<u32> {
     u32::try_from(v).map_err(|_| VkError::Unsupported(format!("{what} = {v} exceeds u32")))
 }
 
+/// RoPE constants derived from the parameters (`ggml_rope_yarn_corr_dims` and friends).
+struct RopeConsts {
+    theta_scale: f32,
+    ext_factor: f32,
+    mscale0: f32,
+    corr: [f32; 2],
+    yarn_mul: f32,
+}
+
+fn rope_consts(rp: &infr_core::RopeParams) -> VkResult<RopeConsts> {
+    if rp.head_dim % 2 != 0 || rp.n_rot % 2 != 0 || rp.n_rot == 0 {
+        return Err(VkError::Unsupported(format!("rope with head_dim {} / n_rot {}", rp.head_dim, rp.n_rot)));
+    }
+    let nd = rp.n_rot as f32;
+    let (ext_factor, mscale0, corr, yarn_mul) = match rp.scaling {
+        RopeScaling::None => (0.0, 1.0, [0.0, 0.0], 1.0),
+        RopeScaling::Yarn { ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig } => {
+            let start = corr_dim(nd, n_ctx_orig as f32, beta_fast, rp.freq_base).floor();
+            let end = corr_dim(nd, n_ctx_orig as f32, beta_slow, rp.freq_base).ceil();
+            (ext_factor, attn_factor, [start.max(0.0), end.min(nd - 1.0)], 1.0 + 0.1 * (1.0 / rp.freq_scale).ln())
+        }
+    };
+    Ok(RopeConsts { theta_scale: rp.freq_base.powf(-2.0 / nd), ext_factor, mscale0, corr, yarn_mul })
+}
+
 /// `ggml_rope_yarn_corr_dim`.
 fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
     n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
@@ -93,6 +120,10 @@ pub(crate) struct Features {
     pub coopmat: Option<u32>,
     /// Packed int8 dot products (integer matrix-vector kernels for decode).
     pub int8: bool,
+    /// Whether several nodes may share one dispatch (`fusion`).
+    pub fusion: bool,
+    /// Storage-buffer bindings a shader may use.
+    pub max_bindings: u32,
 }
 
 /// A lowered graph: its dispatches and the extra buffers they need.
@@ -102,12 +133,14 @@ pub(crate) struct Lowered {
     pub scratch_bytes: u64,
     /// Bytes of each int8-quantized activation buffer (`Res::ActQ(i)`).
     pub qact_bytes: Vec<u64>,
+    /// For every node, the last node index whose dispatch reads it (after fusion).
+    pub last_uses: Vec<usize>,
 }
 
 impl Features {
     /// What the kernels may use on a device (`portable` turns off everything optional,
     /// `no_coopmat` only the cooperative-matrix kernels).
-    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool, no_int8: bool) -> Self {
+    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool, no_int8: bool, no_fusion: bool) -> Self {
         let subgroups = caps.subgroup_arithmetic && !portable;
         let fixed_sg = match caps.subgroup_size_range {
             Some((lo, hi)) => (lo == hi).then_some(lo),
@@ -123,7 +156,13 @@ impl Features {
             .then_some(fixed_sg)
             .flatten()
             .filter(|&s| (4..=64).contains(&s));
-        Self { subgroups, coopmat, int8: subgroups && caps.int_dot && !no_int8 }
+        Self {
+            subgroups,
+            coopmat,
+            int8: subgroups && caps.int_dot && !no_int8,
+            fusion: !no_fusion,
+            max_bindings: caps.max_storage_buffers_per_stage,
+        }
     }
 }
 
@@ -138,6 +177,18 @@ fn vec_q8_rows(m: usize) -> u32 {
     } else {
         VEC_R
     }
+}
+
+/// The quantization group (blocks of 32 per scale) of the int8 activations a matmul with
+/// weight `lw` and `n` activation rows reads, if it runs the integer-dot kernel.
+fn q8_group(lw: &GpuWeight, n: usize, feat: Features) -> Option<u32> {
+    let k = lw.cols;
+    let q8 = feat.int8
+        && n <= kernels::VEC_MAX_COLS
+        && k % 32 == 0
+        && !lw.chunks.is_empty()
+        && kernels::vec_q8_lanes(lw.layout.ty).is_some();
+    q8.then_some(if kernels::q8k_acts(lw.layout.ty) && k % 256 == 0 { 8 } else { 1 })
 }
 
 /// Lower every node of `graph` to dispatches.
@@ -158,7 +209,21 @@ pub(crate) fn lower(
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
+    let fopts = FusionOptions {
+        quantizing: feat.fusion && feat.int8,
+        qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
+    };
+    let fx = fusion::plan(graph, fopts, |j| {
+        let node = &graph.nodes[j];
+        match &node.op {
+            Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_group(lw, node.rows, feat)),
+            _ => None,
+        }
+    });
     for (i, node) in graph.nodes.iter().enumerate() {
+        if fx.absorbed[i] {
+            continue;
+        }
         let me = Res::Act(i as u32);
         let node_label = node.label.clone().unwrap_or_else(|| node.op.name().to_owned());
         let mut push =
@@ -209,14 +274,9 @@ pub(crate) fn lower(
                 let n = node.rows;
                 let k = lw.cols;
                 // Activations as llama.cpp's CPU rounds them for this weight type.
-                let q8k = kernels::q8k_acts(lw.layout.ty) && k % 256 == 0;
-                let q8_spec = if feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 {
-                    kernels::matmul_vec_q8(&lw.layout, n as u32, vec_q8_rows(lw.rows))
-                } else {
-                    None
-                };
-                if let Some(spec) = q8_spec {
-                    let group = if q8k { 8 } else { 1 };
+                let q8_spec = q8_group(lw, n, feat)
+                    .and_then(|g| Some((g, kernels::matmul_vec_q8(&lw.layout, n as u32, vec_q8_rows(lw.rows))?)));
+                if let Some((group, spec)) = q8_spec {
                     let qi = match qact_of.get(&(x.0, group)) {
                         Some(&qi) => qi,
                         None => {
@@ -329,47 +389,49 @@ pub(crate) fn lower(
                     Some(wid) => vec_of(wid, *group as usize)?,
                     None => Res::Dummy,
                 };
+                if let Some(nq) = fx.norm_q8.get(&i) {
+                    let qi = qact_bytes.len() as u32;
+                    qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                    qact_of.insert((i as u32, nq.group), qi);
+                    let p = fused_kernels::NormQ8Params {
+                        k: node.cols as u32,
+                        n_rows: node.rows as u32,
+                        eps: *eps,
+                        has_weight: weight.is_some() as u32,
+                        has_add: nq.add.is_some() as u32,
+                        group: nq.group,
+                        scale_off: (cells / 16) as u32,
+                    };
+                    let (a, b, sum) = match nq.add {
+                        Some((a, b)) => (Res::Act(a.0), Res::Act(b.0), Res::Act(x.0)),
+                        None => (Res::Act(x.0), Res::Dummy, Res::Dummy),
+                    };
+                    let res = vec![a, b, sum, me, wres, Res::ActQ(qi), Res::ActQ(qi)];
+                    push(&fused_kernels::norm_q8(), res, bytes(&p), node.rows as u32, None)?;
+                    continue;
+                }
                 let n_groups = u32_of(cells / *group as usize, "norm groups")?;
                 let p = kernels::NormParams { group: *group, n_groups, eps: *eps, has_weight: weight.is_some() as u32 };
                 push(&kernels::rms_norm(), vec![Res::Act(x.0), me, wres], bytes(&p), n_groups, None)?;
             }
             Op::Rope { x, params: rp } => {
-                if rp.head_dim % 2 != 0 || rp.n_rot % 2 != 0 || rp.n_rot == 0 {
-                    return Err(VkError::Unsupported(format!(
-                        "rope with head_dim {} / n_rot {}",
-                        rp.head_dim, rp.n_rot
-                    )));
-                }
+                let rc = rope_consts(rp)?;
                 let ff = match &rp.freq_factors {
                     Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
                     None => Res::Dummy,
-                };
-                let nd = rp.n_rot as f32;
-                let (ext, mscale0, corr, yarn_mul) = match rp.scaling {
-                    RopeScaling::None => (0.0, 1.0, [0.0, 0.0], 1.0),
-                    RopeScaling::Yarn { ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig } => {
-                        let start = corr_dim(nd, n_ctx_orig as f32, beta_fast, rp.freq_base).floor();
-                        let end = corr_dim(nd, n_ctx_orig as f32, beta_slow, rp.freq_base).ceil();
-                        (
-                            ext_factor,
-                            attn_factor,
-                            [start.max(0.0), end.min(nd - 1.0)],
-                            1.0 + 0.1 * (1.0 / rp.freq_scale).ln(),
-                        )
-                    }
                 };
                 let p = kernels::RopeParamsGpu {
                     cols: node.cols as u32,
                     head_dim: rp.head_dim,
                     n_rot: rp.n_rot,
                     neox: (rp.mode == RopeMode::Neox) as u32,
-                    theta_scale: rp.freq_base.powf(-2.0 / nd),
+                    theta_scale: rc.theta_scale,
                     freq_scale: rp.freq_scale,
-                    ext_factor: ext,
-                    mscale0,
-                    corr0: corr[0],
-                    corr1: corr[1],
-                    yarn_mul,
+                    ext_factor: rc.ext_factor,
+                    mscale0: rc.mscale0,
+                    corr0: rc.corr[0],
+                    corr1: rc.corr[1],
+                    yarn_mul: rc.yarn_mul,
                     has_ff: rp.freq_factors.is_some() as u32,
                     n_rows: node.rows as u32,
                     pos_off: st.positions,
@@ -391,7 +453,73 @@ pub(crate) fn lower(
                 }
                 let kw = ap.n_kv_head * ap.head_dim_k;
                 let vw = ap.n_kv_head * ap.head_dim_v;
-                if ap.write_kv {
+                if let Some(prep) = fx.attn_prep.get(&i) {
+                    let Op::Rope { params: rp, .. } = &graph.node(prep.q.rope).op else {
+                        return Err(VkError::Unsupported(format!("node {i}: fused attention input is not a RoPE")));
+                    };
+                    let rc = rope_consts(rp)?;
+                    let ff = match &rp.freq_factors {
+                        Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
+                        None => Res::Dummy,
+                    };
+                    let norm = |side: &crate::fusion::RopeSide| -> VkResult<(u32, f32, Res)> {
+                        Ok(match side.norm {
+                            None => (0, 0.0, Res::Dummy),
+                            Some(HeadNorm { weight: None, eps }) => (1, eps, Res::Dummy),
+                            Some(HeadNorm { weight: Some(w), eps }) => (2, eps, vec_of(&w, ap.head_dim_k as usize)?),
+                        })
+                    };
+                    let (q_norm, q_eps, wq) = norm(&prep.q)?;
+                    let (k_norm, k_eps, wk) = norm(&prep.k)?;
+                    let p = fused_kernels::QkRopeParams {
+                        theta_scale: rc.theta_scale,
+                        freq_scale: rp.freq_scale,
+                        ext_factor: rc.ext_factor,
+                        mscale0: rc.mscale0,
+                        corr0: rc.corr[0],
+                        corr1: rc.corr[1],
+                        yarn_mul: rc.yarn_mul,
+                        has_ff: rp.freq_factors.is_some() as u32,
+                        n_rot: rp.n_rot,
+                        neox: (rp.mode == RopeMode::Neox) as u32,
+                        dk: ap.head_dim_k,
+                        dv: ap.head_dim_v,
+                        n_head: ap.n_head,
+                        n_kv_head: ap.n_kv_head,
+                        n_tokens: n_tok as u32,
+                        q_norm,
+                        k_norm,
+                        q_eps,
+                        k_eps,
+                        write_kv: ap.write_kv as u32,
+                        page_size: kv.page_size,
+                        pos_off: st.positions,
+                        pt_off: st.tok_pages,
+                        kw,
+                        vw,
+                    };
+                    let (kc, vc) = if ap.write_kv {
+                        (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer))
+                    } else {
+                        (Res::Dummy, Res::Dummy)
+                    };
+                    let res = vec![
+                        Res::Act(prep.q.x.0),
+                        Res::Act(prep.q.rope.0),
+                        Res::Act(prep.k.x.0),
+                        Res::Act(prep.k.rope.0),
+                        Res::Act(v.0),
+                        kc,
+                        vc,
+                        Res::Step,
+                        ff,
+                        wq,
+                        wk,
+                    ];
+                    let heads = ap.n_head + ap.n_kv_head * (1 + ap.write_kv as u32);
+                    let groups = u32_of(n_tok * heads as usize, "attention heads")?;
+                    push(&fused_kernels::qk_rope(kv.dtype, ap.head_dim_k), res, bytes(&p), groups, None)?;
+                } else if ap.write_kv {
                     let p = kernels::KvWriteParams {
                         kw,
                         vw,
@@ -430,8 +558,16 @@ pub(crate) fn lower(
                 push(&spec, res, bytes(&p), groups, None)?;
                 if p.n_split > 1 {
                     scratch = scratch.max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
-                    let cp = kernels::AttnCombineParams { n_rows: rows as u32, dv: ap.head_dim_v, n_split: p.n_split };
-                    push(&kernels::attention_combine(), vec![Res::Scratch, me], bytes(&cp), rows as u32, None)?;
+                    let cp = kernels::AttnCombineParams {
+                        n_rows: rows as u32,
+                        dv: ap.head_dim_v,
+                        n_split: p.n_split,
+                        n_head: ap.n_head,
+                        window: p.window,
+                        pos_off: st.positions,
+                    };
+                    let res = vec![Res::Scratch, me, Res::Step];
+                    push(&kernels::attention_combine(), res, bytes(&cp), rows as u32, None)?;
                 }
             }
             Op::Add { a, b } | Op::Mul { a, b } => {
@@ -456,6 +592,16 @@ pub(crate) fn lower(
                 push(&kernels::elementwise(Elt::Softcap), res, bytes(&p), threads_groups(cells)?, None)?;
             }
             Op::Glu { gate, up, act } => {
+                if let Some(&group) = fx.glu_q8.get(&i) {
+                    let qi = qact_bytes.len() as u32;
+                    qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                    qact_of.insert((i as u32, group), qi);
+                    let n_words = u32_of(cells / 4, "elements")?;
+                    let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4 };
+                    let res = vec![Res::Act(gate.0), Res::Act(up.0), me, Res::ActQ(qi), Res::ActQ(qi)];
+                    push(&fused_kernels::glu_q8(*act), res, bytes(&p), n_words.div_ceil(64), None)?;
+                    continue;
+                }
                 let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
                 let res = vec![Res::Act(gate.0), Res::Act(up.0), me];
                 push(&kernels::elementwise(Elt::Glu(*act)), res, bytes(&p), threads_groups(cells)?, None)?;
@@ -473,13 +619,12 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok(Lowered { dispatches: out, scratch_bytes: scratch, qact_bytes })
+    Ok(Lowered { dispatches: out, scratch_bytes: scratch, qact_bytes, last_uses: fx.last_uses })
 }
 
 /// Byte offsets of every node's output in one activation buffer, reusing the space of
 /// tensors after their last reader (first fit). Returns (offsets, total bytes).
-pub(crate) fn allocate_activations(graph: &Graph, align: u64) -> (Vec<u64>, u64) {
-    let last = graph.last_uses();
+pub(crate) fn allocate_activations(graph: &Graph, last: &[usize], align: u64) -> (Vec<u64>, u64) {
     let mut live: Vec<(u64, u64, usize)> = Vec::new(); // (offset, size, node)
     let mut offsets = vec![0u64; graph.nodes.len()];
     let mut high = 0u64;

@@ -60,13 +60,13 @@ impl Plan {
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
-        let Lowered { dispatches, scratch_bytes, qact_bytes } = lowered;
+        let Lowered { dispatches, scratch_bytes, qact_bytes, last_uses } = lowered;
         let qact = qact_bytes
             .iter()
             .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "quantized activations"))
             .collect::<VkResult<Vec<_>>>()?;
         let align = ctx.caps.storage_offset_alignment.max(16);
-        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, align);
+        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &last_uses, align);
         let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
         if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
             return Err(VkError::Unsupported(format!(

@@ -1,7 +1,8 @@
 // Causal attention of one (token, head, key split) per workgroup over the paged KV cache,
 // with online softmax over tiles of WG keys: scores = q·k * scale (softcap), window, GQA head
-// mapping. With one split the workgroup writes the normalized output; with several (long
-// decode: few tokens, many keys) each writes its partial (max, sum, unnormalized output) to
+// mapping. Decode splits the keys of a (token, head) over up to n_split workgroups of at
+// least 64 keys each (`attn_chunk`; short contexts use fewer). A lone split writes the
+// normalized output; several each write their partial (max, sum, unnormalized output) to
 // the scratch buffer and `attention_combine` merges them.
 
 struct Params {
@@ -96,6 +97,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if pc.window != 0u && pos + 1u > pc.window {
         lo = pos + 1u - pc.window;
     }
+    let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
+    let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
+    if split >= n_active {
+        return;
+    }
     for (var d = t; d < pc.dk; d += WG) {
         var q = Q[(tok * pc.n_head + h) * pc.dk + d];
         if pc.round_q != 0u {
@@ -104,7 +110,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         qs[d] = q;
     }
     workgroupBarrier();
-    let chunk = (pos + 1u - lo + pc.n_split - 1u) / pc.n_split;
     let begin = lo + split * chunk;
     let end = min(begin + chunk, pos + 1u);
     var acc: array<f32, {{DPT}}>;
@@ -160,7 +165,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = m_new;
         workgroupBarrier();
     }
-    if pc.n_split == 1u {
+    if n_active == 1u {
         let inv = 1.0 / l;
         for (var ii = 0u; ii < DPT; ii++) {
             let d = t + ii * WG;

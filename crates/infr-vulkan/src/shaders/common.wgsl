@@ -33,3 +33,22 @@ fn tanh_exp(x: f32) -> f32 {
     let t = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
     return select(t, -t, x < 0.0);
 }
+
+// Keys per split of a decode attention row of `len` keys over at most n_split workgroups:
+// at least 64 (one key tile), so short contexts use fewer splits (attention.wgsl and
+// attention_combine.wgsl must agree).
+fn attn_chunk(len: u32, n_split: u32) -> u32 {
+    return max((len + n_split - 1u) / n_split, 64u);
+}
+
+// ggml_gelu through its f16 table: input and output rounded to f16, saturating outside ±10.
+fn gelu_f16(x: f32) -> f32 {
+    if x <= -10.0 {
+        return 0.0;
+    }
+    if x >= 10.0 {
+        return x;
+    }
+    let h = round_f16(x);
+    return round_f16(0.5 * h * (1.0 + tanh_exp(0.7978846 * h * (1.0 + 0.044715 * h * h))));
+}

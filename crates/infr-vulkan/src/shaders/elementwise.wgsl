@@ -12,18 +12,6 @@ var<immediate> pc: Params;
 @group(0) @binding(1) var<storage, read> B: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 
-// ggml_gelu through its f16 table: input and output rounded to f16, saturating outside ±10.
-fn gelu_f16(x: f32) -> f32 {
-    if x <= -10.0 {
-        return 0.0;
-    }
-    if x >= 10.0 {
-        return x;
-    }
-    let h = round_f16(x);
-    return round_f16(0.5 * h * (1.0 + tanh_exp(0.7978846 * h * (1.0 + 0.044715 * h * h))));
-}
-
 fn op(a: f32, b: f32) -> f32 {
     {{OP}}
 }

@@ -142,23 +142,52 @@ fn tiny_model_portable() {
     run_tiny_model(&mut vk);
 }
 
-/// Per-dispatch timestamps are collected and labelled by kernel.
+/// The same model with every graph node in its own dispatch (no fused kernels).
+#[test]
+fn tiny_model_unfused() {
+    let opts = infr_vulkan::VulkanOptions { validation: true, disable_fusion: true, ..Default::default() };
+    let Some(mut vk) = vulkan_with(opts) else { return };
+    run_tiny_model(&mut vk);
+}
+
+/// Per-dispatch timestamps are collected and labelled by kernel, with and without fusion.
 #[test]
 fn profile_collects_every_dispatch() {
-    let opts = infr_vulkan::VulkanOptions { validation: true, profile: true, ..Default::default() };
-    let Some(mut vk) = vulkan_with(opts) else { return };
-    if vk.caps().timestamp_period_ns == 0.0 {
-        eprintln!("skipping: no timestamps on compute queues");
-        return;
+    for fused in [true, false] {
+        let opts =
+            infr_vulkan::VulkanOptions { validation: true, profile: true, disable_fusion: !fused, ..Default::default() };
+        let Some(vk) = vulkan_with(opts) else { return };
+        if vk.caps().timestamp_period_ns == 0.0 {
+            eprintln!("skipping: no timestamps on compute queues");
+            return;
+        }
+        check_profile(vk, fused);
     }
+}
+
+fn check_profile(mut vk: infr_vulkan::VulkanBackend, fused: bool) {
     run_tiny_model(&mut vk);
     let p = vk.profile().expect("profiling on");
     assert_eq!(p.submits, 5);
     let kernels: Vec<&String> = p.totals.keys().collect();
-    for k in
-        ["embed.q8_0", "rms_norm", "rope", "attention.f16.d64x64", "kv_write.f16", "glu_silu", "add", "output_rows"]
-    {
+    let mut expect = vec!["embed.q8_0", "attention.f16.d64x64", "output_rows", "add", "rms_norm"];
+    if !fused {
+        expect.extend(["rope", "kv_write.f16", "glu_silu"]);
+    } else {
+        // Q/K norms, RoPE and the KV append in one dispatch; norms and the GLU feeding
+        // integer-dot matmuls quantize their output themselves.
+        expect.push("qk_rope.f16");
+        if vk.uses_int8() {
+            expect.extend(["norm_q8", "glu_silu_q8"]);
+        }
+    }
+    for k in expect {
         assert!(p.totals.contains_key(k), "{k} missing from {kernels:?}");
+    }
+    if fused {
+        for k in ["rope", "kv_write.f16"] {
+            assert!(!p.totals.contains_key(k), "{k} ran although fused: {kernels:?}");
+        }
     }
     let fast = vk.caps().subgroup_arithmetic;
     let name = if vk.uses_int8() {

@@ -335,3 +335,74 @@ fn attention_long_context_splits() {
     let dec: Vec<Step> = (0..3).map(|i| Step::simple(vec![i + 1], 256 + i, pages.clone())).collect();
     p.check("long decode", &build(1), &dec, 2e-3, 2e-3);
 }
+
+/// Q/K per-head norms, RoPE and the KV append feeding attention, which the Vulkan backend
+/// runs as one fused dispatch (`qk_rope`): both RoPE modes, partial rotation, YaRN and
+/// frequency factors, norms with and without weights, f16 and f32 caches, head dims of 64
+/// and 256, and an attention that reads the cache without writing it.
+#[test]
+fn attention_with_fused_rope_inputs() {
+    let yarn =
+        RopeScaling::Yarn { ext_factor: 1.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 4096 };
+    let cases = [
+        (RopeMode::Neox, 64, 64, RopeScaling::None, false, KvDType::F16),
+        (RopeMode::Normal, 64, 48, yarn, true, KvDType::F32),
+        (RopeMode::Neox, 256, 256, RopeScaling::None, false, KvDType::F16),
+    ];
+    for (ci, &(mode, hd, n_rot, scaling, factors, dtype)) in cases.iter().enumerate() {
+        let (nh, nkv) = (4u32, 2u32);
+        let mut rng = Rng(30 + ci as u64);
+        let mut w = Weights::default();
+        let tq = table(&mut w, &mut rng, (nh * hd) as usize, 1.0);
+        let tk = table(&mut w, &mut rng, (nkv * hd) as usize, 1.0);
+        let tv = table(&mut w, &mut rng, (nkv * hd) as usize, 1.0);
+        let vec_weight = |w: &mut Weights, name: &str, v: Vec<f32>| {
+            let n = v.len();
+            w.add(infr_core::WeightData {
+                name: name.into(),
+                info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![n] },
+                bytes: infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&v).to_vec()),
+            })
+        };
+        let qn = vec_weight(&mut w, "q_norm", (0..hd).map(|_| 1.0 + 0.3 * rng.f()).collect());
+        let ff = factors.then(|| vec_weight(&mut w, "rope_freqs", (0..n_rot / 2).map(|i| 1.0 + i as f32 * 0.2).collect()));
+        let rope = RopeParams { mode, head_dim: hd, n_rot, freq_base: 10000.0, freq_scale: 0.5, scaling, freq_factors: ff };
+        let page_size = 16;
+        let kv = kv_spec(2, nkv, hd, hd, 300, page_size, dtype);
+        let Some(mut p) = Pair::new(&w, &kv) else { return };
+        let params = |layer: u32, write_kv: bool| AttnParams {
+            kv_layer: layer,
+            n_head: nh,
+            n_kv_head: nkv,
+            head_dim_k: hd,
+            head_dim_v: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            softcap: None,
+            window: None,
+            write_kv,
+        };
+        let build = |n: usize| {
+            graph(&w, n, n, |g| {
+                let (q, k, v) = (g.embed(tq), g.embed(tk), g.embed(tv));
+                // Layer 0: weighted q norm, unweighted k norm.
+                let qr = g.rms_norm(q, Some(qn), 1e-6, hd as usize);
+                let kr = g.rms_norm(k, None, 1e-5, hd as usize);
+                let (qr, kr) = (g.rope(qr, rope), g.rope(kr, rope));
+                let a = g.attention(qr, kr, v, params(0, true));
+                // Layer 1: RoPE without norms; then a reader of layer 1 that does not write.
+                let (q2, k2) = (g.rope(q, rope), g.rope(k, rope));
+                let b = g.attention(q2, k2, v, params(1, true));
+                let (q3, k3) = (g.rope(q, rope), g.rope(k, rope));
+                let c = g.attention(q3, k3, v, params(1, false));
+                let s = g.add(a, b);
+                g.add(s, c)
+            })
+        };
+        let pages: Vec<u32> = (0..300).rev().collect();
+        let prefill = Step::simple(tokens(5, 1), 0, pages.clone());
+        let far = Step::simple(tokens(2, 7), 4090, pages.clone());
+        let tol = if dtype == KvDType::F16 { 3e-3 } else { 3e-4 };
+        p.check(&format!("fused rope case {ci} prefill"), &build(5), &[prefill], tol, tol);
+        p.check(&format!("fused rope case {ci} far decode"), &build(2), &[far], tol, tol);
+    }
+}

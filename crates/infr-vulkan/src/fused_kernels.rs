@@ -1,0 +1,113 @@
+//! Kernels that do the work of several graph nodes in one dispatch (see `fusion`): decode
+//! steps of small models are bound by the number of dispatches, each costing microseconds
+//! of launch and barrier on real GPUs, more than the arithmetic of most of them.
+
+use bytemuck::{Pod, Zeroable};
+use infr_core::{Activation, KvDType};
+
+use crate::kernels::{elt_body, kv_defines, push_size, Elt};
+use crate::pipeline::KernelSpec;
+
+/// Widest row `norm_q8.wgsl` keeps in registers (NJ vec4s of 256 invocations).
+pub const NORM_Q8_MAX_COLS: usize = 8 * 1024;
+
+/// Push constants of `norm_q8.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct NormQ8Params {
+    pub k: u32,
+    pub n_rows: u32,
+    pub eps: f32,
+    pub has_weight: u32,
+    pub has_add: u32,
+    /// Blocks of 32 sharing one scale (1, or 8 for Q8_K rounding).
+    pub group: u32,
+    /// vec4 offset of the block scales in the quantized-activation buffer.
+    pub scale_off: u32,
+}
+
+/// Residual add (optional) + whole-row RMS norm + int8 quantization of the result.
+/// Bindings: A, B, sum, norm output, weight, quants, scales.
+pub fn norm_q8() -> KernelSpec {
+    KernelSpec::new("norm_q8", &["common", "q8_block", "norm_q8"], 7, push_size::<NormQ8Params>())
+}
+
+/// Push constants of `glu_q8.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct GluQ8Params {
+    /// Elements / 4.
+    pub n_words: u32,
+    pub group: u32,
+    pub scale_off: u32,
+}
+
+/// Gated activation + int8 quantization of the result. Bindings: gate, up, output, quants, scales.
+pub fn glu_q8(act: Activation) -> KernelSpec {
+    let (name, body) = elt_body(Elt::Glu(act));
+    KernelSpec::new(format!("{name}_q8"), &["common", "q8_block", "glu_q8"], 5, push_size::<GluQ8Params>())
+        .define("OP", body)
+}
+
+/// Push constants of `qk_rope.wgsl` (the rope fields mirror `RopeParamsGpu`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct QkRopeParams {
+    pub theta_scale: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub mscale0: f32,
+    pub corr0: f32,
+    pub corr1: f32,
+    pub yarn_mul: f32,
+    pub has_ff: u32,
+    pub n_rot: u32,
+    pub neox: u32,
+    pub dk: u32,
+    pub dv: u32,
+    pub n_head: u32,
+    pub n_kv_head: u32,
+    pub n_tokens: u32,
+    /// 0: no norm, 1: norm, 2: norm times a weight.
+    pub q_norm: u32,
+    pub k_norm: u32,
+    pub q_eps: f32,
+    pub k_eps: f32,
+    pub write_kv: u32,
+    pub page_size: u32,
+    pub pos_off: u32,
+    pub pt_off: u32,
+    pub kw: u32,
+    pub vw: u32,
+}
+
+/// Largest head dim `qk_rope.wgsl` takes (its workgroup arrays).
+pub const QK_ROPE_MAX_DIM: u32 = 512;
+
+/// Q/K per-head norms + RoPE + KV append for a cache type. Bindings: q in/out, k in/out,
+/// v in, K cache, V cache, step, frequency factors, q_norm weight, k_norm weight.
+pub fn qk_rope(dtype: KvDType, max_dim: u32) -> KernelSpec {
+    let name = format!("qk_rope.{dtype:?}").to_lowercase();
+    let spec = KernelSpec::new(name, &["common", "rope_math", "qk_rope"], 11, push_size::<QkRopeParams>())
+        .define("MAXD", max_dim.next_power_of_two().max(64));
+    kv_defines(spec, dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::compile_wgsl;
+
+    #[test]
+    fn fused_shaders_compile() {
+        let mut specs = vec![norm_q8(), glu_q8(Activation::Silu), glu_q8(Activation::GeluTanh)];
+        for dt in [KvDType::F16, KvDType::F32] {
+            specs.push(qk_rope(dt, 128));
+            specs.push(qk_rope(dt, QK_ROPE_MAX_DIM));
+        }
+        for s in specs {
+            let src = s.wgsl().unwrap();
+            compile_wgsl(&s.name, &src, false).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Which nodes of a graph the Vulkan lowering merges into one dispatch (`fused_kernels`),
+//! and how that moves the reads of their inputs later (activation memory is reused after a
+//! tensor's last reader, so the allocator must see the moved reads).
+
+use std::collections::HashMap;
+
+use infr_core::{Graph, Op, TensorId, WeightId};
+
+use crate::fused_kernels::{NORM_Q8_MAX_COLS, QK_ROPE_MAX_DIM};
+
+/// A per-head RMS norm folded into the RoPE after it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadNorm {
+    pub weight: Option<WeightId>,
+    pub eps: f32,
+}
+
+/// The Q or K side of an attention's fused input preparation: `rope(norm?(x))`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RopeSide {
+    /// The tensor before the norm and the RoPE.
+    pub x: TensorId,
+    pub norm: Option<HeadNorm>,
+    /// The RoPE node: the fused kernel writes its output.
+    pub rope: TensorId,
+}
+
+/// Q and K preparation (and the KV append) of one attention node, done by `qk_rope.wgsl`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttnPrep {
+    pub q: RopeSide,
+    pub k: RopeSide,
+}
+
+/// A whole-row RMS norm that also quantizes its output for the integer-dot kernels, with
+/// the residual add before it folded in (`norm_q8.wgsl`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NormQ8 {
+    /// The operands of the absorbed add node (its output is the norm's input).
+    pub add: Option<(TensorId, TensorId)>,
+    /// Quantization group (1 or 8 blocks per scale).
+    pub group: u32,
+}
+
+/// The fusion decisions for one graph.
+pub(crate) struct Fusions {
+    /// Nodes computed inside a later node's dispatch (not lowered on their own).
+    pub absorbed: Vec<bool>,
+    pub norm_q8: HashMap<usize, NormQ8>,
+    /// Gated activations that also quantize their output, with the group.
+    pub glu_q8: HashMap<usize, u32>,
+    pub attn_prep: HashMap<usize, AttnPrep>,
+    /// For every node, the last node index whose dispatch reads its output.
+    pub last_uses: Vec<usize>,
+}
+
+/// What the device allows to fuse.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FusionOptions {
+    /// `norm_q8` / `glu_q8` (needs the integer-dot kernels and subgroup arithmetic).
+    pub quantizing: bool,
+    /// `qk_rope` (needs 11 storage buffers per stage).
+    pub qk_rope: bool,
+}
+
+/// Decide the fusions of `graph`. `q8_group(j)` is the quantization group of node `j` if it
+/// is a matmul that reads int8-quantized activations.
+pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8_group: impl Fn(usize) -> Option<u32>) -> Fusions {
+    let n = graph.nodes.len();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for inp in node.op.inputs() {
+            if !consumers[inp.0 as usize].contains(&i) {
+                consumers[inp.0 as usize].push(i);
+            }
+        }
+    }
+    let mut fx = Fusions {
+        absorbed: vec![false; n],
+        norm_q8: HashMap::new(),
+        glu_q8: HashMap::new(),
+        attn_prep: HashMap::new(),
+        last_uses: graph.last_uses(),
+    };
+    // The quantization group of the first integer-dot matmul reading node `i` as its input.
+    let quant_group = |i: usize| {
+        consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
+            Op::Linear { x, .. } if x.0 as usize == i => q8_group(j),
+            _ => None,
+        })
+    };
+    let read_at = |fx: &mut Fusions, t: TensorId, at: usize| {
+        let l = &mut fx.last_uses[t.0 as usize];
+        *l = (*l).max(at);
+    };
+    for (i, node) in graph.nodes.iter().enumerate() {
+        match &node.op {
+            Op::RmsNorm { x, group, .. } if opts.quantizing => {
+                let cols = node.cols;
+                if *group as usize != cols || cols % 32 != 0 || cols > NORM_Q8_MAX_COLS {
+                    continue;
+                }
+                let Some(g) = quant_group(i) else { continue };
+                let xi = x.0 as usize;
+                let add = match graph.nodes[xi].op {
+                    Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] => {
+                        let same = |t: TensorId| {
+                            let m = graph.node(t);
+                            (m.rows, m.cols) == (node.rows, node.cols)
+                        };
+                        (same(a) && same(b)).then_some((a, b))
+                    }
+                    _ => None,
+                };
+                if let Some((a, b)) = add {
+                    fx.absorbed[xi] = true;
+                    read_at(&mut fx, a, i);
+                    read_at(&mut fx, b, i);
+                }
+                fx.norm_q8.insert(i, NormQ8 { add, group: g });
+            }
+            Op::Glu { .. } if opts.quantizing && node.cols % 32 == 0 => {
+                if let Some(g) = quant_group(i) {
+                    fx.glu_q8.insert(i, g);
+                }
+            }
+            Op::Attention { q, k, v, params } if opts.qk_rope => {
+                let (Some(qs), Some(ks)) = (rope_side(graph, &consumers, *q, i), rope_side(graph, &consumers, *k, i))
+                else {
+                    continue;
+                };
+                let (Op::Rope { params: qp, .. }, Op::Rope { params: kp, .. }) =
+                    (&graph.node(qs.rope).op, &graph.node(ks.rope).op)
+                else {
+                    continue;
+                };
+                let ok = qp == kp
+                    && qp.head_dim == params.head_dim_k
+                    && qp.head_dim % 2 == 0
+                    && qp.n_rot % 2 == 0
+                    && qp.n_rot > 0
+                    && qp.n_rot <= qp.head_dim
+                    && params.head_dim_k <= QK_ROPE_MAX_DIM
+                    && params.head_dim_v % 2 == 0;
+                if !ok {
+                    continue;
+                }
+                for side in [qs, ks] {
+                    fx.absorbed[side.rope.0 as usize] = true;
+                    if side.norm.is_some() {
+                        if let Op::Rope { x, .. } = graph.node(side.rope).op {
+                            fx.absorbed[x.0 as usize] = true;
+                        }
+                    }
+                    read_at(&mut fx, side.x, i);
+                }
+                read_at(&mut fx, *v, i);
+                fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks });
+            }
+            _ => {}
+        }
+    }
+    fx
+}
+
+/// `t` as `rope(norm?(x))` read only by attention node `attn`, with a per-head norm read
+/// only by that RoPE.
+fn rope_side(graph: &Graph, consumers: &[Vec<usize>], t: TensorId, attn: usize) -> Option<RopeSide> {
+    let Op::Rope { x, params } = &graph.node(t).op else { return None };
+    if consumers[t.0 as usize] != [attn] {
+        return None;
+    }
+    if let Op::RmsNorm { x: raw, weight, eps, group } = &graph.node(*x).op {
+        if *group == params.head_dim && consumers[x.0 as usize] == [t.0 as usize] {
+            return Some(RopeSide { x: *raw, norm: Some(HeadNorm { weight: *weight, eps: *eps }), rope: t });
+        }
+    }
+    Some(RopeSide { x: *x, norm: None, rope: t })
+}

@@ -1,0 +1,37 @@
+// A gated activation fused with the int8 quantization of its result (decode: the input of
+// the down projection): Y = act(A) * B elementwise, then Q/QS from Y (q8_block.wgsl).
+// 64 invocations per workgroup, one vec4 each.
+
+struct Params {
+    n_words: u32,
+    group: u32,
+    scale_off: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> Y: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> Q: array<u32>;
+@group(0) @binding(4) var<storage, read_write> QS: array<vec4<f32>>;
+
+const QWG: u32 = 64u;
+
+fn op(a: f32, b: f32) -> f32 {
+    {{OP}}
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let w = 64u * wg_linear(wid, nwg) + t;
+    let valid = w < pc.n_words;
+    var v = vec4<f32>(0.0);
+    if valid {
+        let a = A[w];
+        let b = B[w];
+        v = vec4<f32>(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
+        Y[w] = v;
+    }
+    quant_vec4(t, v, valid, w, pc.group, pc.scale_off);
+}

@@ -1,0 +1,78 @@
+// Decode-time fusion of a residual add, an RMS norm over whole rows and the int8
+// quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
+// has_add; else A is the input), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
+// (q8_block.wgsl). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
+// of 256 per row; a row of up to NJ * 1024 elements stays in registers.
+
+struct Params {
+    k: u32,
+    n_rows: u32,
+    eps: f32,
+    has_weight: u32,
+    has_add: u32,
+    group: u32,
+    scale_off: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> S: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> WT: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> Q: array<u32>;
+@group(0) @binding(6) var<storage, read_write> QS: array<vec4<f32>>;
+
+const QWG: u32 = 256u;
+const NJ: u32 = 8u;
+var<workgroup> red: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32) {
+    let row = wg_linear(wid, nwg);
+    if row >= pc.n_rows {
+        return;
+    }
+    let nv = pc.k / 4u;
+    let base = row * nv;
+    var xv: array<vec4<f32>, NJ>;
+    var s = 0.0;
+    for (var j = 0u; j < NJ; j++) {
+        let i = t + j * QWG;
+        if i < nv {
+            var v = A[base + i];
+            if pc.has_add != 0u {
+                v += B[base + i];
+                S[base + i] = v;
+            }
+            xv[j] = v;
+            s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    }
+    let ss = subgroupAdd(s);
+    if sgi == 0u {
+        red[sgid] = ss;
+    }
+    workgroupBarrier();
+    var total = 0.0;
+    for (var i = 0u; i < nsg; i++) {
+        total += red[i];
+    }
+    let scale = 1.0 / sqrt(total / f32(pc.k) + pc.eps);
+    for (var j = 0u; j < NJ; j++) {
+        if j * QWG < nv {
+            let i = t + j * QWG;
+            let valid = i < nv;
+            var y = vec4<f32>(0.0);
+            if valid {
+                y = xv[j] * scale;
+                if pc.has_weight != 0u {
+                    y *= WT[i];
+                }
+                Y[base + i] = y;
+            }
+            quant_vec4(t, y, valid, base + i, pc.group, pc.scale_off);
+        }
+    }
+}
