@@ -122,6 +122,7 @@ fn vulkan(device: usize, cfg: &infr_config::Config) -> Result<Box<dyn Backend>> 
         validation: k.validation,
         disable_coopmat: !k.coopmat,
         disable_int8: !k.int_dot,
+        disable_fusion: !k.fusion,
         profile: cfg.prof.ops,
         ..Default::default()
     };

@@ -189,6 +189,8 @@ pub const KEYS: &[KeySpec] = &[
     KeySpec::new("kernels.vulkan.flash_splits", UINT, "0", "Flash-attention KV splits; 0 = auto."),
     KeySpec::new("kernels.vulkan.coopmat", Kind::Bool, "true", "Use cooperative-matrix kernels when supported."),
     KeySpec::new("kernels.vulkan.int_dot", Kind::Bool, "true", "Use integer dot-product kernels when supported."),
+    KeySpec::new("kernels.vulkan.fusion", Kind::Bool, "true", "Merge small decode ops into fused kernels.")
+        .env(&["INFR_VK_FUSION"]),
     KeySpec::new("kernels.vulkan.validation", Kind::Bool, "false", "Enable Vulkan validation layers.")
         .env(&["INFR_VK_VALIDATION"]),
     KeySpec::new("prof.ops", Kind::Bool, "false", "Profile per-op timings.").env(&["INFR_PROF_OPS"]),
@@ -370,6 +372,8 @@ pub struct VulkanKernelsConfig {
     pub coopmat: bool,
     /// Use integer dot-product kernels.
     pub int_dot: bool,
+    /// Merge small decode ops (norms, RoPE, quantization) into fused kernels.
+    pub fusion: bool,
     /// Enable validation layers.
     pub validation: bool,
 }

@@ -28,8 +28,8 @@ pub struct VulkanOptions {
     pub disable_coopmat: bool,
     /// Do not use the int8 (packed dot) matrix-vector kernels even where the device has them.
     pub disable_int8: bool,
-    /// Run every graph node as its own dispatch (no fused kernels; also `INFR_VK_NO_FUSION=1`):
-    /// for tests and diagnosis.
+    /// Run every graph node as its own dispatch (no fused kernels; `INFR_VK_FUSION=0` through
+    /// the config): for tests and diagnosis.
     pub disable_fusion: bool,
 }
 
@@ -80,7 +80,7 @@ impl VulkanBackend {
                 opts.portable_kernels,
                 opts.disable_coopmat,
                 opts.disable_int8,
-                opts.disable_fusion || std::env::var_os("INFR_VK_NO_FUSION").is_some_and(|v| v != "0"),
+                opts.disable_fusion,
             ),
             info,
             ctx,
