@@ -5,8 +5,22 @@
 use std::collections::HashMap;
 
 use infr_core::{Graph, Op, TensorId, WeightId};
+use infr_quant::GgmlType;
 
 use crate::fused_kernels::{NORM_Q8_MAX_COLS, QK_ROPE_MAX_DIM};
+use crate::kernels::MAX_GEMV_JOBS;
+
+/// How a matmul node reads int8-quantized activations (it runs the integer-dot kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Q8Info {
+    /// Blocks of 32 per activation scale (1 or 8).
+    pub group: u32,
+    pub ty: GgmlType,
+    /// Columns of the weight.
+    pub k: usize,
+    /// The weight is one buffer (no row chunks).
+    pub single_chunk: bool,
+}
 
 /// A per-head RMS norm folded into the RoPE after it.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +64,9 @@ pub(crate) struct Fusions {
     /// Gated activations that also quantize their output, with the group.
     pub glu_q8: HashMap<usize, u32>,
     pub attn_prep: HashMap<usize, AttnPrep>,
+    /// Consecutive matmuls of one input and weight type run as jobs of one dispatch: the
+    /// first node → every member (itself included).
+    pub gemv_jobs: HashMap<usize, Vec<usize>>,
     /// For every node, the last node index whose dispatch reads its output.
     pub last_uses: Vec<usize>,
 }
@@ -61,11 +78,13 @@ pub(crate) struct FusionOptions {
     pub quantizing: bool,
     /// `qk_rope` (needs 11 storage buffers per stage).
     pub qk_rope: bool,
+    /// Several integer-dot matmuls in one dispatch (up to 11 storage buffers).
+    pub gemv_jobs: bool,
 }
 
-/// Decide the fusions of `graph`. `q8_group(j)` is the quantization group of node `j` if it
-/// is a matmul that reads int8-quantized activations.
-pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8_group: impl Fn(usize) -> Option<u32>) -> Fusions {
+/// Decide the fusions of `graph`. `q8(j)` says how node `j` reads int8-quantized
+/// activations, if it is a matmul that does.
+pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Option<Q8Info>) -> Fusions {
     let n = graph.nodes.len();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -80,12 +99,13 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8_group: impl Fn(usize) 
         norm_q8: HashMap::new(),
         glu_q8: HashMap::new(),
         attn_prep: HashMap::new(),
+        gemv_jobs: HashMap::new(),
         last_uses: graph.last_uses(),
     };
     // The quantization group of the first integer-dot matmul reading node `i` as its input.
     let quant_group = |i: usize| {
         consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
-            Op::Linear { x, .. } if x.0 as usize == i => q8_group(j),
+            Op::Linear { x, .. } if x.0 as usize == i => q8(j).map(|q| q.group),
             _ => None,
         })
     };
@@ -156,6 +176,34 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8_group: impl Fn(usize) 
                 }
                 read_at(&mut fx, *v, i);
                 fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks });
+            }
+            Op::Linear { x, .. } if opts.gemv_jobs && !fx.absorbed[i] => {
+                let Some(first) = q8(i).filter(|q| q.single_chunk) else { continue };
+                // Later members are written at the first one's dispatch: consecutive nodes
+                // reading only `x` free no other tensor in between.
+                let mut members = vec![i];
+                while members.len() < MAX_GEMV_JOBS {
+                    let j = i + members.len();
+                    let same = j < n
+                        && matches!(graph.nodes[j].op, Op::Linear { x: xj, .. } if xj == *x)
+                        && q8(j) == Some(first);
+                    if !same {
+                        break;
+                    }
+                    members.push(j);
+                }
+                if members.len() > 1 {
+                    let last = members[members.len() - 1];
+                    for &j in &members[1..] {
+                        fx.absorbed[j] = true;
+                    }
+                    // All outputs are written together: none may be freed (an unread one
+                    // would be) before the last member is placed.
+                    for &j in &members {
+                        read_at(&mut fx, TensorId(j as u32), last);
+                    }
+                    fx.gemv_jobs.insert(i, members);
+                }
             }
             _ => {}
         }

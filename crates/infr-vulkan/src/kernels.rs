@@ -123,16 +123,78 @@ pub fn vec_q8_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
     }
 }
 
-/// The integer-dot matrix-vector kernel (needs subgroup arithmetic and packed int8 dot).
-pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32) -> Option<KernelSpec> {
+/// Push constants of one extra job of `matmul_vec_q8.wgsl` (a weight of one chunk that
+/// reads the same activations; its output rows are the weight's rows).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MatmulJobParams {
+    pub m: u32,
+    pub soff: u32,
+    pub has_bias: u32,
+    /// The job's first workgroup.
+    pub tile0: u32,
+}
+
+/// Most weights one integer-dot matrix-vector dispatch multiplies (q, k and v).
+pub const MAX_GEMV_JOBS: usize = 3;
+
+/// The integer-dot matrix-vector kernel (needs subgroup arithmetic and packed int8 dot) for
+/// `jobs` weights of the layout at once (1 to [`MAX_GEMV_JOBS`]; see the shader).
+pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32, jobs: usize) -> Option<KernelSpec> {
     let tpb = vec_q8_lanes(l.ty)?;
+    if !(1..=MAX_GEMV_JOBS).contains(&jobs) {
+        return None;
+    }
+    let extra = jobs as u32 - 1;
+    let mut fields = String::new();
+    let mut binds = String::new();
+    let mut wload = String::new();
+    let mut select = String::new();
+    let mut store = String::new();
+    for j in 1..jobs {
+        let b = 5 + 3 * (j - 1);
+        fields.push_str(&format!("    m{j}: u32,\n    soff{j}: u32,\n    bias{j}: u32,\n    tile{j}: u32,\n"));
+        binds.push_str(&format!(
+            "@group(0) @binding({b}) var<storage, read> W{j}: array<vec4<u32>>;\n\
+             @group(0) @binding({}) var<storage, read_write> Y{j}: array<f32>;\n\
+             @group(0) @binding({}) var<storage, read> BIAS{j}: array<f32>;\n",
+            b + 1,
+            b + 2
+        ));
+        wload.push_str(&format!("    if job == {j}u {{\n        return W{j}[i >> 2u];\n    }}\n"));
+        store.push_str(&format!(
+            "            if job == {j}u {{\n                if has_bias != 0u {{\n                    v += BIAS{j}[col];\n                }}\n                Y{j}[at] = v;\n            }} else "
+        ));
+    }
+    for j in (1..jobs).rev() {
+        let kw = if j + 1 == jobs { "    if" } else { " else if" };
+        select.push_str(&format!(
+            "{kw} lin0 >= pc.tile{j} {{\n        job = {j}u;\n        lin = lin0 - pc.tile{j};\n        m = pc.m{j};\n        soff = pc.soff{j};\n        has_bias = pc.bias{j};\n        out_stride = pc.m{j};\n        out_col0 = 0u;\n    }}"
+        ));
+    }
+    wload.push_str("    return W[i >> 2u];");
+    let plain = "if has_bias != 0u {\n                v += BIAS[col];\n            }\n            Y[at] = v;";
+    if jobs == 1 {
+        store = format!("            {plain}");
+    } else {
+        store.push_str(&format!(
+            "{{\n                {}\n            }}",
+            plain.replace("\n            ", "\n                ")
+        ));
+    }
+    let name = if jobs == 1 { format!("matmul_vec_q8.{}", l.ty) } else { format!("matmul_vec_q8.{}.x{jobs}", l.ty) };
     let spec = KernelSpec {
-        name: format!("matmul_vec_q8.{}", l.ty),
+        name,
         parts: vec!["common", "dequant", "matmul_vec_q8"],
         defines: Vec::new(),
-        bindings: MATMUL_BINDINGS,
-        push_bytes: push_size::<MatmulQ8Params>(),
+        bindings: MATMUL_BINDINGS + 3 * extra,
+        push_bytes: push_size::<MatmulQ8Params>() + extra * push_size::<MatmulJobParams>(),
     }
+    .define("JOB_FIELDS", fields)
+    .define("JOB_BINDINGS", binds)
+    .define("WLOAD4", wload)
+    .define("JOB_SELECT", select)
+    .define("STORE", store)
     .define("WG", VEC_WG)
     .define("R", r)
     .define("C", c)
@@ -621,8 +683,10 @@ mod tests {
                 if let Some(s) = matmul_vec(&l, 3, 2) {
                     check(&s);
                 }
-                if let Some(s) = matmul_vec_q8(&l, 2, 2) {
-                    check(&s);
+                for jobs in 1..=MAX_GEMV_JOBS {
+                    if let Some(s) = matmul_vec_q8(&l, 2, 2, jobs) {
+                        check(&s);
+                    }
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));

@@ -8,7 +8,7 @@ use infr_core::{Graph, KvSpec, Op, RopeMode, RopeScaling, WeightId};
 
 use crate::error::{VkError, VkResult};
 use crate::fused_kernels;
-use crate::fusion::{self, FusionOptions, HeadNorm};
+use crate::fusion::{self, FusionOptions, HeadNorm, Q8Info};
 use crate::kernels::{self, Elt};
 use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
 use crate::profile::OpLabel;
@@ -140,7 +140,13 @@ pub(crate) struct Lowered {
 impl Features {
     /// What the kernels may use on a device (`portable` turns off everything optional,
     /// `no_coopmat` only the cooperative-matrix kernels).
-    pub fn of(caps: &crate::device::DeviceCaps, portable: bool, no_coopmat: bool, no_int8: bool, no_fusion: bool) -> Self {
+    pub fn of(
+        caps: &crate::device::DeviceCaps,
+        portable: bool,
+        no_coopmat: bool,
+        no_int8: bool,
+        no_fusion: bool,
+    ) -> Self {
         let subgroups = caps.subgroup_arithmetic && !portable;
         let fixed_sg = match caps.subgroup_size_range {
             Some((lo, hi)) => (lo == hi).then_some(lo),
@@ -179,16 +185,33 @@ fn vec_q8_rows(m: usize) -> u32 {
     }
 }
 
-/// The quantization group (blocks of 32 per scale) of the int8 activations a matmul with
-/// weight `lw` and `n` activation rows reads, if it runs the integer-dot kernel.
-fn q8_group(lw: &GpuWeight, n: usize, feat: Features) -> Option<u32> {
+/// How a matmul with weight `lw` and `n` activation rows reads int8 activations, if it runs
+/// the integer-dot kernel.
+fn q8_info(lw: &GpuWeight, n: usize, feat: Features) -> Option<Q8Info> {
     let k = lw.cols;
-    let q8 = feat.int8
-        && n <= kernels::VEC_MAX_COLS
-        && k % 32 == 0
-        && !lw.chunks.is_empty()
-        && kernels::vec_q8_lanes(lw.layout.ty).is_some();
-    q8.then_some(if kernels::q8k_acts(lw.layout.ty) && k % 256 == 0 { 8 } else { 1 })
+    let ty = lw.layout.ty;
+    let q8 = feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 && !lw.chunks.is_empty();
+    (q8 && kernels::vec_q8_lanes(ty).is_some()).then_some(Q8Info {
+        group: if kernels::q8k_acts(ty) && k % 256 == 0 { 8 } else { 1 },
+        ty,
+        k,
+        single_chunk: lw.chunks.len() == 1,
+    })
+}
+
+/// The weight and bias of matmul node `j` (a member of a multi-job matrix-vector dispatch).
+fn job_weight<'w>(
+    graph: &Graph,
+    j: usize,
+    weights: &'w HashMap<WeightId, GpuWeight>,
+) -> VkResult<(&'w GpuWeight, Option<WeightId>)> {
+    match &graph.nodes[j].op {
+        Op::Linear { weight, bias, .. } => weights
+            .get(weight)
+            .map(|w| (w, *bias))
+            .ok_or_else(|| VkError::Unsupported(format!("node {j}: weight {} not loaded", weight.0))),
+        _ => Err(VkError::Unsupported(format!("node {j} is not a matmul"))),
+    }
 }
 
 /// Lower every node of `graph` to dispatches.
@@ -212,11 +235,12 @@ pub(crate) fn lower(
     let fopts = FusionOptions {
         quantizing: feat.fusion && feat.int8,
         qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
+        gemv_jobs: feat.fusion && feat.int8 && feat.max_bindings >= 5 + 3 * (kernels::MAX_GEMV_JOBS as u32 - 1),
     };
     let fx = fusion::plan(graph, fopts, |j| {
         let node = &graph.nodes[j];
         match &node.op {
-            Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_group(lw, node.rows, feat)),
+            Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_info(lw, node.rows, feat)),
             _ => None,
         }
     });
@@ -274,8 +298,12 @@ pub(crate) fn lower(
                 let n = node.rows;
                 let k = lw.cols;
                 // Activations as llama.cpp's CPU rounds them for this weight type.
-                let q8_spec = q8_group(lw, n, feat)
-                    .and_then(|g| Some((g, kernels::matmul_vec_q8(&lw.layout, n as u32, vec_q8_rows(lw.rows))?)));
+                let single = [i];
+                let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
+                let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
+                let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows));
+                let q8_spec = q8_info(lw, n, feat)
+                    .and_then(|q| Some((q.group, kernels::matmul_vec_q8(&lw.layout, n as u32, r, members.len())?)));
                 if let Some((group, spec)) = q8_spec {
                     let qi = match qact_of.get(&(x.0, group)) {
                         Some(&qi) => qi,
@@ -295,13 +323,62 @@ pub(crate) fn lower(
                             qi
                         }
                     };
+                    if members.len() > 1 {
+                        // One dispatch for every member: job j's workgroups follow job j-1's.
+                        let mut res = vec![Res::Dummy; spec.bindings as usize];
+                        let mut jobs = Vec::new();
+                        let mut tile0 = 0u32;
+                        let mut shape = String::new();
+                        for (jn, (&j, (jwt, jbias))) in members.iter().zip(&jw).enumerate() {
+                            let jb = match jbias {
+                                Some(b) => vec_of(b, jwt.rows)?,
+                                None => Res::Dummy,
+                            };
+                            let (wi, yi, bi) = if jn == 0 {
+                                (0, 2, 3)
+                            } else {
+                                (5 + 3 * (jn - 1), 6 + 3 * (jn - 1), 7 + 3 * (jn - 1))
+                            };
+                            let Op::Linear { weight: jwid, .. } = &graph.nodes[j].op else { unreachable!() };
+                            res[wi] = Res::WeightChunk(*jwid, 0);
+                            res[yi] = Res::Act(j as u32);
+                            res[bi] = jb;
+                            jobs.push(kernels::MatmulJobParams {
+                                m: jwt.rows as u32,
+                                soff: jwt.chunks[0].soff_words,
+                                has_bias: jbias.is_some() as u32,
+                                tile0,
+                            });
+                            tile0 += (jwt.rows as u32).div_ceil(r);
+                            shape.push_str(&format!("{}{}x{}", if jn == 0 { "" } else { "+" }, jwt.rows, jwt.cols));
+                        }
+                        res[1] = Res::ActQ(qi);
+                        res[4] = Res::ActQ(qi);
+                        let j0 = jobs[0];
+                        let mm = kernels::MatmulParams {
+                            k: k as u32,
+                            m: j0.m,
+                            n: n as u32,
+                            out_stride: j0.m,
+                            out_col0: 0,
+                            soff: j0.soff,
+                            has_bias: j0.has_bias,
+                            tiles_m: tile0,
+                        };
+                        let mut push_bytes = bytes(&kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 });
+                        for jp in &jobs[1..] {
+                            push_bytes.extend_from_slice(bytemuck::bytes_of(jp));
+                        }
+                        push(&spec, res, push_bytes, tile0, Some(format!("{shape} n={n}")))?;
+                        continue;
+                    }
                     let bias_res = match bias {
                         Some(b) => vec_of(b, lw.rows)?,
                         None => Res::Dummy,
                     };
                     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
                     for (ci, ch) in lw.chunks.iter().enumerate() {
-                        let tiles_m = ch.rows.div_ceil(vec_q8_rows(lw.rows));
+                        let tiles_m = ch.rows.div_ceil(r);
                         let mm = kernels::MatmulParams {
                             k: k as u32,
                             m: ch.rows,

@@ -1,7 +1,10 @@
 // Integer-dot matrix-vector product for decode: weights against int8-quantized activations
-// (quantize_act.wgsl) with dot4I8Packed. Same workgroup shape and reduction as matmul_vec.wgsl;
+// (q8_block.wgsl) with dot4I8Packed. Same workgroup shape and reduction as matmul_vec.wgsl;
 // TPB lanes per weight block, each lane covering whole 32-element activation blocks so their
 // precomputed sums handle the weight offsets (Q4_K mins, Q6_K's -32).
+// Up to three weights of one type that read the same activations (q/k/v, gate/up) can run
+// as jobs of one dispatch: workgroups from tile1 on belong to job 1 (W1/Y1/BIAS1), from
+// tile2 on to job 2; job 0 uses the plain bindings.
 
 struct Params {
     k: u32,
@@ -13,7 +16,7 @@ struct Params {
     has_bias: u32,
     tiles_m: u32,
     qs_off: u32,
-}
+{{JOB_FIELDS}}}
 
 var<immediate> pc: Params;
 
@@ -24,14 +27,17 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> XS: array<vec4<f32>>;
-
-fn wload(i: u32) -> u32 {
-    return W[i >> 2u][i & 3u];
-}
+{{JOB_BINDINGS}}
+// Which weight this workgroup multiplies (0 without jobs).
+var<private> job: u32;
 
 // Four consecutive weight words from word `i` (a multiple of 4).
 fn wload4(i: u32) -> vec4<u32> {
-    return W[i >> 2u];
+{{WLOAD4}}
+}
+
+fn wload(i: u32) -> u32 {
+    return wload4(i)[i & 3u];
 }
 
 const WG: u32 = {{WG}}u;
@@ -150,19 +156,27 @@ fn vdot8_q6_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
-    let lin = wg_linear(wid, nwg);
-    if lin >= pc.tiles_m {
+    let lin0 = wg_linear(wid, nwg);
+    if lin0 >= pc.tiles_m {
         return;
     }
+    job = 0u;
+    var lin = lin0;
+    var m = pc.m;
+    var soff = pc.soff;
+    var has_bias = pc.has_bias;
+    var out_stride = pc.out_stride;
+    var out_col0 = pc.out_col0;
+{{JOB_SELECT}}
     let r0 = lin * R;
     var acc: array<f32, {{RC}}>;
     let bpr = pc.k / BLOCK;
     let lane = t % TPB;
-    let sbase = pc.soff * 4u;
+    let sbase = soff * 4u;
     for (var b = t / TPB; b < bpr; b += WG / TPB) {
         let xb0 = b * (BLOCK / 32u);
         for (var r = 0u; r < R; r++) {
-            let blk = min(r0 + r, pc.m - 1u) * bpr + b;
+            let blk = min(r0 + r, m - 1u) * bpr + b;
             let v = {{VDOT}}(blk * QW, sbase + blk * SB, lane, xb0);
             for (var c = 0u; c < C; c++) {
                 acc[r * C + c] += v[c];
@@ -173,13 +187,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if t < R * C {
         let r = t / C;
         let c = t % C;
-        if r0 + r < pc.m && c < pc.n {
-            let col = pc.out_col0 + r0 + r;
+        if r0 + r < m && c < pc.n {
+            let col = out_col0 + r0 + r;
+            let at = c * out_stride + col;
             var v = total;
-            if pc.has_bias != 0u {
-                v += BIAS[col];
-            }
-            Y[c * pc.out_stride + col] = v;
+{{STORE}}
         }
     }
 }

@@ -337,3 +337,50 @@ fn linear_coopmat_matches_tiled() {
     assert_clean(&vk);
     assert_clean(&tiled);
 }
+
+/// Consecutive matmuls of one input and weight type (q/k/v with biases, gate/up) run as
+/// jobs of one integer-dot dispatch on devices that have it: each output must equal the
+/// CPU's, for 1, 3 and 16 activation rows and for two and three jobs of different widths.
+#[test]
+fn matmuls_sharing_an_input_match_cpu() {
+    let Some(mut vk) = vulkan() else { return };
+    let cases =
+        [(GgmlType::Q4_K, vec![512, 128, 128]), (GgmlType::Q6_K, vec![96, 320]), (GgmlType::Q8_0, vec![64, 64, 192])];
+    for (ty, widths) in cases {
+        let mut rng = Rng(77);
+        let mut w = Weights::default();
+        let vocab = 8;
+        let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
+        let ws: Vec<_> = widths.iter().map(|&m| w.add(weight("w", ty, K, m, &mut rng, 0.5))).collect();
+        let bs: Vec<_> = widths.iter().map(|&m| w.add(weight("b", GgmlType::F32, m, 1, &mut rng, 1.0))).collect();
+        let mut cpu = cpu();
+        w.load(&mut vk);
+        w.load(&mut cpu);
+        let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+        vk.init_kv(&spec).unwrap();
+        cpu.init_kv(&spec).unwrap();
+        for n in [1usize, 3, 16] {
+            // One graph per job: the matmuls, then a copy of that job's output (x1.0).
+            for out in 0..widths.len() {
+                let g = graph(&w, n, n, |g| {
+                    let x = g.embed(table);
+                    let ys: Vec<_> = ws
+                        .iter()
+                        .zip(&bs)
+                        .enumerate()
+                        .map(|(i, (&wt, &b))| g.linear(x, wt, (i != 1).then_some(b)))
+                        .collect();
+                    g.scale(ys[out], 1.0)
+                });
+                let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
+                let step = Step::simple(tokens, 0, vec![0; 8]);
+                let pv = vk.compile(&g).unwrap();
+                let got = step.run(&mut vk, pv);
+                let pc = cpu.compile(&g).unwrap();
+                let want = step.run(&mut cpu, pc);
+                assert_close(&format!("{ty} job {out} of {:?} n={n}", widths), &got, &want, 1e-3, 3e-2);
+            }
+        }
+    }
+    assert_clean(&vk);
+}

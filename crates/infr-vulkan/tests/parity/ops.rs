@@ -365,8 +365,10 @@ fn attention_with_fused_rope_inputs() {
             })
         };
         let qn = vec_weight(&mut w, "q_norm", (0..hd).map(|_| 1.0 + 0.3 * rng.f()).collect());
-        let ff = factors.then(|| vec_weight(&mut w, "rope_freqs", (0..n_rot / 2).map(|i| 1.0 + i as f32 * 0.2).collect()));
-        let rope = RopeParams { mode, head_dim: hd, n_rot, freq_base: 10000.0, freq_scale: 0.5, scaling, freq_factors: ff };
+        let ff =
+            factors.then(|| vec_weight(&mut w, "rope_freqs", (0..n_rot / 2).map(|i| 1.0 + i as f32 * 0.2).collect()));
+        let rope =
+            RopeParams { mode, head_dim: hd, n_rot, freq_base: 10000.0, freq_scale: 0.5, scaling, freq_factors: ff };
         let page_size = 16;
         let kv = kv_spec(2, nkv, hd, hd, 300, page_size, dtype);
         let Some(mut p) = Pair::new(&w, &kv) else { return };
