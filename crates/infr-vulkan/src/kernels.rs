@@ -593,13 +593,63 @@ pub fn kv_write(dtype: KvDType) -> KernelSpec {
 }
 
 /// Attention for head dims `dk`/`dv` and a cache element type.
-pub fn attention(dtype: KvDType, dk: u32, dv: u32) -> KernelSpec {
+pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpec {
     let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
     let spec = KernelSpec::new(name, &["common", "attention"], 6, push_size::<AttnParamsGpu>())
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
-    kv_defines(spec, dtype)
+    kv_defines(with_workgroup_reductions(spec, subgroups), dtype)
+}
+
+/// `reduce_max` / `reduce_sum` over a workgroup of `WG` (the result in every invocation,
+/// `red` reusable afterwards): subgroup operations and one exchange through workgroup
+/// memory when the device has them, a shared-memory tree otherwise.
+fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
+    let tree = |op: &str| {
+        format!(
+            "    red[t] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {{
+        if t < s {{
+            red[t] = {op};
+        }}
+        workgroupBarrier();
+    }}
+    let r = red[0];
+    workgroupBarrier();
+    return r;"
+        )
+    };
+    let sg = |sg_op: &str, op: &str| {
+        format!(
+            "    let s = {sg_op}(v);
+    if sg_i == 0u {{
+        red[sg_id] = s;
+    }}
+    workgroupBarrier();
+    var r = red[0];
+    for (var i = 1u; i < n_sg; i++) {{
+        r = {op};
+    }}
+    workgroupBarrier();
+    return r;"
+        )
+    };
+    if subgroups {
+        spec.define("REDUCE_MAX", sg("subgroupMax", "max(r, red[i])"))
+            .define("REDUCE_SUM", sg("subgroupAdd", "r + red[i]"))
+            .define(
+                "SG_PARAMS",
+                ", @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32",
+            )
+            .define("SG_INIT", "    sg_i = sgi;\n    sg_id = sgid;\n    n_sg = nsg;")
+    } else {
+        spec.define("REDUCE_MAX", tree("max(red[t], red[t + s])"))
+            .define("REDUCE_SUM", tree("red[t] + red[t + s]"))
+            .define("SG_PARAMS", "")
+            .define("SG_INIT", "")
+    }
 }
 
 /// Merge of split attention partials.
@@ -699,8 +749,10 @@ mod tests {
         check(&rope());
         for dt in [KvDType::F16, KvDType::F32] {
             check(&kv_write(dt));
-            check(&attention(dt, 64, 64));
-            check(&attention(dt, 256, 512));
+            for sg in [false, true] {
+                check(&attention(dt, 64, 64, sg));
+                check(&attention(dt, 256, 512, sg));
+            }
         }
         for op in
             [Elt::Add, Elt::Mul, Elt::Scale, Elt::Softcap, Elt::Glu(Activation::Silu), Elt::Glu(Activation::GeluTanh)]

@@ -628,7 +628,7 @@ pub(crate) fn lower(
                     n_split: kernels::attention_splits(n_tok * ap.n_head as usize),
                 };
                 let rows = n_tok * ap.n_head as usize;
-                let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v);
+                let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
                 let res =
                     vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
                 let groups = u32_of(rows * p.n_split as usize, "attention groups")?;

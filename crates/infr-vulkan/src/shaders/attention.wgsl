@@ -52,36 +52,22 @@ fn v1(i: u32) -> f32 {
     {{V1}}
 }
 
+// Subgroup of this invocation (set by main when the kernel has subgroup operations).
+var<private> sg_i: u32;
+var<private> sg_id: u32;
+var<private> n_sg: u32;
+
 fn reduce_max(t: u32, v: f32) -> f32 {
-    red[t] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            red[t] = max(red[t], red[t + s]);
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
+{{REDUCE_MAX}}
 }
 
 fn reduce_sum(t: u32, v: f32) -> f32 {
-    red[t] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            red[t] += red[t + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
+{{REDUCE_SUM}}
 }
 
 @compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
+{{SG_INIT}}
     let lin0 = wg_linear(wid, nwg);
     let split = lin0 % pc.n_split;
     let lin = lin0 / pc.n_split;
