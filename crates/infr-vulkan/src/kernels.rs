@@ -436,34 +436,72 @@ pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
     with_layout(spec, l)
 }
 
-/// A tile shape of the cooperative-matrix matmul: `bm` weight rows × `bn` activation rows,
-/// both 64 or 128 (four subgroups in a 2×2 grid, each `bm/32 × bn/32` 16×16 accumulators).
+/// A tile shape of the cooperative-matrix matmul: `bm` weight rows × `bn` activation rows
+/// computed by `gm × gn` subgroups (each `bm/16/gm × bn/16/gn` 16×16 accumulators), `bk`
+/// (32 or 64) of the inner dimension staged per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoopTile {
     /// Weight rows per workgroup.
     pub bm: u32,
     /// Activation rows per workgroup.
     pub bn: u32,
+    /// Subgroups along the weight rows.
+    pub gm: u32,
+    /// Subgroups along the activation rows.
+    pub gn: u32,
+    /// Inner-dimension elements per step.
+    pub bk: u32,
+}
+
+impl CoopTile {
+    /// Workgroup memory of the kernel in bytes (staged slices and edge fragments).
+    pub fn shared_bytes(&self) -> u32 {
+        (self.bm + self.bn) * (self.bk + 8) * 2 + self.gm * self.gn * 256 * 4
+    }
 }
 
 /// The tile for an `m` (weight rows) × `n` (activation rows) product: the largest tile
 /// that still gives at least `min_groups` workgroups (small products want more, smaller
 /// workgroups to fill the device).
-pub fn coop_tile(m: usize, n: usize) -> CoopTile {
+pub fn coop_tile(m: usize, n: usize, max_shared: u32) -> CoopTile {
     const MIN_GROUPS: usize = 96;
     let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
+    let (gm, gn, bk) = coop_grid();
+    let tile = |bm: u32, bn: u32| {
+        let t = CoopTile { bm, bn, gm, gn, bk };
+        if t.shared_bytes() <= max_shared {
+            t
+        } else {
+            CoopTile { bm, bn, gm: 2, gn: 2, bk: 32 }
+        }
+    };
     for (bm, bn) in [(128, 128), (128, 64), (64, 64)] {
         if groups(bm, bn) >= MIN_GROUPS {
-            return CoopTile { bm: bm as u32, bn: bn as u32 };
+            return tile(bm as u32, bn as u32);
         }
     }
-    CoopTile { bm: 64, bn: 64 }
+    tile(64, 64)
+}
+
+/// Subgroup grid and k-step of the cooperative matmul: 2×2 subgroups, k-steps of 32.
+/// `INFR_VK_COOP_GRID=gm,gn,bk` overrides them for tuning on a new device.
+fn coop_grid() -> (u32, u32, u32) {
+    let parsed = std::env::var("INFR_VK_COOP_GRID").ok().and_then(|v| {
+        let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        match p[..] {
+            [gm, gn, bk] if [1, 2, 4].contains(&gm) && [1, 2, 4].contains(&gn) && [32, 64].contains(&bk) => {
+                Some((gm, gn, bk))
+            }
+            _ => None,
+        }
+    });
+    parsed.unwrap_or((2, 2, 32))
 }
 
 /// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of four subgroups of
 /// `subgroup_size` lanes (needs f16 16x16x16 → f32 cooperative matrices).
 pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32, tile: CoopTile) -> KernelSpec {
-    let (fm, fnn) = (tile.bm / 32, tile.bn / 32);
+    let (fm, fnn) = (tile.bm / 16 / tile.gm, tile.bn / 16 / tile.gn);
     let mut acc = String::new();
     let mut mma = String::new();
     let mut direct = String::new();
@@ -513,10 +551,15 @@ pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32, tile: CoopTile) -> KernelS
         bindings: MATMUL_BINDINGS,
         push_bytes: push_size::<MatmulParams>(),
     }
-    .define("WG", 4 * subgroup_size)
+    .define("WG", tile.gm * tile.gn * subgroup_size)
     .define("SGS", subgroup_size)
     .define("BM", tile.bm)
     .define("BN", tile.bn)
+    .define("GM", tile.gm)
+    .define("GN", tile.gn)
+    .define("BK", tile.bk)
+    .define("SK", tile.bk + 8)
+    .define("CS", tile.gm * tile.gn * 256)
     .define("ACC_DECL", acc)
     .define("MMA", mma)
     .define("STORE_DIRECT", direct)
@@ -740,9 +783,11 @@ mod tests {
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
-                for tile in [coop_tile(4096, 512), coop_tile(1024, 512), coop_tile(64, 64)] {
+                for tile in [coop_tile(4096, 512, 49152), coop_tile(1024, 512, 49152), coop_tile(64, 64, 49152)] {
                     check(&matmul_coop(&l, 32, tile));
                 }
+                let wide = CoopTile { bm: 128, bn: 128, gm: 2, gn: 4, bk: 64 };
+                check(&matmul_coop(&l, 32, wide));
             }
         }
         check(&rms_norm());

@@ -124,6 +124,8 @@ pub(crate) struct Features {
     pub fusion: bool,
     /// Storage-buffer bindings a shader may use.
     pub max_bindings: u32,
+    /// Workgroup memory per workgroup.
+    pub shared_bytes: u32,
 }
 
 /// A lowered graph: its dispatches and the extra buffers they need.
@@ -168,6 +170,7 @@ impl Features {
             int8: subgroups && caps.int_dot && !no_int8,
             fusion: !no_fusion,
             max_bindings: caps.max_storage_buffers_per_stage,
+            shared_bytes: caps.shared_memory_bytes,
         }
     }
 }
@@ -404,7 +407,7 @@ pub(crate) fn lower(
                     Some(s) => (s, n as u32, VEC_R),
                     None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
                         Some(sg) => {
-                            let tile = kernels::coop_tile(lw.rows, n);
+                            let tile = kernels::coop_tile(lw.rows, n, feat.shared_bytes);
                             (kernels::matmul_coop(&lw.layout, sg, tile), tile.bn, tile.bm)
                         }
                         None => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),

@@ -1,9 +1,9 @@
 // Cooperative-matrix matmul for prefill: Y[n, m] = X[n, k] · W[m, k]ᵀ (+ bias) with 16x16x16
 // f16 multiply-accumulate into f32. A workgroup computes a BM (weight rows) × BN (activation
-// rows) tile with four subgroups in a 2×2 grid (WG = 4 × the device's fixed subgroup size,
+// rows) tile with GM × GN subgroups (WG = GM·GN × the device's fixed subgroup size,
 // templated from its capabilities); each subgroup owns FM × FN 16×16 accumulators
-// (BM = 32·FM, BN = 32·FN). Each k-step of 32 dequantizes a BM×32 slice of W once into
-// workgroup memory as f16 and converts the matching BN×32 slice of X; the next slice is read
+// (BM = 16·GM·FM, BN = 16·GN·FN). Each k-step of BK dequantizes a BM×BK slice of W once into
+// workgroup memory as f16 and converts the matching BN×BK slice of X; the next slice is read
 // from memory into registers while the current one is multiplied. Interior tiles without a
 // bias store their accumulators straight to Y; edge tiles go through workgroup memory so
 // rows and columns past the edge are masked per element.
@@ -45,18 +45,22 @@ const WG: u32 = {{WG}}u;
 const SGS: u32 = {{SGS}}u;
 const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
-const BK: u32 = 32u;
+const BK: u32 = {{BK}}u;
+const GM: u32 = {{GM}}u;
+const GN: u32 = {{GN}}u;
 // Row stride of the staged slices in f16: BK plus 8 so that the 16 rows a fragment load
 // reads fall in different banks.
-const SK: u32 = 40u;
-// Loader units (one row × 16 consecutive k) per thread for the W and X slices.
-const UA: u32 = (2u * BM + WG - 1u) / WG;
-const UB: u32 = (2u * BN + WG - 1u) / WG;
+const SK: u32 = {{SK}}u;
+// Loader units (one row × 16 consecutive k) per row of a slice, and per thread for the W
+// and X slices.
+const KU: u32 = BK / 16u;
+const UA: u32 = (KU * BM + WG - 1u) / WG;
+const UB: u32 = (KU * BN + WG - 1u) / WG;
 
-var<workgroup> ws: array<f16, {{BM}} * 40>;
-var<workgroup> xs: array<f16, {{BN}} * 40>;
+var<workgroup> ws: array<f16, {{BM}} * {{SK}}>;
+var<workgroup> xs: array<f16, {{BN}} * {{SK}}>;
 // One 16×16 f32 fragment per subgroup, column-major, for edge tiles.
-var<workgroup> cs: array<f32, 1024>;
+var<workgroup> cs: array<f32, {{CS}}>;
 
 // Q4_K elements e0..e0+15 of a super-block (e0 a multiple of 16): one scale/min pair.
 fn deq16_q4_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
@@ -108,16 +112,16 @@ fn deq16_generic(row_blk: u32, sb_base: u32, ke: u32) -> array<vec4<f16>, 4> {
 }
 
 fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
-    let row = u / 2u;
-    let ke = k0 + 16u * (u % 2u);
+    let row = u / KU;
+    let ke = k0 + 16u * (u % KU);
     let bpr = pc.k / BLOCK;
     let row_blk = min(r0 + row, pc.m - 1u) * bpr;
     {{LOAD_W}}
 }
 
 fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
-    let row = u / 2u;
-    let ke = k0 + 16u * (u % 2u);
+    let row = u / KU;
+    let ke = k0 + 16u * (u % KU);
     let base = min(c0 + row, pc.n - 1u) * (pc.k / 4u) + ke / 4u;
     var out: array<vec4<f16>, 4>;
     for (var q = 0u; q < 4u; q++) {
@@ -131,7 +135,7 @@ fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
 }
 
 fn put_w(u: u32, v: array<vec4<f16>, 4>) {
-    let o = (u / 2u) * SK + 16u * (u % 2u);
+    let o = (u / KU) * SK + 16u * (u % KU);
     for (var q = 0u; q < 4u; q++) {
         ws[o + 4u * q] = v[q].x;
         ws[o + 4u * q + 1u] = v[q].y;
@@ -141,7 +145,7 @@ fn put_w(u: u32, v: array<vec4<f16>, 4>) {
 }
 
 fn put_x(u: u32, v: array<vec4<f16>, 4>) {
-    let o = (u / 2u) * SK + 16u * (u % 2u);
+    let o = (u / KU) * SK + 16u * (u % KU);
     for (var q = 0u; q < 4u; q++) {
         xs[o + 4u * q] = v[q].x;
         xs[o + 4u * q + 1u] = v[q].y;
@@ -174,9 +178,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let tn = lin / pc.tiles_m;
     let r0 = tm * BM;
     let c0 = tn * BN;
-    // Subgroup (sm, sn) of the 2×2 grid owns weight rows wr.. and activation rows wc...
-    let wr = (sgid % 2u) * (BM / 2u);
-    let wc = (sgid / 2u) * (BN / 2u);
+    // Subgroup (sm, sn) of the GM×GN grid owns weight rows wr.. and activation rows wc...
+    let wr = (sgid % GM) * (BM / GM);
+    let wc = (sgid / GM) * (BN / GN);
     // No early return for padding workgroups (c0 >= n): cooperative operations need uniform
     // control flow; their loads are clamped and their stores masked below.
 {{ACC_DECL}}
@@ -184,26 +188,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var rb: array<array<vec4<f16>, 4>, UB>;
     for (var i = 0u; i < UA; i++) {
         let u = t + i * WG;
-        if u < 2u * BM {
+        if u < KU * BM {
             ra[i] = load_w(u, r0, 0u);
         }
     }
     for (var i = 0u; i < UB; i++) {
         let u = t + i * WG;
-        if u < 2u * BN {
+        if u < KU * BN {
             rb[i] = load_x(u, c0, 0u);
         }
     }
     for (var k0 = 0u; k0 < pc.k; k0 += BK) {
         for (var i = 0u; i < UA; i++) {
             let u = t + i * WG;
-            if u < 2u * BM {
+            if u < KU * BM {
                 put_w(u, ra[i]);
             }
         }
         for (var i = 0u; i < UB; i++) {
             let u = t + i * WG;
-            if u < 2u * BN {
+            if u < KU * BN {
                 put_x(u, rb[i]);
             }
         }
@@ -213,13 +217,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if kn < pc.k {
             for (var i = 0u; i < UA; i++) {
                 let u = t + i * WG;
-                if u < 2u * BM {
+                if u < KU * BM {
                     ra[i] = load_w(u, r0, kn);
                 }
             }
             for (var i = 0u; i < UB; i++) {
                 let u = t + i * WG;
-                if u < 2u * BN {
+                if u < KU * BN {
                     rb[i] = load_x(u, c0, kn);
                 }
             }
