@@ -149,6 +149,22 @@ pub trait Backend: Send {
     /// Run a plan; returns the output tensor (`n_outputs × cols`, row-major f32).
     fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError>;
 
+    /// Run a plan and return, per output row, the `k` largest values with their column
+    /// indices as [`crate::top_k`] orders them: all that greedy or top-k sampling reads. A
+    /// backend that selects them on its device reads back only these; the default selects
+    /// from [`Backend::execute`]'s rows.
+    fn execute_top_k(
+        &mut self,
+        plan: PlanId,
+        inputs: &StepInputs<'_>,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
+        let out = self.execute(plan, inputs)?;
+        let rows = inputs.output_rows.len().max(1);
+        let cols = (out.len() / rows).max(1);
+        Ok(out.chunks(cols).map(|r| crate::top_k(r, k)).collect())
+    }
+
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError>;
 }

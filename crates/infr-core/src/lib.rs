@@ -9,6 +9,7 @@
 mod backend;
 mod graph;
 mod profile;
+mod top_k;
 mod weights;
 
 pub use backend::{Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages, StepInputs};
@@ -17,4 +18,5 @@ pub use graph::{
 };
 pub use infr_quant::GgmlType;
 pub use profile::{prof_by_shape, prof_enabled, OpLabel, Profile, ProfileOnDrop};
+pub use top_k::top_k;
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

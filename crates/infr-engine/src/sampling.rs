@@ -139,6 +139,33 @@ impl Sampler {
         &self.params
     }
 
+    /// How many of a row's largest logits [`Sampler::sample_top`] needs when they are all
+    /// it needs: 1 when greedy, `top_k` for top-k sampling; `None` when penalties or an
+    /// unbounded candidate set need the whole row.
+    pub fn candidates_needed(&self) -> Option<usize> {
+        let p = &self.params;
+        let penalties = p.repeat_last_n != 0
+            && (p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0);
+        if penalties {
+            None
+        } else if p.temperature <= 0.0 {
+            Some(1)
+        } else {
+            (p.top_k > 0).then_some(p.top_k as usize)
+        }
+    }
+
+    /// [`Sampler::sample`] from a row's largest logits, best first as [`infr_core::top_k`]
+    /// orders them (at least [`Sampler::candidates_needed`] of them): the same draw as from
+    /// the whole row.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> u32 {
+        if self.params.temperature <= 0.0 {
+            return top.first().map_or(0, |c| c.0);
+        }
+        let k = (self.params.top_k.max(1) as usize).min(top.len());
+        self.sample_sorted(top[..k].to_vec())
+    }
+
     /// Pick the next token from `logits` given the sequence so far (`history`, for penalties).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let p = &self.params;
@@ -155,6 +182,12 @@ impl Sampler {
             cand.truncate(k);
         }
         cand.sort_by(|a, b| b.1.total_cmp(&a.1));
+        self.sample_sorted(cand)
+    }
+
+    /// top-p → min-p → temperature → draw over candidates sorted best first.
+    fn sample_sorted(&mut self, mut cand: Vec<(u32, f32)>) -> u32 {
+        let p = &self.params;
         if p.top_p < 1.0 {
             let probs = softmax(&cand);
             let mut cum = 0.0;
@@ -222,6 +255,28 @@ fn softmax(c: &[(u32, f32)]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_from_the_top_candidates_equals_sampling_from_the_row() {
+        // Distinct values: among equal logits the two paths may order candidates differently.
+        let row: Vec<f32> = (0..500).map(|i| (i as f32 * 0.7359).sin() * 4.0 + i as f32 * 1e-4).collect();
+        for params in [
+            SamplingParams::greedy(),
+            SamplingParams { seed: Some(7), ..Default::default() },
+            SamplingParams { temperature: 1.3, top_k: 5, top_p: 1.0, min_p: 0.0, seed: Some(9), ..Default::default() },
+        ] {
+            let k = Sampler::new(params.clone()).candidates_needed().expect("no penalties");
+            let top = infr_core::top_k(&row, k);
+            let (mut a, mut b) = (Sampler::new(params.clone()), Sampler::new(params));
+            for _ in 0..50 {
+                assert_eq!(a.sample(&row, &[]), b.sample_top(&top));
+            }
+        }
+        let pen = SamplingParams { repeat_penalty: 1.1, ..Default::default() };
+        assert_eq!(Sampler::new(pen).candidates_needed(), None);
+        let unbounded = SamplingParams { top_k: 0, ..Default::default() };
+        assert_eq!(Sampler::new(unbounded).candidates_needed(), None);
+    }
 
     #[test]
     fn greedy_is_argmax() {

@@ -181,6 +181,28 @@ impl Backend for VulkanBackend {
         p.execute(inputs, &res, self.profile.as_mut())
     }
 
+    fn execute_top_k(
+        &mut self,
+        plan: PlanId,
+        inputs: &StepInputs<'_>,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
+        if k == 0 || k > crate::fused_kernels::MAX_DEVICE_TOP_K || !self.features.subgroups {
+            let out = self.execute(plan, inputs)?;
+            let cols = (out.len() / inputs.output_rows.len().max(1)).max(1);
+            return Ok(out.chunks(cols).map(|r| infr_core::top_k(r, k)).collect());
+        }
+        let res = Resources {
+            weights: &self.weights,
+            kv: self.kv.as_ref(),
+            tables: &self.tables,
+            dummy: &self.dummy,
+            generation: self.generation,
+        };
+        let p = self.plans.get_mut(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
+        p.execute_top_k(inputs, &res, self.profile.as_mut(), k, &mut self.pipelines)
+    }
+
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
         if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= kv.spec.n_pages || d >= kv.spec.n_pages) {

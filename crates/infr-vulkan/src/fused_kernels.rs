@@ -93,6 +93,35 @@ pub fn qk_rope(dtype: KvDType, max_dim: u32) -> KernelSpec {
     kv_defines(spec, dtype)
 }
 
+/// Push constants of `topk.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct TopKParams {
+    pub n_in: u32,
+    pub n_rows: u32,
+    pub k: u32,
+    pub parts: u32,
+}
+
+/// Largest k of the device top-k (larger requests read back whole logits rows).
+pub const MAX_DEVICE_TOP_K: usize = 64;
+
+/// Inputs per invocation of the first top-k pass (chunks of `TOPK_CHUNK` logits).
+pub const TOPK_E1: u32 = 8;
+/// Logits per workgroup of the first top-k pass.
+pub const TOPK_CHUNK: u32 = TOPK_E1 * 256;
+
+/// A top-k pass: the first over logits rows (`first`), the second over `e · 256` chunk
+/// winners per row. Bindings: logits, candidates in, candidates out.
+pub fn top_k(first: bool, e: u32) -> KernelSpec {
+    let (name, load) = if first {
+        ("topk.logits", "    return vec2<u32>(bitcast<u32>(X[row * pc.n_in + i]), i);")
+    } else {
+        ("topk.merge", "    return XC[row * pc.n_in + i];")
+    };
+    KernelSpec::new(name, &["common", "topk"], 3, push_size::<TopKParams>()).define("E", e).define("LOAD", load)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +134,8 @@ mod tests {
             specs.push(qk_rope(dt, 128));
             specs.push(qk_rope(dt, QK_ROPE_MAX_DIM));
         }
+        specs.push(top_k(true, TOPK_E1));
+        specs.push(top_k(false, 19));
         for s in specs {
             let src = s.wgsl().unwrap();
             compile_wgsl(&s.name, &src, false).unwrap_or_else(|e| panic!("{e}"));

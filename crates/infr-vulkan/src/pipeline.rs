@@ -35,6 +35,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("kv_write", include_str!("shaders/kv_write.wgsl")),
     ("elementwise", include_str!("shaders/elementwise.wgsl")),
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
+    ("topk", include_str!("shaders/topk.wgsl")),
 ];
 
 fn source(name: &str) -> VkResult<&'static str> {

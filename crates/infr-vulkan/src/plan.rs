@@ -12,8 +12,21 @@ use crate::device::Context;
 use crate::error::{CallExt, VkError, VkResult};
 use crate::lower::{Dispatch, Lowered, Res, StepLayout};
 use crate::memory::{compute_barrier, Buffer, MemKind};
+use crate::pipeline::Pipelines;
 use crate::profile::Profile;
 use crate::weights::{GpuWeight, KvCache};
+
+/// The device top-k after a plan: two passes of `topk.wgsl` over the output rows, then a
+/// copy of the winners to a small readback buffer.
+struct TopKTail {
+    k: usize,
+    cmd: vk::CommandBuffer,
+    desc_pool: vk::DescriptorPool,
+    /// Pass-1 winners (k per chunk of each row) and final winners (k per row).
+    _chunk_best: Buffer,
+    _row_best: Buffer,
+    readback: Buffer,
+}
 
 /// What a plan binds besides its own buffers.
 pub(crate) struct Resources<'a> {
@@ -45,7 +58,12 @@ pub(crate) struct Plan {
     qact: Vec<Buffer>,
     desc_pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
+    /// The graph's dispatches.
     cmd: vk::CommandBuffer,
+    /// Copies the whole output to `readback` (submitted after `cmd` by `execute`).
+    tail_logits: vk::CommandBuffer,
+    /// Selects each output row's k best on the device (`execute_top_k`), built on first use.
+    top: Option<TopKTail>,
     fence: vk::Fence,
     queries: Option<vk::QueryPool>,
     recorded_generation: Option<u64>,
@@ -97,7 +115,7 @@ impl Plan {
             .collect();
         let d = &ctx.device;
         // SAFETY: valid device and create infos; objects are owned by the plan.
-        let (cmd_pool, cmd, fence, queries) = unsafe {
+        let (cmd_pool, cmds, fence, queries) = unsafe {
             let pinfo = vk::CommandPoolCreateInfo::default()
                 .queue_family_index(ctx.queue_family)
                 .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
@@ -106,7 +124,7 @@ impl Plan {
                 .command_pool(cmd_pool)
                 .level(vk::CommandBufferLevel::PRIMARY)
                 .command_buffer_count(1);
-            let cmd = d.allocate_command_buffers(&ainfo).vk("vkAllocateCommandBuffers")?[0];
+            let cmds = d.allocate_command_buffers(&ainfo.command_buffer_count(2)).vk("vkAllocateCommandBuffers")?;
             let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).vk("vkCreateFence")?;
             let queries = if profile && ctx.caps.timestamp_period_ns > 0.0 {
                 let qinfo = vk::QueryPoolCreateInfo::default()
@@ -116,7 +134,7 @@ impl Plan {
             } else {
                 None
             };
-            (cmd_pool, cmd, fence, queries)
+            (cmd_pool, cmds, fence, queries)
         };
         let n_sets = dispatches.len().max(1) as u32;
         let n_desc: u32 = dispatches.iter().map(|d| d.res.len() as u32).sum::<u32>().max(1);
@@ -142,7 +160,9 @@ impl Plan {
             qact,
             desc_pool,
             cmd_pool,
-            cmd,
+            cmd: cmds[0],
+            tail_logits: cmds[1],
+            top: None,
             fence,
             queries,
             recorded_generation: None,
@@ -252,23 +272,16 @@ impl Plan {
                     d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, i as u32 + 1);
                 }
             }
+            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
+            let tail = self.tail_logits;
+            d.reset_command_buffer(tail, vk::CommandBufferResetFlags::empty()).vk("vkResetCommandBuffer")?;
+            d.begin_command_buffer(tail, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
             let last = self.act_offsets.len() - 1;
             let region =
                 [vk::BufferCopy::default().src_offset(self.act_offsets[last]).dst_offset(0).size(self.readback.size)];
-            d.cmd_copy_buffer(cmd, self.act.raw, self.readback.raw, &region);
-            let host = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)];
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &host,
-                &[],
-                &[],
-            );
-            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
+            d.cmd_copy_buffer(tail, self.act.raw, self.readback.raw, &region);
+            host_read_barrier(d, tail);
+            d.end_command_buffer(tail).vk("vkEndCommandBuffer")?;
         }
         self.recorded_generation = Some(res.generation);
         Ok(())
@@ -303,6 +316,124 @@ impl Plan {
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
     ) -> Result<Vec<f32>, infr_core::BackendError> {
+        self.submit(inp, res, prof, self.tail_logits)?;
+        let mut out = vec![0f32; self.n_outputs * self.out_cols];
+        self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
+        Ok(out)
+    }
+
+    /// Run the plan once and read back each output row's `k` best (see `TopKTail`).
+    pub fn execute_top_k(
+        &mut self,
+        inp: &StepInputs<'_>,
+        res: &Resources<'_>,
+        prof: Option<&mut Profile>,
+        k: usize,
+        pipes: &mut Pipelines,
+    ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
+        if self.top.as_ref().is_none_or(|t| t.k != k) {
+            let dev = self.ctx.caps.id.clone();
+            self.drop_top();
+            self.top = Some(self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?);
+        }
+        let tail = self.top.as_ref().map_or(self.tail_logits, |t| t.cmd);
+        self.submit(inp, res, prof, tail)?;
+        let Some(top) = &self.top else { return Ok(Vec::new()) };
+        let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
+        top.readback.read(0, bytemuck::cast_slice_mut(&mut pairs));
+        Ok(pairs
+            .chunks(k)
+            .map(|row| row.iter().filter(|p| p[1] != u32::MAX).map(|p| (p[1], f32::from_bits(p[0]))).collect())
+            .collect())
+    }
+
+    /// Record the two top-k passes over the output rows and the copy of the winners.
+    fn build_top(&self, k: usize, pipes: &mut Pipelines) -> VkResult<TopKTail> {
+        use crate::fused_kernels::{top_k, TopKParams, TOPK_CHUNK, TOPK_E1};
+        let rows = self.n_outputs.max(1);
+        let chunks = (self.out_cols as u32).div_ceil(TOPK_CHUNK);
+        let n2 = chunks * k as u32;
+        let pass1 = pipes.get(&top_k(true, TOPK_E1))?;
+        let pass2 = pipes.get(&top_k(false, n2.div_ceil(256)))?;
+        let chunk_best = Buffer::new(&self.ctx, rows as u64 * n2 as u64 * 8, MemKind::DeviceLocal, "top-k chunks")?;
+        let row_best = Buffer::new(&self.ctx, (rows * k * 8) as u64, MemKind::DeviceLocal, "top-k rows")?;
+        let readback = Buffer::new(&self.ctx, (rows * k * 8) as u64, MemKind::Readback, "top-k readback")?;
+        let d = &self.ctx.device;
+        let last = self.act_offsets.len() - 1;
+        let logits = (self.act.raw, self.act_offsets[last], self.act_sizes[last]);
+        let whole = |b: &Buffer| (b.raw, 0, b.size);
+        let p1 = TopKParams { n_in: self.out_cols as u32, n_rows: rows as u32, k: k as u32, parts: chunks };
+        let p2 = TopKParams { n_in: n2, n_rows: rows as u32, k: k as u32, parts: 1 };
+        let passes = [
+            (&pass1, [logits, whole(&chunk_best), whole(&chunk_best)], p1, rows as u32 * chunks),
+            (&pass2, [logits, whole(&chunk_best), whole(&row_best)], p2, rows as u32),
+        ];
+        // SAFETY: new objects owned by the tail; the command buffer is recorded once here.
+        unsafe {
+            let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(6)];
+            let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(2).pool_sizes(&sizes);
+            let desc_pool = d.create_descriptor_pool(&dpinfo, None).vk("vkCreateDescriptorPool")?;
+            let ainfo = vk::CommandBufferAllocateInfo::default()
+                .command_pool(self.cmd_pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            let cmd = d.allocate_command_buffers(&ainfo).vk("vkAllocateCommandBuffers")?[0];
+            d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
+            let max_x = self.ctx.caps.max_workgroup_count[0].min(65535);
+            for (pipe, bufs, params, groups) in passes {
+                let layouts = [pipe.set_layout];
+                let ainfo = vk::DescriptorSetAllocateInfo::default().descriptor_pool(desc_pool).set_layouts(&layouts);
+                let set = d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?[0];
+                let infos: Vec<_> = bufs
+                    .iter()
+                    .map(|&(b, o, r)| [vk::DescriptorBufferInfo::default().buffer(b).offset(o).range(r)])
+                    .collect();
+                let writes: Vec<_> = infos
+                    .iter()
+                    .enumerate()
+                    .map(|(i, info)| {
+                        vk::WriteDescriptorSet::default()
+                            .dst_set(set)
+                            .dst_binding(i as u32)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .buffer_info(info)
+                    })
+                    .collect();
+                d.update_descriptor_sets(&writes, &[]);
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.raw);
+                d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, pipe.layout, 0, &[set], &[]);
+                d.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, bytemuck::bytes_of(&params));
+                let gx = groups.clamp(1, max_x);
+                d.cmd_dispatch(cmd, gx, groups.div_ceil(gx), 1);
+                compute_barrier(d, cmd);
+            }
+            let region = [vk::BufferCopy::default().size(readback.size)];
+            d.cmd_copy_buffer(cmd, row_best.raw, readback.raw, &region);
+            host_read_barrier(d, cmd);
+            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
+            Ok(TopKTail { k, cmd, desc_pool, _chunk_best: chunk_best, _row_best: row_best, readback })
+        }
+    }
+
+    fn drop_top(&mut self) {
+        if let Some(t) = self.top.take() {
+            let d = &self.ctx.device;
+            // SAFETY: every submission waited on the fence, so the tail is idle.
+            unsafe {
+                d.free_command_buffers(self.cmd_pool, &[t.cmd]);
+                d.destroy_descriptor_pool(t.desc_pool, None);
+            }
+        }
+    }
+
+    /// Write the step inputs, (re-)record if needed, submit the dispatches and `tail`, wait.
+    fn submit(
+        &mut self,
+        inp: &StepInputs<'_>,
+        res: &Resources<'_>,
+        prof: Option<&mut Profile>,
+        tail: vk::CommandBuffer,
+    ) -> Result<(), infr_core::BackendError> {
         let dev = self.ctx.caps.id.clone();
         let e = |err: VkError| err.into_backend(&dev);
         match res.kv {
@@ -344,7 +475,7 @@ impl Plan {
         self.step.write(0, bytemuck::cast_slice(&words));
         self.step_words = words;
         let d = &self.ctx.device;
-        let cmds = [self.cmd];
+        let cmds = [self.cmd, tail];
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         // SAFETY: the command buffer is fully recorded and idle; the fence is unsignalled.
         unsafe {
@@ -352,8 +483,6 @@ impl Plan {
             d.wait_for_fences(&[self.fence], true, u64::MAX).vk("vkWaitForFences").map_err(e)?;
             d.reset_fences(&[self.fence]).vk("vkResetFences").map_err(e)?;
         }
-        let mut out = vec![0f32; self.n_outputs * self.out_cols];
-        self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
         if let (Some(q), Some(p)) = (self.queries, prof) {
             let n = self.dispatches.len() + 1;
             let mut ts = vec![0u64; n];
@@ -368,12 +497,32 @@ impl Plan {
                 p.add_submit(&labels, &ns, crate::profile::enabled());
             }
         }
-        Ok(out)
+        Ok(())
     }
+}
+
+/// Make transfer writes visible to the host.
+fn host_read_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
+    let host = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(vk::AccessFlags::HOST_READ)];
+    // SAFETY: recording into a command buffer in the recording state.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &host,
+            &[],
+            &[],
+        )
+    };
 }
 
 impl Drop for Plan {
     fn drop(&mut self) {
+        self.drop_top();
         let d = &self.ctx.device;
         // SAFETY: every submission waited on the fence, so nothing of the plan is in flight.
         unsafe {

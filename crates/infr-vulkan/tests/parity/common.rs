@@ -184,6 +184,18 @@ impl Step {
         };
         b.execute(plan, &inp).expect("execute")
     }
+
+    pub fn run_top_k(&self, b: &mut dyn Backend, plan: infr_core::PlanId, k: usize) -> Vec<Vec<(u32, f32)>> {
+        let seqs: Vec<SeqPages<'_>> = self.seqs.iter().map(|p| SeqPages { pages: p }).collect();
+        let inp = StepInputs {
+            tokens: &self.tokens,
+            positions: &self.positions,
+            token_seq: &self.token_seq,
+            seqs: &seqs,
+            output_rows: &self.output_rows,
+        };
+        b.execute_top_k(plan, &inp, k).expect("execute_top_k")
+    }
 }
 
 /// A small KV cache spec.

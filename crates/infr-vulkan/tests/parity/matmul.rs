@@ -384,3 +384,48 @@ fn matmuls_sharing_an_input_match_cpu() {
     }
     assert_clean(&vk);
 }
+
+/// `execute_top_k` selects each output row's k best on the device: the same indices and
+/// values as selecting from the full rows (ties: the lower index first), for several rows
+/// of a 5,000-wide output (three selection chunks) and k from 1 to 64.
+#[test]
+fn device_top_k_matches_full_rows() {
+    let Some(mut vk) = vulkan() else { return };
+    let (vocab, width) = (8, 5000);
+    let mut rng = Rng(91);
+    let mut w = Weights::default();
+    let table = weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0);
+    let mut head = weight("head", GgmlType::F32, K, width, &mut rng, 0.5);
+    // Rows 17 and 4321 both equal token 1's embedding: row 0 (token 1) has its two best
+    // logits exactly tied, and 17 must come first.
+    let mut bytes = head.bytes.to_vec();
+    let row = |r: usize| r * K * 4..(r + 1) * K * 4;
+    let tok1 = table.bytes[row(1)].to_vec();
+    bytes[row(17)].copy_from_slice(&tok1);
+    bytes[row(4321)].copy_from_slice(&tok1);
+    head.bytes = TensorData::from_vec(bytes);
+    let table = w.add(table);
+    let wt = w.add(head);
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let g = graph(&w, 3, 3, |g| {
+        let x = g.embed(table);
+        g.linear(x, wt, None)
+    });
+    let plan = vk.compile(&g).unwrap();
+    let step = Step::simple(vec![1, 5, 2], 0, vec![0; 8]);
+    let full = step.run(&mut vk, plan);
+    for k in [1usize, 7, 40, 64] {
+        let got = step.run_top_k(&mut vk, plan, k);
+        assert_eq!(got.len(), 3);
+        for (r, g) in got.iter().enumerate() {
+            let want = infr_core::top_k(&full[r * width..(r + 1) * width], k);
+            assert_eq!(g, &want, "row {r}, k = {k}");
+        }
+        assert_eq!(got[0][0].0, 17, "tie at the top of row 0: {:?}", &got[0][..k.min(3)]);
+        if k > 1 {
+            assert_eq!((got[0][1].0, got[0][1].1), (4321, got[0][0].1));
+        }
+    }
+    assert_clean(&vk);
+}
