@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::sampling::Scores;
 use crate::{EngineError, Runner, Sampler, SeqId, StepItem};
 
 /// Why generation ended.
@@ -85,7 +86,7 @@ pub fn generate(
     let cached = common_prefix(runner.seq_tokens(seq)?, prompt).min(prompt.len() - 1);
     runner.truncate(seq, cached)?;
     let t0 = Instant::now();
-    let mut logits = runner.prefill(seq, &prompt[cached..], false)?;
+    let mut scores = Scores::Full(runner.prefill(seq, &prompt[cached..], false)?);
     let prefill_time = t0.elapsed();
     let mut history: Vec<u32> = prompt.to_vec();
     let mut generated = 0;
@@ -94,7 +95,10 @@ pub fn generate(
         if opts.max_tokens == Some(0) {
             break FinishReason::Length;
         }
-        let tok = sampler.sample(&logits, &history);
+        let tok = match &scores {
+            Scores::Full(logits) => sampler.sample(logits, &history),
+            Scores::Top(top) => sampler.sample_top(top),
+        };
         if opts.stop_ids.contains(&tok) {
             break FinishReason::Stop;
         }
@@ -109,8 +113,14 @@ pub fn generate(
         if history.len() >= n_ctx {
             break FinishReason::ContextFull;
         }
-        let out = runner.step(&[StepItem { seq, tokens: &[tok], all_logits: false }])?;
-        logits = out.into_iter().next().expect("one item");
+        let item = [StepItem { seq, tokens: &[tok], all_logits: false }];
+        scores = match sampler.candidates_needed() {
+            Some(k) => {
+                let rows = runner.step_top_k(&item, k)?;
+                Scores::Top(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or_default())
+            }
+            None => Scores::Full(runner.step(&item)?.into_iter().next().expect("one item")),
+        };
     };
     Ok(GenerationStats {
         prompt_tokens: prompt.len(),

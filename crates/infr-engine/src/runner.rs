@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use infr_core::{Backend, KvDType, KvSpec, PlanId, SeqPages, StepInputs, WeightSource};
+use infr_core::{Backend, BackendError, KvDType, KvSpec, PlanId, SeqPages, StepInputs, WeightSource};
 use infr_models::Model;
 
 use crate::{EngineError, PagePool};
@@ -187,6 +187,37 @@ impl Runner {
     /// One forward step over several sequences. Returns, per item, its logits rows
     /// (`tokens.len()` rows if `all_logits`, else one), each `n_vocab` wide.
     pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (logits, out_counts) = self.run_step(items, |b, plan, inputs| b.execute(plan, inputs))?;
+        let v = self.n_vocab();
+        let mut res = Vec::with_capacity(items.len());
+        let mut off = 0;
+        for c in out_counts {
+            res.push(logits[off * v..(off + c) * v].to_vec());
+            off += c;
+        }
+        Ok(res)
+    }
+
+    /// [`Runner::step`] returning, per item, the `k` largest logits of each of its output
+    /// rows (best first, as [`infr_core::top_k`]) instead of whole rows: a backend that
+    /// selects them on its device reads back only these.
+    pub fn step_top_k(&mut self, items: &[StepItem<'_>], k: usize) -> Result<Vec<Vec<Vec<(u32, f32)>>>, EngineError> {
+        let (mut rows, out_counts) = self.run_step(items, |b, plan, inputs| b.execute_top_k(plan, inputs, k))?;
+        let mut res = Vec::with_capacity(items.len());
+        for c in out_counts {
+            let rest = rows.split_off(c.min(rows.len()));
+            res.push(std::mem::replace(&mut rows, rest));
+        }
+        Ok(res)
+    }
+
+    /// Build a step's inputs, run `exec` on the backend, record the tokens; returns its
+    /// output and the number of output rows of each item.
+    fn run_step<T>(
+        &mut self,
+        items: &[StepItem<'_>],
+        exec: impl FnOnce(&mut dyn Backend, PlanId, &StepInputs<'_>) -> Result<T, BackendError>,
+    ) -> Result<(T, Vec<usize>), EngineError> {
         let n_tokens: usize = items.iter().map(|i| i.tokens.len()).sum();
         if n_tokens == 0 || items.iter().any(|i| i.tokens.is_empty()) {
             return Err(EngineError::Invalid("a step item has no tokens".into()));
@@ -221,18 +252,11 @@ impl Runner {
             seqs: &seqs,
             output_rows: &output_rows,
         };
-        let logits = self.backend.execute(plan, &inputs)?;
+        let out = exec(self.backend.as_mut(), plan, &inputs)?;
         for it in items {
             self.seqs.get_mut(&it.seq).expect("reserved above").tokens.extend_from_slice(it.tokens);
         }
-        let v = self.n_vocab();
-        let mut res = Vec::with_capacity(items.len());
-        let mut off = 0;
-        for c in out_counts {
-            res.push(logits[off * v..(off + c) * v].to_vec());
-            off += c;
-        }
-        Ok(res)
+        Ok((out, out_counts))
     }
 
     /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every

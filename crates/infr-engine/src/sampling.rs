@@ -114,6 +114,13 @@ pub struct Sampler {
     rng: Rng,
 }
 
+/// What a sampler draws from: a whole logits row, or its best candidates
+/// ([`Sampler::candidates_needed`] of them, from `Runner::step_top_k`).
+pub(crate) enum Scores {
+    Full(Vec<f32>),
+    Top(Vec<(u32, f32)>),
+}
+
 /// Index of the largest value (first on ties, as llama.cpp's greedy sampler).
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0usize;

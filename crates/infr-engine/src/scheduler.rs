@@ -29,6 +29,7 @@ use crate::request::{
     ChannelSink, Done, Event, EventReceiver, EventSink, Finish, RequestError, StartInfo, Timings, TokenConstraint,
     Usage,
 };
+use crate::sampling::Scores;
 use crate::{common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem};
 
 /// Scheduler settings (the slot count and context come from the runner's options).
@@ -492,8 +493,27 @@ impl Scheduler {
             .map(|((i, _), t)| StepItem { seq: self.slots[*i].seq, tokens: t, all_logits: false })
             .collect();
         let n_tokens: usize = tokens.iter().map(Vec::len).sum();
+        // Every sampler that draws this step can do it from a few best logits (no grammar,
+        // no penalties): select them on the device instead of reading whole rows back.
+        let mut top_k = Some(1usize);
+        for (i, part) in &parts {
+            let Some(a) = self.slots[*i].active.as_ref() else { continue };
+            let draws = match part {
+                Part::Decode(_) => true,
+                Part::Prefill(r) => r.end >= a.prompt_len,
+            };
+            if draws {
+                let need = if a.constraint.is_some() { None } else { a.sampler.candidates_needed() };
+                top_k = top_k.zip(need).map(|(k, n)| k.max(n));
+            }
+        }
         let t0 = std::time::Instant::now();
-        let result = self.runner.step(&items);
+        let result = match top_k {
+            Some(k) => self.runner.step_top_k(&items, k).map(|rows| {
+                rows.into_iter().map(|r| Scores::Top(r.into_iter().next().unwrap_or_default())).collect::<Vec<_>>()
+            }),
+            None => self.runner.step(&items).map(|rows| rows.into_iter().map(Scores::Full).collect()),
+        };
         tracing::trace!(
             sequences = items.len(),
             decode = n_decode,
@@ -531,11 +551,15 @@ impl Scheduler {
                     }
                 }
             }
-            let mut row = row;
-            if let Some(c) = a.constraint.as_mut() {
-                c.mask(&mut row);
-            }
-            let tok = a.sampler.sample(&row, &a.history);
+            let tok = match row {
+                Scores::Top(top) => a.sampler.sample_top(&top),
+                Scores::Full(mut row) => {
+                    if let Some(c) = a.constraint.as_mut() {
+                        c.mask(&mut row);
+                    }
+                    a.sampler.sample(&row, &a.history)
+                }
+            };
             if let Some(c) = a.constraint.as_mut() {
                 c.accept(tok);
             }
