@@ -20,7 +20,7 @@ pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
     Timings, TokenConstraint, Usage,
 };
-pub use runner::{Runner, RunnerOptions, SeqId, StepItem};
+pub use runner::{Candidates, Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
 pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,

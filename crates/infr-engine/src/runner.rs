@@ -38,6 +38,9 @@ struct SeqState {
     tokens: Vec<u32>,
 }
 
+/// The best logits of one output row as `(token, logit)`, best first ([`infr_core::top_k`]).
+pub type Candidates = Vec<(u32, f32)>;
+
 /// Work for one sequence in a step.
 #[derive(Debug, Clone, Copy)]
 pub struct StepItem<'a> {
@@ -201,7 +204,7 @@ impl Runner {
     /// [`Runner::step`] returning, per item, the `k` largest logits of each of its output
     /// rows (best first, as [`infr_core::top_k`]) instead of whole rows: a backend that
     /// selects them on its device reads back only these.
-    pub fn step_top_k(&mut self, items: &[StepItem<'_>], k: usize) -> Result<Vec<Vec<Vec<(u32, f32)>>>, EngineError> {
+    pub fn step_top_k(&mut self, items: &[StepItem<'_>], k: usize) -> Result<Vec<Vec<Candidates>>, EngineError> {
         let (mut rows, out_counts) = self.run_step(items, |b, plan, inputs| b.execute_top_k(plan, inputs, k))?;
         let mut res = Vec::with_capacity(items.len());
         for c in out_counts {
