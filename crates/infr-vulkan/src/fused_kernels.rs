@@ -93,6 +93,31 @@ pub fn qk_rope(dtype: KvDType, max_dim: u32) -> KernelSpec {
     kv_defines(spec, dtype)
 }
 
+/// Push constants of `attn_combine_q8.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct AttnCombineQ8Params {
+    pub n_tokens: u32,
+    pub n_head: u32,
+    pub dv: u32,
+    pub n_split: u32,
+    pub window: u32,
+    pub pos_off: u32,
+    pub group: u32,
+    pub scale_off: u32,
+}
+
+/// Merge of split attention partials + int8 quantization of the output rows. Bindings:
+/// partials, output, step, quants, scales.
+pub fn attn_combine_q8() -> KernelSpec {
+    KernelSpec::new(
+        "attention_combine_q8",
+        &["common", "q8_block", "attn_combine_q8"],
+        5,
+        push_size::<AttnCombineQ8Params>(),
+    )
+}
+
 /// Push constants of `topk.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -129,7 +154,7 @@ mod tests {
 
     #[test]
     fn fused_shaders_compile() {
-        let mut specs = vec![norm_q8(), glu_q8(Activation::Silu), glu_q8(Activation::GeluTanh)];
+        let mut specs = vec![norm_q8(), glu_q8(Activation::Silu), glu_q8(Activation::GeluTanh), attn_combine_q8()];
         for dt in [KvDType::F16, KvDType::F32] {
             specs.push(qk_rope(dt, 128));
             specs.push(qk_rope(dt, QK_ROPE_MAX_DIM));

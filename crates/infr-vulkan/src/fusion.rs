@@ -63,6 +63,9 @@ pub(crate) struct Fusions {
     pub norm_q8: HashMap<usize, NormQ8>,
     /// Gated activations that also quantize their output, with the group.
     pub glu_q8: HashMap<usize, u32>,
+    /// Attention nodes whose split-merge also quantizes the output, with the group (used
+    /// when the attention splits its keys).
+    pub attn_q8: HashMap<usize, u32>,
     pub attn_prep: HashMap<usize, AttnPrep>,
     /// Consecutive matmuls of one input and weight type run as jobs of one dispatch: the
     /// first node → every member (itself included).
@@ -98,6 +101,7 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
         absorbed: vec![false; n],
         norm_q8: HashMap::new(),
         glu_q8: HashMap::new(),
+        attn_q8: HashMap::new(),
         attn_prep: HashMap::new(),
         gemv_jobs: HashMap::new(),
         last_uses: graph.last_uses(),
@@ -144,7 +148,15 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
                     fx.glu_q8.insert(i, g);
                 }
             }
-            Op::Attention { q, k, v, params } if opts.qk_rope => {
+            Op::Attention { q, k, v, params } if opts.qk_rope || opts.quantizing => {
+                if opts.quantizing && node.cols % 32 == 0 && params.head_dim_v % 4 == 0 {
+                    if let Some(g) = quant_group(i) {
+                        fx.attn_q8.insert(i, g);
+                    }
+                }
+                if !opts.qk_rope {
+                    continue;
+                }
                 let (Some(qs), Some(ks)) = (rope_side(graph, &consumers, *q, i), rope_side(graph, &consumers, *k, i))
                 else {
                     continue;

@@ -638,6 +638,24 @@ pub(crate) fn lower(
                 push(&spec, res, bytes(&p), groups, None)?;
                 if p.n_split > 1 {
                     scratch = scratch.max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
+                    if let Some(&group) = fx.attn_q8.get(&i) {
+                        let qi = qact_bytes.len() as u32;
+                        qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                        qact_of.insert((i as u32, group), qi);
+                        let cp = fused_kernels::AttnCombineQ8Params {
+                            n_tokens: n_tok as u32,
+                            n_head: ap.n_head,
+                            dv: ap.head_dim_v,
+                            n_split: p.n_split,
+                            window: p.window,
+                            pos_off: st.positions,
+                            group,
+                            scale_off: (cells / 16) as u32,
+                        };
+                        let res = vec![Res::Scratch, me, Res::Step, Res::ActQ(qi), Res::ActQ(qi)];
+                        push(&fused_kernels::attn_combine_q8(), res, bytes(&cp), n_tok as u32, None)?;
+                        continue;
+                    }
                     let cp = kernels::AttnCombineParams {
                         n_rows: rows as u32,
                         dv: ap.head_dim_v,

@@ -183,7 +183,13 @@ fn check_profile(mut vk: infr_vulkan::VulkanBackend, fused: bool) {
         expect.push("qk_rope.f16");
         if vk.uses_int8() {
             // q+k (Q4_K) and gate+up (Q6_K) of layer 0 share a dispatch each.
-            expect.extend(["norm_q8", "glu_silu_q8", "matmul_vec_q8.q4_K.x2", "matmul_vec_q8.q6_K.x2"]);
+            expect.extend([
+                "norm_q8",
+                "glu_silu_q8",
+                "matmul_vec_q8.q4_K.x2",
+                "matmul_vec_q8.q6_K.x2",
+                "attention_combine_q8",
+            ]);
         }
     }
     for k in expect {

@@ -308,6 +308,7 @@ fn attention_long_context_splits() {
     let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
     let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
     let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
     let Some(mut p) = Pair::new(&w, &kv) else { return };
     let params = AttnParams {
@@ -334,6 +335,27 @@ fn attention_long_context_splits() {
     p.check("long prefill", &build(64), &steps, 2e-3, 2e-3);
     let dec: Vec<Step> = (0..3).map(|i| Step::simple(vec![i + 1], 256 + i, pages.clone())).collect();
     p.check("long decode", &build(1), &dec, 2e-3, 2e-3);
+    // The merged output feeding an int8 matmul: merge and quantization are one dispatch
+    // (`attention_combine_q8`) where the device has the integer-dot kernels.
+    let proj = build_proj(&w, tq, tk, tv, wo, params);
+    p.check("long decode into a matmul", &proj, &dec, 2e-2, 2e-2);
+}
+
+fn build_proj(
+    w: &Weights,
+    tq: WeightId,
+    tk: WeightId,
+    tv: WeightId,
+    wo: WeightId,
+    params: AttnParams,
+) -> infr_core::Graph {
+    graph(w, 1, 1, |g| {
+        let q = g.embed(tq);
+        let k = g.embed(tk);
+        let v = g.embed(tv);
+        let a = g.attention(q, k, v, params);
+        g.linear(a, wo, None)
+    })
 }
 
 /// Q/K per-head norms, RoPE and the KV append feeding attention, which the Vulkan backend

@@ -1,0 +1,72 @@
+// Decode-time fusion of `attention_combine.wgsl` with the int8 quantization of the attention
+// output (the input of the output projection): one workgroup of 256 per token merges the
+// split partials of all its heads (or takes the rows the attention wrote directly when one
+// split covered the context), writes them, and quantizes the row (q8_block.wgsl).
+
+struct Params {
+    n_tokens: u32,
+    n_head: u32,
+    dv: u32,
+    n_split: u32,
+    window: u32,
+    pos_off: u32,
+    group: u32,
+    scale_off: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> PART: array<f32>;
+@group(0) @binding(1) var<storage, read_write> O: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> S: array<u32>;
+@group(0) @binding(3) var<storage, read_write> Q: array<u32>;
+@group(0) @binding(4) var<storage, read_write> QS: array<vec4<f32>>;
+
+const QWG: u32 = 256u;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let tok = wg_linear(wid, nwg);
+    if tok >= pc.n_tokens {
+        return;
+    }
+    let pos = S[pc.pos_off + tok];
+    var lo = 0u;
+    if pc.window != 0u && pos + 1u > pc.window {
+        lo = pos + 1u - pc.window;
+    }
+    let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
+    let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
+    let nv = pc.n_head * pc.dv / 4u;
+    let stride = pc.dv + 2u;
+    for (var j = 0u; j * QWG < nv; j++) {
+        let w = t + j * QWG;
+        let valid = w < nv;
+        let word = tok * nv + w;
+        var v = vec4<f32>(0.0);
+        if valid {
+            if n_active <= 1u {
+                v = O[word];
+            } else {
+                let h = (4u * w) / pc.dv;
+                let d = (4u * w) % pc.dv;
+                let base = (tok * pc.n_head + h) * pc.n_split * stride;
+                var mx = -1e30;
+                for (var s = 0u; s < n_active; s++) {
+                    mx = max(mx, PART[base + s * stride]);
+                }
+                var l = 0.0;
+                var a = vec4<f32>(0.0);
+                for (var s = 0u; s < n_active; s++) {
+                    let r = base + s * stride;
+                    let e = exp(PART[r] - mx);
+                    l += PART[r + 1u] * e;
+                    a += vec4<f32>(PART[r + 2u + d], PART[r + 3u + d], PART[r + 4u + d], PART[r + 5u + d]) * e;
+                }
+                v = a * (1.0 / l);
+                O[word] = v;
+            }
+        }
+        quant_vec4(t, v, valid, word, pc.group, pc.scale_off);
+    }
+}
