@@ -22,6 +22,11 @@ pub fn run() -> Result<()> {
                 if caps.int_dot {
                     kernels.push("int8 dot decode matmuls");
                 }
+                if caps.subgroup_arithmetic {
+                    // Vulkan only: the CPU selects sampling candidates from whole rows.
+                    kernels.push("top-k / greedy sampling candidates selected on the device");
+                }
+                kernels.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)");
                 println!("    runs: {}", kernels.join("; "));
             }
         }
