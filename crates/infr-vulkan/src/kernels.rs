@@ -278,6 +278,8 @@ pub struct AttnParamsGpu {
     pub pt_off: u32,
     pub round_q: u32,
     pub n_split: u32,
+    /// Query rows per block of `attention_coop` when it ran before (those rows are done); 0 otherwise.
+    pub flash_rows: u32,
 }
 
 /// Push constants of `attention_combine.wgsl`.
@@ -695,6 +697,61 @@ fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
     }
 }
 
+/// Query rows per workgroup of the cooperative-matrix attention.
+pub const ATTN_COOP_ROWS: u32 = 64;
+
+/// The cooperative-matrix prefill attention for an f16 cache and head dim `d` (keys and
+/// values; a multiple of 16 up to 128), four subgroups of `subgroup_size` (16..=64) lanes.
+pub fn attention_coop(d: u32, subgroup_size: u32) -> Option<KernelSpec> {
+    if d % 16 != 0 || d > 128 || !(16..=64).contains(&subgroup_size) {
+        return None;
+    }
+    let (mut q, mut o_decl, mut s_tile, mut pv, mut store) =
+        (String::new(), String::new(), String::new(), String::new(), String::new());
+    s_tile.push_str("        var s0 = zero;\n        var s1 = zero;\n");
+    for f in 0..d / 16 {
+        let c = 16 * f;
+        q.push_str(&format!(
+            "    let qi{f} = qrow + {c}u;\n    let qf{f} = coopLoadT<coop_mat16x16<f16, A>>(&kv[qi{f}], KS);\n"
+        ));
+        o_decl.push_str(&format!("    var o{f}: coop_mat16x16<f32, C>;\n"));
+        s_tile.push_str(&format!(
+            "        let ka{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[{c}u], KS);
+        let kb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[16u * KS + {c}u], KS);
+        s0 = coopMultiplyAdd(qf{f}, ka{f}, s0);
+        s1 = coopMultiplyAdd(qf{f}, kb{f}, s1);\n"
+        ));
+        pv.push_str(&format!(
+            "        let va{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS], VS);
+        let vb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS + 16u], VS);
+        o{f} = coopMultiplyAdd(p0, va{f}, o{f});
+        o{f} = coopMultiplyAdd(p1, vb{f}, o{f});\n"
+        ));
+        store.push_str(&format!(
+            "    coopStore(o{f}, &ss[sb], 16u);
+    workgroupBarrier();
+    store_rows(sb, sgi, tok0 + 16u * sgid, h, pt0, {c}u);
+    workgroupBarrier();\n"
+        ));
+    }
+    s_tile.push_str(
+        "        let sb256 = sb + 256u;\n        coopStore(s0, &ss[sb], 16u);\n        coopStore(s1, &ss[sb256], 16u);",
+    );
+    let spec =
+        KernelSpec::new(format!("attention_coop.d{d}"), &["common", "attention_coop"], 6, push_size::<AttnParamsGpu>())
+            .define("WG", 4 * subgroup_size)
+            .define("SGS", subgroup_size)
+            .define("D", d)
+            .define("KV_LEN", 32 * (d + 8) + d * 40)
+            .define("SS_LEN", 4 * 16 * 32)
+            .define("Q_LOAD", q)
+            .define("O_DECL", o_decl)
+            .define("S_TILE", s_tile)
+            .define("PV", pv)
+            .define("O_STORE", store);
+    Some(spec)
+}
+
 /// Merge of split attention partials.
 pub fn attention_combine() -> KernelSpec {
     KernelSpec::new("attention_combine", &["common", "attention_combine"], 3, push_size::<AttnCombineParams>())
@@ -806,6 +863,9 @@ mod tests {
         }
         check(&gather_rows());
         check(&attention_combine());
+        for d in [64, 128] {
+            check(&attention_coop(d, 32).unwrap());
+        }
         check(&quantize_act());
         check(&round_act());
     }

@@ -629,8 +629,33 @@ pub(crate) fn lower(
                     pt_off: st.tok_pages,
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
                     n_split: kernels::attention_splits(n_tok * ap.n_head as usize),
+                    flash_rows: 0,
                 };
                 let rows = n_tok * ap.n_head as usize;
+                // Prefill chunks: the cooperative-matrix kernel takes the rows of blocks of
+                // one sequence, the scalar kernel below the rest.
+                let coop = match feat.coopmat {
+                    Some(sg)
+                        if p.n_split == 1
+                            && n_tok >= 16
+                            && kv.dtype == infr_core::KvDType::F16
+                            && ap.head_dim_k == ap.head_dim_v =>
+                    {
+                        kernels::attention_coop(ap.head_dim_k, sg)
+                    }
+                    _ => None,
+                };
+                let mut p = p;
+                if let Some(spec) = coop {
+                    p.flash_rows = kernels::ATTN_COOP_ROWS;
+                    let res =
+                        vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
+                    let groups = u32_of(
+                        n_tok.div_ceil(kernels::ATTN_COOP_ROWS as usize) * ap.n_head as usize,
+                        "attention groups",
+                    )?;
+                    push(&spec, res, bytes(&p), groups, None)?;
+                }
                 let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
                 let res =
                     vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];

@@ -33,6 +33,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("attention", include_str!("shaders/attention.wgsl")),
     ("attention_combine", include_str!("shaders/attention_combine.wgsl")),
     ("attn_combine_q8", include_str!("shaders/attn_combine_q8.wgsl")),
+    ("attention_coop", include_str!("shaders/attention_coop.wgsl")),
     ("kv_write", include_str!("shaders/kv_write.wgsl")),
     ("elementwise", include_str!("shaders/elementwise.wgsl")),
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),

@@ -3,7 +3,8 @@
 // mapping. Decode splits the keys of a (token, head) over up to n_split workgroups of at
 // least 64 keys each (`attn_chunk`; short contexts use fewer). A lone split writes the
 // normalized output; several each write their partial (max, sum, unnormalized output) to
-// the scratch buffer and `attention_combine` merges them.
+// the scratch buffer and `attention_combine` merges them. After `attention_coop.wgsl`
+// (`flash_rows` != 0) it computes only the rows that kernel left.
 
 struct Params {
     n_head: u32,
@@ -21,6 +22,7 @@ struct Params {
     pt_off: u32,
     round_q: u32,
     n_split: u32,
+    flash_rows: u32,
 }
 
 var<immediate> pc: Params;
@@ -34,10 +36,10 @@ var<immediate> pc: Params;
 
 const WG: u32 = {{WG}}u;
 const DPT: u32 = {{DPT}}u;
-
-var<workgroup> qs: array<f32, {{DK}}>;
 // The key head dim (pc.dk), as a constant so the score loop unrolls.
 const DKC: u32 = {{DK}}u;
+
+var<workgroup> qs: array<f32, {{DK}}>;
 var<workgroup> red: array<f32, {{WG}}>;
 var<workgroup> ps: array<f32, {{WG}}>;
 var<workgroup> slots: array<u32, {{WG}}>;
@@ -73,6 +75,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let lin = lin0 / pc.n_split;
     let tok = lin / pc.n_head;
     if tok >= pc.n_tokens {
+        return;
+    }
+    // Rows `attention_coop.wgsl` computed: its block's first token shares the page table.
+    if pc.flash_rows != 0u && S[pc.pt_off + tok] == S[pc.pt_off + tok - tok % pc.flash_rows] {
         return;
     }
     let h = lin % pc.n_head;

@@ -15,7 +15,11 @@ struct Pair {
 
 impl Pair {
     fn new(w: &Weights, kv: &infr_core::KvSpec) -> Option<Self> {
-        let mut vk = vulkan()?;
+        Self::with(w, kv, infr_vulkan::VulkanOptions { validation: true, ..Default::default() })
+    }
+
+    fn with(w: &Weights, kv: &infr_core::KvSpec, opts: infr_vulkan::VulkanOptions) -> Option<Self> {
+        let mut vk = vulkan_with(opts)?;
         let mut cpu = cpu();
         w.load(&mut vk);
         w.load(&mut cpu);
@@ -428,5 +432,66 @@ fn attention_with_fused_rope_inputs() {
         let tol = if dtype == KvDType::F16 { 3e-3 } else { 3e-4 };
         p.check(&format!("fused rope case {ci} prefill"), &build(5), &[prefill], tol, tol);
         p.check(&format!("fused rope case {ci} far decode"), &build(2), &[far], tol, tol);
+    }
+}
+
+/// Prefill chunks as the cooperative-matrix attention takes them (blocks of 64 query rows)
+/// on devices that have cooperative matrices: head dims 128 and 64 with GQA, a step whose
+/// first block mixes two sequences (the rows of the second are left to the scalar kernel),
+/// a chunk continuing the first sequence, and a window with a soft cap.
+#[test]
+fn attention_prefill_blocks() {
+    prefill_blocks(false);
+}
+
+/// [`attention_prefill_blocks`] with the scalar attention only (cooperative matrices off).
+#[test]
+fn attention_prefill_blocks_scalar() {
+    prefill_blocks(true);
+}
+
+fn prefill_blocks(disable_coopmat: bool) {
+    for (window, softcap, d) in [(None, None, 128u32), (Some(37), Some(20.0), 128), (None, Some(30.0), 64)] {
+        let mut rng = Rng(18);
+        let mut w = Weights::default();
+        let (nh, nkv) = (4u32, 2u32);
+        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
+        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
+        let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
+        let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
+        let params = AttnParams {
+            kv_layer: 0,
+            n_head: nh,
+            n_kv_head: nkv,
+            head_dim_k: d,
+            head_dim_v: d,
+            scale: 1.0 / (d as f32).sqrt(),
+            softcap,
+            window,
+            write_kv: true,
+        };
+        let build = |n: usize| {
+            graph(&w, n, n, |g| {
+                let q = g.embed(tq);
+                let k = g.embed(tk);
+                let v = g.embed(tv);
+                g.attention(q, k, v, params)
+            })
+        };
+        let (pa, pb) = (vec![9u32, 3, 14, 0, 7, 11], vec![5u32, 12, 1]);
+        let (na, nb) = (50u32, 20u32);
+        let mixed = Step {
+            tokens: (0..na + nb).map(|i| (i * 7 + 1) % VOCAB as u32).collect(),
+            positions: (0..na).chain(0..nb).collect(),
+            token_seq: (0..na + nb).map(|i| (i >= na) as u32).collect(),
+            seqs: vec![pa.clone(), pb.clone()],
+            output_rows: (0..na + nb).collect(),
+        };
+        p.check("prefill mixed", &build((na + nb) as usize), &[mixed], 2e-3, 2e-3);
+        // 40 tokens x 4 heads = 160 rows: one key split, so the cooperative kernel runs.
+        let more = Step::simple(tokens(40, 3), na, pa.clone());
+        p.check("prefill continued", &build(40), &[more], 2e-3, 2e-3);
     }
 }
