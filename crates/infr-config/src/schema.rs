@@ -201,8 +201,9 @@ pub const KEYS: &[KeySpec] = &[
         .env(&["INFR_LOG"]),
 ];
 
-/// `INFR_*` variables that are not config keys (test switches, the config path): never warned about.
-pub const NON_KEY_ENV_PREFIXES: &[&str] = &["INFR_CONFIG", "INFR_REQUIRE_", "INFR_TEST_"];
+/// `INFR_*` variables that are not config keys (test switches, the config path, kernel tuning
+/// knobs): never warned about.
+pub const NON_KEY_ENV_PREFIXES: &[&str] = &["INFR_CONFIG", "INFR_REQUIRE_", "INFR_TEST_", "INFR_VK_COOP_GRID"];
 
 /// Looks up a key's metadata.
 pub fn key_spec(key: &str) -> Option<&'static KeySpec> {

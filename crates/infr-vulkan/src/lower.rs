@@ -678,7 +678,8 @@ pub(crate) fn lower(
                             scale_off: (cells / 16) as u32,
                         };
                         let res = vec![Res::Scratch, me, Res::Step, Res::ActQ(qi), Res::ActQ(qi)];
-                        push(&fused_kernels::attn_combine_q8(), res, bytes(&cp), n_tok as u32, None)?;
+                        let groups = u32_of(n_tok * (node.cols / 4).div_ceil(64), "attention merge groups")?;
+                        push(&fused_kernels::attn_combine_q8(), res, bytes(&cp), groups, None)?;
                         continue;
                     }
                     let cp = kernels::AttnCombineParams {

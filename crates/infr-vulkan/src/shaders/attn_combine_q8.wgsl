@@ -1,7 +1,8 @@
 // Decode-time fusion of `attention_combine.wgsl` with the int8 quantization of the attention
-// output (the input of the output projection): one workgroup of 256 per token merges the
-// split partials of all its heads (or takes the rows the attention wrote directly when one
-// split covered the context), writes them, and quantizes the row (q8_block.wgsl).
+// output (the input of the output projection): a workgroup of 64 takes 256 consecutive
+// elements of a token's output row (one vec4 each; a Q8_K scale group), merges their heads'
+// split partials (or takes what the attention wrote directly when one split covered the
+// context), writes them, and quantizes them (q8_block.wgsl).
 
 struct Params {
     n_tokens: u32,
@@ -22,11 +23,14 @@ var<immediate> pc: Params;
 @group(0) @binding(3) var<storage, read_write> Q: array<u32>;
 @group(0) @binding(4) var<storage, read_write> QS: array<vec4<f32>>;
 
-const QWG: u32 = 256u;
+const QWG: u32 = 64u;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let tok = wg_linear(wid, nwg);
+    let nv = pc.n_head * pc.dv / 4u;
+    let per_tok = (nv + QWG - 1u) / QWG;
+    let lin = wg_linear(wid, nwg);
+    let tok = lin / per_tok;
     if tok >= pc.n_tokens {
         return;
     }
@@ -37,36 +41,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
     let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
-    let nv = pc.n_head * pc.dv / 4u;
     let stride = pc.dv + 2u;
-    for (var j = 0u; j * QWG < nv; j++) {
-        let w = t + j * QWG;
-        let valid = w < nv;
-        let word = tok * nv + w;
-        var v = vec4<f32>(0.0);
-        if valid {
-            if n_active <= 1u {
-                v = O[word];
-            } else {
-                let h = (4u * w) / pc.dv;
-                let d = (4u * w) % pc.dv;
-                let base = (tok * pc.n_head + h) * pc.n_split * stride;
-                var mx = -1e30;
-                for (var s = 0u; s < n_active; s++) {
-                    mx = max(mx, PART[base + s * stride]);
-                }
-                var l = 0.0;
-                var a = vec4<f32>(0.0);
-                for (var s = 0u; s < n_active; s++) {
-                    let r = base + s * stride;
-                    let e = exp(PART[r] - mx);
-                    l += PART[r + 1u] * e;
-                    a += vec4<f32>(PART[r + 2u + d], PART[r + 3u + d], PART[r + 4u + d], PART[r + 5u + d]) * e;
-                }
-                v = a * (1.0 / l);
-                O[word] = v;
+    let w = (lin % per_tok) * QWG + t;
+    let valid = w < nv;
+    let word = tok * nv + w;
+    var v = vec4<f32>(0.0);
+    if valid {
+        if n_active <= 1u {
+            v = O[word];
+        } else {
+            let h = (4u * w) / pc.dv;
+            let d = (4u * w) % pc.dv;
+            let base = (tok * pc.n_head + h) * pc.n_split * stride;
+            var mx = -1e30;
+            for (var s = 0u; s < n_active; s++) {
+                mx = max(mx, PART[base + s * stride]);
             }
+            var l = 0.0;
+            var a = vec4<f32>(0.0);
+            for (var s = 0u; s < n_active; s++) {
+                let r = base + s * stride;
+                let e = exp(PART[r] - mx);
+                l += PART[r + 1u] * e;
+                a += vec4<f32>(PART[r + 2u + d], PART[r + 3u + d], PART[r + 4u + d], PART[r + 5u + d]) * e;
+            }
+            v = a * (1.0 / l);
+            O[word] = v;
         }
-        quant_vec4(t, v, valid, word, pc.group, pc.scale_off);
     }
+    quant_vec4(t, v, valid, word, pc.group, pc.scale_off);
 }
