@@ -141,15 +141,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if d < pc.dv {
                 var a = acc[ii] * alpha;
                 let vo = kvh * pc.dv + d;
-                if cnt == WG {
-                    // Full tile: constant trip count, so the loads are issued together.
-                    for (var jj = 0u; jj < WG; jj++) {
-                        a += ps[jj] * v1(slots[jj] * pc.vw + vo);
-                    }
-                } else {
-                    for (var jj = 0u; jj < cnt; jj++) {
-                        a += ps[jj] * v1(slots[jj] * pc.vw + vo);
-                    }
+                // Constant trip count even for a partial tile (short decode contexts), so
+                // the loads are issued together instead of one memory round trip per key;
+                // keys past the tile read slot 0 and are masked out.
+                for (var jj = 0u; jj < WG; jj++) {
+                    let pv = ps[jj] * v1(slots[jj] * pc.vw + vo);
+                    a += select(0.0, pv, jj < cnt);
                 }
                 acc[ii] = a;
             }
