@@ -26,7 +26,8 @@ var<immediate> pc: Params;
 const QWG: u32 = 64u;
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_size) sgs: u32) {
+    let u = lane_index(sgid, sgs, sgi);
     let nv = pc.n_head * pc.dv / 4u;
     let per_tok = (nv + QWG - 1u) / QWG;
     let lin = wg_linear(wid, nwg);
@@ -42,7 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
     let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
     let stride = pc.dv + 2u;
-    let w = (lin % per_tok) * QWG + t;
+    let w = (lin % per_tok) * QWG + u;
     let valid = w < nv;
     let word = tok * nv + w;
     var v = vec4<f32>(0.0);
@@ -69,5 +70,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             O[word] = v;
         }
     }
-    quant_vec4(t, v, valid, word, pc.group, pc.scale_off);
+    quant_vec4(u, v, valid, word, pc.group, pc.scale_off, sgs);
 }

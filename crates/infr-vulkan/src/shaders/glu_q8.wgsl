@@ -23,8 +23,9 @@ fn op(a: f32, b: f32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let w = 64u * wg_linear(wid, nwg) + t;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_size) sgs: u32) {
+    let u = lane_index(sgid, sgs, sgi);
+    let w = 64u * wg_linear(wid, nwg) + u;
     let valid = w < pc.n_words;
     var v = vec4<f32>(0.0);
     if valid {
@@ -33,5 +34,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         v = vec4<f32>(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
         Y[w] = v;
     }
-    quant_vec4(t, v, valid, w, pc.group, pc.scale_off);
+    quant_vec4(u, v, valid, w, pc.group, pc.scale_off, sgs);
 }

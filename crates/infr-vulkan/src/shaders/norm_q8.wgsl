@@ -29,7 +29,8 @@ const NJ: u32 = 8u;
 var<workgroup> red: array<f32, 256>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
+    let u = lane_index(sgid, sgs, sgi);
     let row = wg_linear(wid, nwg);
     if row >= pc.n_rows {
         return;
@@ -39,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var xv: array<vec4<f32>, NJ>;
     var s = 0.0;
     for (var j = 0u; j < NJ; j++) {
-        let i = t + j * QWG;
+        let i = u + j * QWG;
         if i < nv {
             var v = A[base + i];
             if pc.has_add != 0u {
@@ -62,7 +63,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let scale = 1.0 / sqrt(total / f32(pc.k) + pc.eps);
     for (var j = 0u; j < NJ; j++) {
         if j * QWG < nv {
-            let i = t + j * QWG;
+            let i = u + j * QWG;
             let valid = i < nv;
             var y = vec4<f32>(0.0);
             if valid {
@@ -72,7 +73,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
                 Y[base + i] = y;
             }
-            quant_vec4(t, y, valid, base + i, pc.group, pc.scale_off);
+            quant_vec4(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
         }
     }
 }

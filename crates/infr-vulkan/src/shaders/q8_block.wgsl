@@ -6,25 +6,37 @@
 // Writes the packed int8 word Q[word] and, per block, QS[scale_off + word / 8] =
 // vec4(d, Σq of the first 16, Σq of the last 16, 0) with x ≈ d * q.
 // The including shader declares the Q and QS bindings and `QWG`, its workgroup size (a
-// multiple of 64); call in uniform control flow (it has barriers).
+// multiple of 64 and of the subgroup size), and gives each invocation the vec4 of index
+// `u = subgroup_id * subgroup_size + subgroup_invocation_id` (so a block's invocations are
+// neighbouring lanes of one subgroup, or whole subgroups); call in uniform control flow.
 
 var<workgroup> amax_t: array<f32, QWG>;
 var<workgroup> sum_t: array<i32, QWG>;
 
-fn quant_vec4(t: u32, v: vec4<f32>, valid: bool, word: u32, group: u32, scale_off: u32) {
+// The invocation's index as its subgroup numbering gives it.
+fn lane_index(sgid: u32, sgs: u32, sgi: u32) -> u32 {
+    return sgid * sgs + sgi;
+}
+
+fn quant_vec4(u: u32, v: vec4<f32>, valid: bool, word: u32, group: u32, scale_off: u32, sgs: u32) {
     let a = abs(v);
-    amax_t[t] = max(max(a.x, a.y), max(a.z, a.w));
-    workgroupBarrier();
-    // Max over this invocation's block (group 1) or its group of eight blocks (group 8).
-    var first = t - t % 8u;
-    var cnt = 8u;
+    var amax = max(max(a.x, a.y), max(a.z, a.w));
+    // Max over this invocation's block (group 1: 8 lanes) or its group of eight blocks (64):
+    // butterfly within the subgroup, then across the subgroups a span covers.
+    var span = 8u;
     if group > 1u {
-        first = t - t % 64u;
-        cnt = 64u;
+        span = 64u;
     }
-    var amax = 0.0;
-    for (var i = 0u; i < cnt; i++) {
-        amax = max(amax, amax_t[first + i]);
+    for (var o = 1u; o < min(span, sgs); o <<= 1u) {
+        amax = max(amax, subgroupShuffleXor(amax, o));
+    }
+    if span > sgs {
+        amax_t[u] = amax;
+        workgroupBarrier();
+        let first = u - u % span;
+        for (var i = first; i < first + span; i += sgs) {
+            amax = max(amax, amax_t[i]);
+        }
     }
     var d = amax / 127.0;
     var id = 0.0;
@@ -39,11 +51,11 @@ fn quant_vec4(t: u32, v: vec4<f32>, valid: bool, word: u32, group: u32, scale_of
     if valid {
         Q[word] = (u32(q.x) & 0xffu) | ((u32(q.y) & 0xffu) << 8u) | ((u32(q.z) & 0xffu) << 16u) | ((u32(q.w) & 0xffu) << 24u);
     }
-    sum_t[t] = q.x + q.y + q.z + q.w;
+    sum_t[u] = q.x + q.y + q.z + q.w;
     workgroupBarrier();
-    if valid && t % 8u == 0u {
-        let s0 = sum_t[t] + sum_t[t + 1u] + sum_t[t + 2u] + sum_t[t + 3u];
-        let s1 = sum_t[t + 4u] + sum_t[t + 5u] + sum_t[t + 6u] + sum_t[t + 7u];
+    if valid && u % 8u == 0u {
+        let s0 = sum_t[u] + sum_t[u + 1u] + sum_t[u + 2u] + sum_t[u + 3u];
+        let s1 = sum_t[u + 4u] + sum_t[u + 5u] + sum_t[u + 6u] + sum_t[u + 7u];
         // Q8_0 / Q8_1 keep their scale as f16 (quantize_row_q8_0_ref); Q8_K keeps f32.
         if group == 1u {
             d = round_f16(d);

@@ -19,12 +19,13 @@ var<immediate> pc: Params;
 const QWG: u32 = 64u;
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let w = 64u * wg_linear(wid, nwg) + t;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_size) sgs: u32) {
+    let u = lane_index(sgid, sgs, sgi);
+    let w = 64u * wg_linear(wid, nwg) + u;
     let valid = w / 8u < pc.n_blocks;
     var v = vec4<f32>(0.0);
     if valid {
         v = X[w];
     }
-    quant_vec4(t, v, valid, w, pc.group, pc.scale_off);
+    quant_vec4(u, v, valid, w, pc.group, pc.scale_off, sgs);
 }
