@@ -487,7 +487,8 @@ pub(crate) fn lower(
                         None => (Res::Act(x.0), Res::Dummy, Res::Dummy),
                     };
                     let res = vec![a, b, sum, me, wres, Res::ActQ(qi), Res::ActQ(qi)];
-                    push(&fused_kernels::norm_q8(), res, bytes(&p), node.rows as u32, None)?;
+                    let groups = u32_of(node.rows * (node.cols / 4).div_ceil(256), "norm groups")?;
+                    push(&fused_kernels::norm_q8(), res, bytes(&p), groups, None)?;
                     continue;
                 }
                 let n_groups = u32_of(cells / *group as usize, "norm groups")?;

@@ -2,7 +2,7 @@
 // quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
 // has_add; else A is the input), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
 // (q8_block.wgsl). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
-// of 256 per row; a row of up to NJ * 1024 elements stays in registers.
+// of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements).
 
 struct Params {
     k: u32,
@@ -31,13 +31,18 @@ var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
     let u = lane_index(sgid, sgs, sgi);
-    let row = wg_linear(wid, nwg);
+    // Workgroup `slice` of a row writes its QWG vec4s; every workgroup of the row sums the
+    // whole row's squares itself (a few more reads from cache instead of a second pass).
+    let nv = pc.k / 4u;
+    let slices = (nv + QWG - 1u) / QWG;
+    let lin = wg_linear(wid, nwg);
+    let row = lin / slices;
     if row >= pc.n_rows {
         return;
     }
-    let nv = pc.k / 4u;
+    let slice = lin % slices;
     let base = row * nv;
-    var xv: array<vec4<f32>, NJ>;
+    var mine = vec4<f32>(0.0);
     var s = 0.0;
     for (var j = 0u; j < NJ; j++) {
         let i = u + j * QWG;
@@ -45,9 +50,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var v = A[base + i];
             if pc.has_add != 0u {
                 v += B[base + i];
-                S[base + i] = v;
+                if j == slice {
+                    S[base + i] = v;
+                }
             }
-            xv[j] = v;
+            if j == slice {
+                mine = v;
+            }
             s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
     }
@@ -61,19 +70,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         total += red[i];
     }
     let scale = 1.0 / sqrt(total / f32(pc.k) + pc.eps);
-    for (var j = 0u; j < NJ; j++) {
-        if j * QWG < nv {
-            let i = u + j * QWG;
-            let valid = i < nv;
-            var y = vec4<f32>(0.0);
-            if valid {
-                y = xv[j] * scale;
-                if pc.has_weight != 0u {
-                    y *= WT[i];
-                }
-                Y[base + i] = y;
-            }
-            quant_vec4(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
+    let i = u + slice * QWG;
+    let valid = i < nv;
+    var y = vec4<f32>(0.0);
+    if valid {
+        y = mine * scale;
+        if pc.has_weight != 0u {
+            y *= WT[i];
         }
+        Y[base + i] = y;
     }
+    quant_vec4(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
 }

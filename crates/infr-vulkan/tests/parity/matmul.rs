@@ -429,3 +429,41 @@ fn device_top_k_matches_full_rows() {
     }
     assert_clean(&vk);
 }
+
+/// Residual add + RMS norm feeding int8 matmuls over rows wider than one workgroup's slice
+/// (`norm_q8` splits a row over workgroups that each sum the whole row): k-quant (one scale
+/// per 256) and Q8_0 (per 32) activations, 1 and 3 rows, 4096 and 2560 columns.
+#[test]
+fn norm_into_matmul_wide_rows() {
+    let Some(mut vk) = vulkan() else { return };
+    for (k, ty) in [(4096usize, GgmlType::Q4_K), (2560, GgmlType::Q8_0)] {
+        let mut rng = Rng(123);
+        let mut w = Weights::default();
+        let ta = w.add(weight("a", GgmlType::F32, k, 8, &mut rng, 1.0));
+        let tb = w.add(weight("b", GgmlType::F32, k, 8, &mut rng, 1.0));
+        let nw = w.add(weight("norm", GgmlType::F32, k, 1, &mut rng, 1.0));
+        let wt = w.add(weight("w", ty, k, 96, &mut rng, 0.3));
+        let mut cpu = cpu();
+        w.load(&mut vk);
+        w.load(&mut cpu);
+        let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+        vk.init_kv(&spec).unwrap();
+        cpu.init_kv(&spec).unwrap();
+        for n in [1usize, 3] {
+            let g = graph(&w, n, n, |g| {
+                let a = g.embed(ta);
+                let b = g.embed(tb);
+                let s = g.add(a, b);
+                let h = g.rms_norm(s, Some(nw), 1e-6, k);
+                g.linear(h, wt, None)
+            });
+            let step = Step::simple((0..n as u32).map(|i| (3 * i + 1) % 8).collect(), 0, vec![0; 8]);
+            let pv = vk.compile(&g).unwrap();
+            let got = step.run(&mut vk, pv);
+            let pc = cpu.compile(&g).unwrap();
+            let want = step.run(&mut cpu, pc);
+            assert_close(&format!("{ty} norm->matmul k={k} n={n}"), &got, &want, 1e-3, 3e-2);
+        }
+    }
+    assert_clean(&vk);
+}
