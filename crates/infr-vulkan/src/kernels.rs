@@ -2,17 +2,17 @@
 //! Every struct here mirrors the `Params` struct of its shader field for field.
 
 use bytemuck::{Pod, Zeroable};
-use infr_core::{Activation, KvDType};
+use infr_core::Activation;
 
 use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
+
+pub use crate::attn_kernels::*;
 
 /// Threads per workgroup of the generic matmul.
 pub const MATMUL_WG: u32 = 64;
 /// Weight rows per workgroup of the generic matmul.
 pub const MATMUL_R: u32 = 2;
-/// Threads per workgroup of the attention kernel (also its key tile).
-pub const ATTN_WG: u32 = 64;
 
 /// Storage bindings of the generic matmul: W, X, Y, bias, tables.
 pub const MATMUL_BINDINGS: u32 = 5;
@@ -244,53 +244,6 @@ pub struct RopeParamsGpu {
     pub yarn_mul: f32,
     pub has_ff: u32,
     pub n_rows: u32,
-    pub pos_off: u32,
-}
-
-/// Push constants of `kv_write.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct KvWriteParams {
-    pub kw: u32,
-    pub vw: u32,
-    pub n_tokens: u32,
-    pub page_size: u32,
-    pub pos_off: u32,
-    pub pt_off: u32,
-}
-
-/// Push constants of `attention.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct AttnParamsGpu {
-    pub n_head: u32,
-    pub group: u32,
-    pub dk: u32,
-    pub dv: u32,
-    pub scale: f32,
-    pub softcap: f32,
-    pub window: u32,
-    pub page_size: u32,
-    pub kw: u32,
-    pub vw: u32,
-    pub n_tokens: u32,
-    pub pos_off: u32,
-    pub pt_off: u32,
-    pub round_q: u32,
-    pub n_split: u32,
-    /// Query rows per block of `attention_coop` when it ran before (those rows are done); 0 otherwise.
-    pub flash_rows: u32,
-}
-
-/// Push constants of `attention_combine.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct AttnCombineParams {
-    pub n_rows: u32,
-    pub dv: u32,
-    pub n_split: u32,
-    pub n_head: u32,
-    pub window: u32,
     pub pos_off: u32,
 }
 
@@ -614,159 +567,6 @@ pub fn rms_norm() -> KernelSpec {
 /// RoPE.
 pub fn rope() -> KernelSpec {
     KernelSpec::new("rope", &["common", "rope_math", "rope"], 4, push_size::<RopeParamsGpu>())
-}
-
-pub(crate) fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
-    match dtype {
-        KvDType::F16 => spec
-            .define("KV_TY", "u32")
-            .define("K2", "return unpack2x16float(KC[i >> 1u]);")
-            .define("V1", "return unpack2x16float(VC[i >> 1u])[i & 1u];")
-            .define("STORE_K", "KC[(slot * pc.kw + e) >> 1u] = pack2x16float(vec2<f32>(round_f16(a), round_f16(b)));")
-            .define("STORE_V", "VC[(slot * pc.vw + e) >> 1u] = pack2x16float(vec2<f32>(round_f16(a), round_f16(b)));"),
-        _ => spec
-            .define("KV_TY", "f32")
-            .define("K2", "return vec2<f32>(KC[i], KC[i + 1u]);")
-            .define("V1", "return VC[i];")
-            .define("STORE_K", "KC[slot * pc.kw + e] = a; KC[slot * pc.kw + e + 1u] = b;")
-            .define("STORE_V", "VC[slot * pc.vw + e] = a; VC[slot * pc.vw + e + 1u] = b;"),
-    }
-}
-
-/// KV append for a cache element type.
-pub fn kv_write(dtype: KvDType) -> KernelSpec {
-    let name = format!("kv_write.{dtype:?}").to_lowercase();
-    kv_defines(KernelSpec::new(name, &["common", "kv_write"], 5, push_size::<KvWriteParams>()), dtype)
-}
-
-/// Attention for head dims `dk`/`dv` and a cache element type.
-pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpec {
-    let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
-    let spec = KernelSpec::new(name, &["common", "attention"], 6, push_size::<AttnParamsGpu>())
-        .define("WG", ATTN_WG)
-        .define("DPT", dv.div_ceil(ATTN_WG).max(1))
-        .define("DK", dk.max(2));
-    kv_defines(with_workgroup_reductions(spec, subgroups), dtype)
-}
-
-/// `reduce_max` / `reduce_sum` over a workgroup of `WG` (the result in every invocation,
-/// `red` reusable afterwards): subgroup operations and one exchange through workgroup
-/// memory when the device has them, a shared-memory tree otherwise.
-fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
-    let tree = |op: &str| {
-        format!(
-            "    red[t] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {{
-        if t < s {{
-            red[t] = {op};
-        }}
-        workgroupBarrier();
-    }}
-    let r = red[0];
-    workgroupBarrier();
-    return r;"
-        )
-    };
-    let sg = |sg_op: &str, op: &str| {
-        format!(
-            "    let s = {sg_op}(v);
-    if sg_i == 0u {{
-        red[sg_id] = s;
-    }}
-    workgroupBarrier();
-    var r = red[0];
-    for (var i = 1u; i < n_sg; i++) {{
-        r = {op};
-    }}
-    workgroupBarrier();
-    return r;"
-        )
-    };
-    if subgroups {
-        spec.define("REDUCE_MAX", sg("subgroupMax", "max(r, red[i])"))
-            .define("REDUCE_SUM", sg("subgroupAdd", "r + red[i]"))
-            .define(
-                "SG_PARAMS",
-                ", @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32",
-            )
-            .define("SG_INIT", "    sg_i = sgi;\n    sg_id = sgid;\n    n_sg = nsg;")
-    } else {
-        spec.define("REDUCE_MAX", tree("max(red[t], red[t + s])"))
-            .define("REDUCE_SUM", tree("red[t] + red[t + s]"))
-            .define("SG_PARAMS", "")
-            .define("SG_INIT", "")
-    }
-}
-
-/// Query rows per workgroup of the cooperative-matrix attention.
-pub const ATTN_COOP_ROWS: u32 = 64;
-
-/// The cooperative-matrix prefill attention for an f16 cache and head dim `d` (keys and
-/// values; a multiple of 16 up to 128), four subgroups of `subgroup_size` (16..=64) lanes.
-pub fn attention_coop(d: u32, subgroup_size: u32) -> Option<KernelSpec> {
-    if d % 16 != 0 || d > 128 || !(16..=64).contains(&subgroup_size) {
-        return None;
-    }
-    let (mut q, mut o_decl, mut s_tile, mut pv, mut store) =
-        (String::new(), String::new(), String::new(), String::new(), String::new());
-    s_tile.push_str("        var s0 = zero;\n        var s1 = zero;\n");
-    for f in 0..d / 16 {
-        let c = 16 * f;
-        q.push_str(&format!(
-            "    let qi{f} = qrow + {c}u;\n    let qf{f} = coopLoadT<coop_mat16x16<f16, A>>(&kv[qi{f}], KS);\n"
-        ));
-        o_decl.push_str(&format!("    var o{f}: coop_mat16x16<f32, C>;\n"));
-        s_tile.push_str(&format!(
-            "        let ka{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[{c}u], KS);
-        let kb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[16u * KS + {c}u], KS);
-        s0 = coopMultiplyAdd(qf{f}, ka{f}, s0);
-        s1 = coopMultiplyAdd(qf{f}, kb{f}, s1);\n"
-        ));
-        pv.push_str(&format!(
-            "        let va{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS], VS);
-        let vb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS + 16u], VS);
-        o{f} = coopMultiplyAdd(p0, va{f}, o{f});
-        o{f} = coopMultiplyAdd(p1, vb{f}, o{f});\n"
-        ));
-        store.push_str(&format!(
-            "    coopStore(o{f}, &ss[sb], 16u);
-    workgroupBarrier();
-    store_rows(sb, sgi, tok0 + 16u * sgid, h, pt0, {c}u);
-    workgroupBarrier();\n"
-        ));
-    }
-    s_tile.push_str(
-        "        let sb256 = sb + 256u;\n        coopStore(s0, &ss[sb], 16u);\n        coopStore(s1, &ss[sb256], 16u);",
-    );
-    let spec =
-        KernelSpec::new(format!("attention_coop.d{d}"), &["common", "attention_coop"], 6, push_size::<AttnParamsGpu>())
-            .define("WG", 4 * subgroup_size)
-            .define("SGS", subgroup_size)
-            .define("D", d)
-            .define("KV_LEN", 32 * (d + 8) + d * 40)
-            .define("SS_LEN", 4 * 16 * 32)
-            .define("Q_LOAD", q)
-            .define("O_DECL", o_decl)
-            .define("S_TILE", s_tile)
-            .define("PV", pv)
-            .define("O_STORE", store);
-    Some(spec)
-}
-
-/// Merge of split attention partials.
-pub fn attention_combine() -> KernelSpec {
-    KernelSpec::new("attention_combine", &["common", "attention_combine"], 3, push_size::<AttnCombineParams>())
-}
-
-/// Key splits for attention with `rows` (token, head) pairs: enough workgroups to fill a
-/// device when few tokens attend (decode), one split when there are many.
-pub fn attention_splits(rows: usize) -> u32 {
-    if rows >= 128 {
-        1
-    } else {
-        (1024usize.div_ceil(rows.max(1))).min(32) as u32
-    }
 }
 
 /// Elementwise op kinds.

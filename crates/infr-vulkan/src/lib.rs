@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+mod attn_kernels;
 mod backend;
 pub mod device;
 mod error;
