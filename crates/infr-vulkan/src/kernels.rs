@@ -607,6 +607,7 @@ mod tests {
     use super::*;
     use crate::pipeline::compile_wgsl;
     use crate::repack::gpu_layout;
+    use infr_core::KvDType;
     use infr_quant::GgmlType;
 
     /// Compile with and without int dot; `INFR_VK_DUMP_SPV=<dir>` also writes the SPIR-V
