@@ -160,9 +160,7 @@ pub trait Backend: Send {
         k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
         let out = self.execute(plan, inputs)?;
-        let rows = inputs.output_rows.len().max(1);
-        let cols = (out.len() / rows).max(1);
-        Ok(out.chunks(cols).map(|r| crate::top_k(r, k)).collect())
+        Ok(crate::top_k_rows(&out, inputs.output_rows.len(), k))
     }
 
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).

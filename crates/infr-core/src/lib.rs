@@ -18,5 +18,5 @@ pub use graph::{
 };
 pub use infr_quant::GgmlType;
 pub use profile::{prof_by_shape, prof_enabled, OpLabel, Profile, ProfileOnDrop};
-pub use top_k::top_k;
+pub use top_k::{top_k, top_k_rows};
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

@@ -24,6 +24,12 @@ pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     c
 }
 
+/// [`top_k`] of each of the `n_rows` rows of a row-major `out`.
+pub fn top_k_rows(out: &[f32], n_rows: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
+    let cols = (out.len() / n_rows.max(1)).max(1);
+    out.chunks(cols).map(|r| top_k(r, k)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -117,7 +117,7 @@ pub fn generate(
         scores = match sampler.candidates_needed() {
             Some(k) => {
                 let rows = runner.step_top_k(&item, k)?;
-                Scores::Top(rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or_default())
+                Scores::top(rows.into_iter().next().and_then(|r| r.into_iter().next()))?
             }
             None => Scores::Full(runner.step(&item)?.into_iter().next().expect("one item")),
         };

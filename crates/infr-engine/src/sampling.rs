@@ -121,6 +121,16 @@ pub(crate) enum Scores {
     Top(Vec<(u32, f32)>),
 }
 
+impl Scores {
+    /// The candidates of a step's output row; an error when the backend returned none.
+    pub(crate) fn top(row: Option<Vec<(u32, f32)>>) -> Result<Self, EngineError> {
+        match row {
+            Some(c) if !c.is_empty() => Ok(Self::Top(c)),
+            _ => Err(EngineError::Invalid("the backend returned no sampling candidates".into())),
+        }
+    }
+}
+
 /// Index of the largest value (first on ties, as llama.cpp's greedy sampler).
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0usize;
@@ -164,7 +174,7 @@ impl Sampler {
 
     /// [`Sampler::sample`] from a row's largest logits, best first as [`infr_core::top_k`]
     /// orders them (at least [`Sampler::candidates_needed`] of them): the same draw as from
-    /// the whole row.
+    /// the whole row (NaN logits aside: they rank last here and first in `sample`).
     pub fn sample_top(&mut self, top: &[(u32, f32)]) -> u32 {
         if self.params.temperature <= 0.0 {
             return top.first().map_or(0, |c| c.0);

@@ -509,8 +509,8 @@ impl Scheduler {
         }
         let t0 = std::time::Instant::now();
         let result = match top_k {
-            Some(k) => self.runner.step_top_k(&items, k).map(|rows| {
-                rows.into_iter().map(|r| Scores::Top(r.into_iter().next().unwrap_or_default())).collect::<Vec<_>>()
+            Some(k) => self.runner.step_top_k(&items, k).and_then(|rows| {
+                rows.into_iter().map(|r| Scores::top(r.into_iter().next())).collect::<Result<Vec<_>, _>>()
             }),
             None => self.runner.step(&items).map(|rows| rows.into_iter().map(Scores::Full).collect()),
         };

@@ -144,9 +144,10 @@ fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
 pub const ATTN_COOP_ROWS: u32 = 64;
 
 /// The cooperative-matrix prefill attention for an f16 cache and head dim `d` (keys and
-/// values; a multiple of 16 up to 128), four subgroups of `subgroup_size` (16..=64) lanes.
+/// values; a multiple of 16 from 32 to 128), four subgroups of `subgroup_size` (16..=64) lanes.
 pub fn attention_coop(d: u32, subgroup_size: u32) -> Option<KernelSpec> {
-    if d % 16 != 0 || d > 128 || !(16..=64).contains(&subgroup_size) {
+    // Below 32 the staged Q tile (64 rows) would not fit the K/V tile it shares memory with.
+    if d % 16 != 0 || !(32..=128).contains(&d) || !(16..=64).contains(&subgroup_size) {
         return None;
     }
     let (mut q, mut o_decl, mut s_tile, mut pv, mut store) =

@@ -187,10 +187,14 @@ impl Backend for VulkanBackend {
         inputs: &StepInputs<'_>,
         k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
-        if k == 0 || k > crate::fused_kernels::MAX_DEVICE_TOP_K || !self.features.subgroups {
+        // topk.wgsl keeps one winner per subgroup in 64 slots: subgroups of 4 lanes or more.
+        let device = k > 0
+            && k <= crate::fused_kernels::MAX_DEVICE_TOP_K
+            && self.features.subgroups
+            && self.ctx.caps.subgroup_size >= 4;
+        if !device {
             let out = self.execute(plan, inputs)?;
-            let cols = (out.len() / inputs.output_rows.len().max(1)).max(1);
-            return Ok(out.chunks(cols).map(|r| infr_core::top_k(r, k)).collect());
+            return Ok(infr_core::top_k_rows(&out, inputs.output_rows.len(), k));
         }
         let res = Resources {
             weights: &self.weights,

@@ -48,6 +48,8 @@ pub struct DeviceCaps {
     pub subgroup_size_range: Option<(u32, u32)>,
     /// Whether subgroup arithmetic (`subgroupAdd`) works in compute shaders.
     pub subgroup_arithmetic: bool,
+    /// Whether subgroup shuffles (`subgroupShuffleXor`) work in compute shaders.
+    pub subgroup_shuffle: bool,
     /// Workgroup (shared) memory per workgroup.
     pub shared_memory_bytes: u32,
     /// Largest range of one storage-buffer binding.
@@ -404,6 +406,8 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
             subgroup_size_range: v13.then_some((sg_size.min_subgroup_size, sg_size.max_subgroup_size)),
             subgroup_arithmetic: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
                 && subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
+            subgroup_shuffle: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::SHUFFLE),
             shared_memory_bytes: l.max_compute_shared_memory_size,
             max_storage_buffer_range: l.max_storage_buffer_range as u64,
             max_allocation_bytes: {

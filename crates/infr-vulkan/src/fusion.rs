@@ -15,6 +15,7 @@ use crate::kernels::MAX_GEMV_JOBS;
 pub(crate) struct Q8Info {
     /// Blocks of 32 per activation scale (1 or 8).
     pub group: u32,
+    /// The weight type (jobs of one dispatch share it).
     pub ty: GgmlType,
     /// Columns of the weight.
     pub k: usize,
@@ -25,7 +26,9 @@ pub(crate) struct Q8Info {
 /// A per-head RMS norm folded into the RoPE after it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HeadNorm {
+    /// The per-element weight (`q_norm.weight`), if any.
     pub weight: Option<WeightId>,
+    /// Added to the mean square.
     pub eps: f32,
 }
 
@@ -34,6 +37,7 @@ pub(crate) struct HeadNorm {
 pub(crate) struct RopeSide {
     /// The tensor before the norm and the RoPE.
     pub x: TensorId,
+    /// The per-head norm before the RoPE, if there is one.
     pub norm: Option<HeadNorm>,
     /// The RoPE node: the fused kernel writes its output.
     pub rope: TensorId,
@@ -42,7 +46,9 @@ pub(crate) struct RopeSide {
 /// Q and K preparation (and the KV append) of one attention node, done by `qk_rope.wgsl`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AttnPrep {
+    /// The query side.
     pub q: RopeSide,
+    /// The key side (its RoPE output also goes to the KV cache).
     pub k: RopeSide,
 }
 
@@ -60,12 +66,14 @@ pub(crate) struct NormQ8 {
 pub(crate) struct Fusions {
     /// Nodes computed inside a later node's dispatch (not lowered on their own).
     pub absorbed: Vec<bool>,
+    /// Whole-row norms that quantize their output (and the adds folded into them).
     pub norm_q8: HashMap<usize, NormQ8>,
     /// Gated activations that also quantize their output, with the group.
     pub glu_q8: HashMap<usize, u32>,
     /// Attention nodes whose split-merge also quantizes the output, with the group (used
     /// when the attention splits its keys).
     pub attn_q8: HashMap<usize, u32>,
+    /// Attention nodes whose Q/K preparation and KV append run as one `qk_rope` dispatch.
     pub attn_prep: HashMap<usize, AttnPrep>,
     /// Consecutive matmuls of one input and weight type run as jobs of one dispatch: the
     /// first node → every member (itself included).

@@ -150,12 +150,14 @@ impl Features {
         no_fusion: bool,
     ) -> Self {
         let subgroups = caps.subgroup_arithmetic && !portable;
+        // The int8 quantization (q8_block.wgsl) and the cooperative attention use shuffles.
+        let shuffles = subgroups && caps.subgroup_shuffle;
         let fixed_sg = match caps.subgroup_size_range {
             Some((lo, hi)) => (lo == hi).then_some(lo),
             None => Some(caps.subgroup_size),
         };
         let shape = caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (16, 16, 16, "f16", "f32"));
-        let coopmat = (subgroups
+        let coopmat = (shuffles
             && !no_coopmat
             && shape
             && caps.shader_f16
@@ -167,7 +169,7 @@ impl Features {
         Self {
             subgroups,
             coopmat,
-            int8: subgroups && caps.int_dot && !no_int8,
+            int8: shuffles && caps.int_dot && !no_int8,
             fusion: !no_fusion,
             max_bindings: caps.max_storage_buffers_per_stage,
             shared_bytes: caps.shared_memory_bytes,

@@ -28,6 +28,13 @@ struct TopKTail {
     readback: Buffer,
 }
 
+/// Top-k tails a plan keeps (one per k).
+const MAX_TOP_TAILS: usize = 4;
+
+/// One top-k pass: pipeline, (buffer, offset, range) of its three bindings, push constants,
+/// workgroups.
+type TopKPass<'a> = (&'a crate::pipeline::Pipeline, [(vk::Buffer, u64, u64); 3], crate::fused_kernels::TopKParams, u32);
+
 /// What a plan binds besides its own buffers.
 pub(crate) struct Resources<'a> {
     pub weights: &'a HashMap<WeightId, GpuWeight>,
@@ -62,8 +69,9 @@ pub(crate) struct Plan {
     cmd: vk::CommandBuffer,
     /// Copies the whole output to `readback` (submitted after `cmd` by `execute`).
     tail_logits: vk::CommandBuffer,
-    /// Selects each output row's k best on the device (`execute_top_k`), built on first use.
-    top: Option<TopKTail>,
+    /// Select each output row's k best on the device (`execute_top_k`), one per k asked
+    /// for (the scheduler's k changes with the requests in a step), built on first use.
+    tops: Vec<TopKTail>,
     fence: vk::Fence,
     queries: Option<vk::QueryPool>,
     recorded_generation: Option<u64>,
@@ -162,7 +170,7 @@ impl Plan {
             cmd_pool,
             cmd: cmds[0],
             tail_logits: cmds[1],
-            top: None,
+            tops: Vec::new(),
             fence,
             queries,
             recorded_generation: None,
@@ -331,14 +339,20 @@ impl Plan {
         k: usize,
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
-        if self.top.as_ref().is_none_or(|t| t.k != k) {
-            let dev = self.ctx.caps.id.clone();
-            self.drop_top();
-            self.top = Some(self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?);
-        }
-        let tail = self.top.as_ref().map_or(self.tail_logits, |t| t.cmd);
-        self.submit(inp, res, prof, tail)?;
-        let Some(top) = &self.top else { return Ok(Vec::new()) };
+        let ti = match self.tops.iter().position(|t| t.k == k) {
+            Some(i) => i,
+            None => {
+                if self.tops.len() >= MAX_TOP_TAILS {
+                    self.drop_top(0);
+                }
+                let dev = self.ctx.caps.id.clone();
+                let tail = self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?;
+                self.tops.push(tail);
+                self.tops.len() - 1
+            }
+        };
+        self.submit(inp, res, prof, self.tops[ti].cmd)?;
+        let top = &self.tops[ti];
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
         top.readback.read(0, bytemuck::cast_slice_mut(&mut pairs));
         Ok(pairs
@@ -365,10 +379,11 @@ impl Plan {
         let p1 = TopKParams { n_in: self.out_cols as u32, n_rows: rows as u32, k: k as u32, parts: chunks };
         let p2 = TopKParams { n_in: n2, n_rows: rows as u32, k: k as u32, parts: 1 };
         let passes = [
-            (&pass1, [logits, whole(&chunk_best), whole(&chunk_best)], p1, rows as u32 * chunks),
-            (&pass2, [logits, whole(&chunk_best), whole(&row_best)], p2, rows as u32),
+            (&*pass1, [logits, whole(&chunk_best), whole(&chunk_best)], p1, rows as u32 * chunks),
+            (&*pass2, [logits, whole(&chunk_best), whole(&row_best)], p2, rows as u32),
         ];
-        // SAFETY: new objects owned by the tail; the command buffer is recorded once here.
+        // SAFETY: new objects owned by the tail (destroyed again if recording fails); the
+        // command buffer is recorded once here.
         unsafe {
             let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(6)];
             let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(2).pool_sizes(&sizes);
@@ -377,10 +392,42 @@ impl Plan {
                 .command_pool(self.cmd_pool)
                 .level(vk::CommandBufferLevel::PRIMARY)
                 .command_buffer_count(1);
-            let cmd = d.allocate_command_buffers(&ainfo).vk("vkAllocateCommandBuffers")?[0];
+            let cmd = match d.allocate_command_buffers(&ainfo).vk("vkAllocateCommandBuffers") {
+                Ok(c) => c[0],
+                Err(e) => {
+                    d.destroy_descriptor_pool(desc_pool, None);
+                    return Err(e);
+                }
+            };
+            let recorded = self.record_top(cmd, desc_pool, &passes, &row_best, &readback);
+            if let Err(e) = recorded {
+                d.free_command_buffers(self.cmd_pool, &[cmd]);
+                d.destroy_descriptor_pool(desc_pool, None);
+                return Err(e);
+            }
+            Ok(TopKTail { k, cmd, desc_pool, _chunk_best: chunk_best, _row_best: row_best, readback })
+        }
+    }
+
+    /// Record the top-k passes and the copy of the winners into `cmd`.
+    ///
+    /// # Safety
+    /// `cmd` is a fresh command buffer of the plan's pool and `desc_pool` has room for the
+    /// passes' descriptor sets.
+    unsafe fn record_top(
+        &self,
+        cmd: vk::CommandBuffer,
+        desc_pool: vk::DescriptorPool,
+        passes: &[TopKPass<'_>],
+        row_best: &Buffer,
+        readback: &Buffer,
+    ) -> VkResult<()> {
+        let d = &self.ctx.device;
+        // SAFETY: per the function's contract.
+        unsafe {
             d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
             let max_x = self.ctx.caps.max_workgroup_count[0].min(65535);
-            for (pipe, bufs, params, groups) in passes {
+            for &(pipe, bufs, params, groups) in passes {
                 let layouts = [pipe.set_layout];
                 let ainfo = vk::DescriptorSetAllocateInfo::default().descriptor_pool(desc_pool).set_layouts(&layouts);
                 let set = d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?[0];
@@ -410,19 +457,17 @@ impl Plan {
             let region = [vk::BufferCopy::default().size(readback.size)];
             d.cmd_copy_buffer(cmd, row_best.raw, readback.raw, &region);
             host_read_barrier(d, cmd);
-            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
-            Ok(TopKTail { k, cmd, desc_pool, _chunk_best: chunk_best, _row_best: row_best, readback })
+            d.end_command_buffer(cmd).vk("vkEndCommandBuffer")
         }
     }
 
-    fn drop_top(&mut self) {
-        if let Some(t) = self.top.take() {
-            let d = &self.ctx.device;
-            // SAFETY: every submission waited on the fence, so the tail is idle.
-            unsafe {
-                d.free_command_buffers(self.cmd_pool, &[t.cmd]);
-                d.destroy_descriptor_pool(t.desc_pool, None);
-            }
+    fn drop_top(&mut self, i: usize) {
+        let t = self.tops.remove(i);
+        let d = &self.ctx.device;
+        // SAFETY: every submission waited on the fence, so the tail is idle.
+        unsafe {
+            d.free_command_buffers(self.cmd_pool, &[t.cmd]);
+            d.destroy_descriptor_pool(t.desc_pool, None);
         }
     }
 
@@ -522,7 +567,9 @@ fn host_read_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        self.drop_top();
+        while !self.tops.is_empty() {
+            self.drop_top(0);
+        }
         let d = &self.ctx.device;
         // SAFETY: every submission waited on the fence, so nothing of the plan is in flight.
         unsafe {

@@ -26,7 +26,11 @@ pub fn run() -> Result<()> {
                     // Vulkan only: the CPU selects sampling candidates from whole rows.
                     kernels.push("top-k / greedy sampling candidates selected on the device");
                 }
-                kernels.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)");
+                if caps.int_dot && caps.subgroup_arithmetic && caps.subgroup_shuffle {
+                    kernels.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)");
+                } else {
+                    kernels.push("fused q/k norm+RoPE+KV append");
+                }
                 println!("    runs: {}", kernels.join("; "));
             }
         }

@@ -415,7 +415,9 @@ fn device_top_k_matches_full_rows() {
     let plan = vk.compile(&g).unwrap();
     let step = Step::simple(vec![1, 5, 2], 0, vec![0; 8]);
     let full = step.run(&mut vk, plan);
-    for k in [1usize, 7, 40, 64] {
+    // Five different k then the first again: the plan keeps four selection tails, so this
+    // also rebuilds an evicted one.
+    for k in [1usize, 7, 40, 64, 3, 1] {
         let got = step.run_top_k(&mut vk, plan, k);
         assert_eq!(got.len(), 3);
         for (r, g) in got.iter().enumerate() {
