@@ -219,6 +219,68 @@ fn job_weight<'w>(
     }
 }
 
+/// The bindings, push constants, workgroups and profile shape of one integer-dot dispatch
+/// over several matmuls of one input (job j's workgroups follow job j-1's).
+struct GemvJobs {
+    res: Vec<Res>,
+    push: Vec<u8>,
+    groups: u32,
+    shape: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemv_jobs(
+    graph: &Graph,
+    members: &[usize],
+    jw: &[(&GpuWeight, Option<WeightId>)],
+    biases: &[Option<Res>],
+    qi: u32,
+    r: u32,
+    n: usize,
+    k: usize,
+    bindings: u32,
+) -> GemvJobs {
+    let mut res = vec![Res::Dummy; bindings as usize];
+    let mut jobs = Vec::new();
+    let mut tile0 = 0u32;
+    let mut shape = String::new();
+    for (jn, ((&j, (jwt, _)), jb)) in members.iter().zip(jw).zip(biases).enumerate() {
+        // Job 0 has the plain bindings (W 0, Y 2, bias 3); job j ≥ 1 has 5+3(j-1)...
+        let (wi, yi, bi) = if jn == 0 { (0, 2, 3) } else { (5 + 3 * (jn - 1), 6 + 3 * (jn - 1), 7 + 3 * (jn - 1)) };
+        if let Op::Linear { weight, .. } = &graph.nodes[j].op {
+            res[wi] = Res::WeightChunk(*weight, 0);
+        }
+        res[yi] = Res::Act(j as u32);
+        res[bi] = jb.unwrap_or(Res::Dummy);
+        jobs.push(kernels::MatmulJobParams {
+            m: jwt.rows as u32,
+            soff: jwt.chunks[0].soff_words,
+            has_bias: jb.is_some() as u32,
+            tile0,
+        });
+        tile0 += (jwt.rows as u32).div_ceil(r);
+        shape.push_str(&format!("{}{}x{}", if jn == 0 { "" } else { "+" }, jwt.rows, jwt.cols));
+    }
+    res[1] = Res::ActQ(qi);
+    res[4] = Res::ActQ(qi);
+    let j0 = jobs[0];
+    let mm = kernels::MatmulParams {
+        k: k as u32,
+        m: j0.m,
+        n: n as u32,
+        out_stride: j0.m,
+        out_col0: 0,
+        soff: j0.soff,
+        has_bias: j0.has_bias,
+        tiles_m: tile0,
+    };
+    let mut push = bytes(&kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 });
+    for jp in &jobs[1..] {
+        push.extend_from_slice(bytemuck::bytes_of(jp));
+    }
+    GemvJobs { res, push, groups: tile0, shape: format!("{shape} n={n}") }
+}
+
 /// Lower every node of `graph` to dispatches.
 pub(crate) fn lower(
     graph: &Graph,
@@ -329,52 +391,12 @@ pub(crate) fn lower(
                         }
                     };
                     if members.len() > 1 {
-                        // One dispatch for every member: job j's workgroups follow job j-1's.
-                        let mut res = vec![Res::Dummy; spec.bindings as usize];
-                        let mut jobs = Vec::new();
-                        let mut tile0 = 0u32;
-                        let mut shape = String::new();
-                        for (jn, (&j, (jwt, jbias))) in members.iter().zip(&jw).enumerate() {
-                            let jb = match jbias {
-                                Some(b) => vec_of(b, jwt.rows)?,
-                                None => Res::Dummy,
-                            };
-                            let (wi, yi, bi) = if jn == 0 {
-                                (0, 2, 3)
-                            } else {
-                                (5 + 3 * (jn - 1), 6 + 3 * (jn - 1), 7 + 3 * (jn - 1))
-                            };
-                            let Op::Linear { weight: jwid, .. } = &graph.nodes[j].op else { unreachable!() };
-                            res[wi] = Res::WeightChunk(*jwid, 0);
-                            res[yi] = Res::Act(j as u32);
-                            res[bi] = jb;
-                            jobs.push(kernels::MatmulJobParams {
-                                m: jwt.rows as u32,
-                                soff: jwt.chunks[0].soff_words,
-                                has_bias: jbias.is_some() as u32,
-                                tile0,
-                            });
-                            tile0 += (jwt.rows as u32).div_ceil(r);
-                            shape.push_str(&format!("{}{}x{}", if jn == 0 { "" } else { "+" }, jwt.rows, jwt.cols));
-                        }
-                        res[1] = Res::ActQ(qi);
-                        res[4] = Res::ActQ(qi);
-                        let j0 = jobs[0];
-                        let mm = kernels::MatmulParams {
-                            k: k as u32,
-                            m: j0.m,
-                            n: n as u32,
-                            out_stride: j0.m,
-                            out_col0: 0,
-                            soff: j0.soff,
-                            has_bias: j0.has_bias,
-                            tiles_m: tile0,
-                        };
-                        let mut push_bytes = bytes(&kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 });
-                        for jp in &jobs[1..] {
-                            push_bytes.extend_from_slice(bytemuck::bytes_of(jp));
-                        }
-                        push(&spec, res, push_bytes, tile0, Some(format!("{shape} n={n}")))?;
+                        let biases = jw
+                            .iter()
+                            .map(|(jwt, jb)| jb.map(|b| vec_of(&b, jwt.rows)).transpose())
+                            .collect::<VkResult<Vec<_>>>()?;
+                        let d = gemv_jobs(graph, members, &jw, &biases, qi, r, n, k, spec.bindings);
+                        push(&spec, d.res, d.push, d.groups, Some(d.shape))?;
                         continue;
                     }
                     let bias_res = match bias {
