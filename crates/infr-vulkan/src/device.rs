@@ -50,6 +50,10 @@ pub struct DeviceCaps {
     pub subgroup_arithmetic: bool,
     /// Whether subgroup shuffles (`subgroupShuffleXor`) work in compute shaders.
     pub subgroup_shuffle: bool,
+    /// Pipelines can require full subgroups (`computeFullSubgroups`, and every kernel's
+    /// workgroup size is a multiple of the largest subgroup size): kernels that give each
+    /// invocation its data by subgroup lane order rely on it.
+    pub full_subgroups: bool,
     /// Workgroup (shared) memory per workgroup.
     pub shared_memory_bytes: u32,
     /// Largest range of one storage-buffer binding.
@@ -103,6 +107,12 @@ impl DeviceCaps {
         }
         if self.subgroup_arithmetic {
             f.push("subgroup arithmetic".into());
+        }
+        if self.subgroup_shuffle {
+            f.push("subgroup shuffle".into());
+        }
+        if self.full_subgroups {
+            f.push("full subgroups".into());
         }
         f.push(format!("shared memory {} KiB", self.shared_memory_bytes / 1024));
         f.push(format!("max storage buffer range {}", self.max_storage_buffer_range));
@@ -428,6 +438,10 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
                 f16b.storage_buffer16_bit_access == vk::TRUE
             },
             int_dot: v13 && f13.shader_integer_dot_product == vk::TRUE,
+            full_subgroups: v13
+                && f13.compute_full_subgroups == vk::TRUE
+                && sg_size.max_subgroup_size > 0
+                && 64 % sg_size.max_subgroup_size == 0,
             int_dot_accelerated: int_dot_props.integer_dot_product4x8_bit_packed_signed_accelerated == vk::TRUE,
             bf16: has_ext(&exts, c"VK_KHR_shader_bfloat16"),
             vulkan_memory_model: v12 && f12.vulkan_memory_model == vk::TRUE,
@@ -507,7 +521,9 @@ impl Context {
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default()
             .shader_float16(caps.shader_f16)
             .vulkan_memory_model(caps.vulkan_memory_model);
-        let mut f13 = vk::PhysicalDeviceVulkan13Features::default().shader_integer_dot_product(caps.int_dot);
+        let mut f13 = vk::PhysicalDeviceVulkan13Features::default()
+            .shader_integer_dot_product(caps.int_dot)
+            .compute_full_subgroups(caps.full_subgroups);
         let mut cm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {

@@ -284,7 +284,15 @@ impl Pipelines {
                     return Err(VkError::call("vkCreateShaderModule", e));
                 }
             };
+            // Every workgroup size is a multiple of 64 or of the fixed subgroup size, so this
+            // holds for all kernels (see `DeviceCaps::full_subgroups`).
+            let flags = if self.ctx.caps.full_subgroups {
+                vk::PipelineShaderStageCreateFlags::REQUIRE_FULL_SUBGROUPS
+            } else {
+                vk::PipelineShaderStageCreateFlags::empty()
+            };
             let stage = vk::PipelineShaderStageCreateInfo::default()
+                .flags(flags)
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(c"main");
