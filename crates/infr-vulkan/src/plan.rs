@@ -232,26 +232,8 @@ impl Plan {
                 d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?
             };
             for (x, &set) in self.dispatches.iter().zip(&sets) {
-                let infos = x
-                    .res
-                    .iter()
-                    .map(|&r| {
-                        self.resolve(r, res)
-                            .map(|(b, o, s)| [vk::DescriptorBufferInfo::default().buffer(b).offset(o).range(s)])
-                    })
-                    .collect::<VkResult<Vec<_>>>()?;
-                let writes: Vec<_> = infos
-                    .iter()
-                    .enumerate()
-                    .map(|(b, info)| {
-                        vk::WriteDescriptorSet::default()
-                            .dst_set(set)
-                            .dst_binding(b as u32)
-                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                            .buffer_info(info)
-                    })
-                    .collect();
-                d.update_descriptor_sets(&writes, &[]);
+                let bufs = x.res.iter().map(|&r| self.resolve(r, res)).collect::<VkResult<Vec<_>>>()?;
+                write_storage_set(d, set, &bufs);
             }
             d.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty()).vk("vkResetCommandBuffer")?;
             d.begin_command_buffer(self.cmd, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
@@ -431,22 +413,7 @@ impl Plan {
                 let layouts = [pipe.set_layout];
                 let ainfo = vk::DescriptorSetAllocateInfo::default().descriptor_pool(desc_pool).set_layouts(&layouts);
                 let set = d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?[0];
-                let infos: Vec<_> = bufs
-                    .iter()
-                    .map(|&(b, o, r)| [vk::DescriptorBufferInfo::default().buffer(b).offset(o).range(r)])
-                    .collect();
-                let writes: Vec<_> = infos
-                    .iter()
-                    .enumerate()
-                    .map(|(i, info)| {
-                        vk::WriteDescriptorSet::default()
-                            .dst_set(set)
-                            .dst_binding(i as u32)
-                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                            .buffer_info(info)
-                    })
-                    .collect();
-                d.update_descriptor_sets(&writes, &[]);
+                write_storage_set(d, set, &bufs);
                 d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.raw);
                 d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, pipe.layout, 0, &[set], &[]);
                 d.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, bytemuck::bytes_of(&params));
@@ -544,6 +511,26 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Point storage bindings 0.. of `set` at `bufs` (buffer, offset, range).
+fn write_storage_set(d: &ash::Device, set: vk::DescriptorSet, bufs: &[(vk::Buffer, u64, u64)]) {
+    let infos: Vec<_> =
+        bufs.iter().map(|&(b, o, r)| [vk::DescriptorBufferInfo::default().buffer(b).offset(o).range(r)]).collect();
+    let writes: Vec<_> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(i as u32)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info)
+        })
+        .collect();
+    // SAFETY: the set is not in use by any pending command buffer (plans re-record only when
+    // idle; top-k tails write their fresh sets once).
+    unsafe { d.update_descriptor_sets(&writes, &[]) };
 }
 
 /// Make transfer writes visible to the host.
