@@ -123,6 +123,7 @@ fn vulkan(device: usize, cfg: &infr_config::Config) -> Result<Box<dyn Backend>> 
         disable_coopmat: !k.coopmat,
         disable_int8: !k.int_dot,
         disable_fusion: !k.fusion,
+        attention_splits: k.flash_splits,
         profile: cfg.prof.ops,
         ..Default::default()
     };

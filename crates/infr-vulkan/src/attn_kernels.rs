@@ -202,11 +202,12 @@ pub fn attention_combine() -> KernelSpec {
 }
 
 /// Key splits for attention with `rows` (token, head) pairs: enough workgroups to fill a
-/// device when few tokens attend (decode), one split when there are many.
-pub fn attention_splits(rows: usize) -> u32 {
-    if rows >= 128 {
-        1
-    } else {
-        (1024usize.div_ceil(rows.max(1))).min(32) as u32
+/// device when few tokens attend (decode), one split when there are many; at most `max`
+/// when set (`kernels.vulkan.flash_splits`).
+pub fn attention_splits(rows: usize, max: Option<u32>) -> u32 {
+    let auto = if rows >= 128 { 1 } else { (1024usize.div_ceil(rows.max(1))).min(32) as u32 };
+    match max {
+        Some(m) if m > 0 => auto.min(m),
+        _ => auto,
     }
 }

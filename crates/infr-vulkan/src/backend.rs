@@ -31,6 +31,9 @@ pub struct VulkanOptions {
     /// Run every graph node as its own dispatch (no fused kernels; `INFR_VK_FUSION=0` through
     /// the config): for tests and diagnosis.
     pub disable_fusion: bool,
+    /// Most key splits per (token, head) of decode attention; 0 picks them from the shape
+    /// (`kernels.vulkan.flash_splits`).
+    pub attention_splits: u32,
 }
 
 /// The Vulkan backend.
@@ -81,7 +84,8 @@ impl VulkanBackend {
                 opts.disable_coopmat,
                 opts.disable_int8,
                 opts.disable_fusion,
-            ),
+            )
+            .with_max_splits(opts.attention_splits),
             info,
             ctx,
         })

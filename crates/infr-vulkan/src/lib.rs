@@ -11,6 +11,7 @@ mod attn_kernels;
 mod backend;
 pub mod device;
 mod error;
+mod features;
 mod fused_kernels;
 mod fusion;
 mod kernels;

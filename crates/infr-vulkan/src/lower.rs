@@ -14,6 +14,8 @@ use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
 use crate::profile::OpLabel;
 use crate::weights::GpuWeight;
 
+pub(crate) use crate::features::Features;
+
 /// A buffer a dispatch binds, resolved to a `vk::Buffer` range when recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Res {
@@ -110,24 +112,6 @@ fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
     n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
 }
 
-/// Device features that select kernels.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Features {
-    /// Subgroup arithmetic in compute shaders (fast reductions, matrix-vector kernels).
-    pub subgroups: bool,
-    /// f16 16x16x16 cooperative matrices with f32 accumulators, and the (fixed) subgroup
-    /// size the cooperative kernel's workgroup is built from.
-    pub coopmat: Option<u32>,
-    /// Packed int8 dot products (integer matrix-vector kernels for decode).
-    pub int8: bool,
-    /// Whether several nodes may share one dispatch (`fusion`).
-    pub fusion: bool,
-    /// Storage-buffer bindings a shader may use.
-    pub max_bindings: u32,
-    /// Workgroup memory per workgroup.
-    pub shared_bytes: u32,
-}
-
 /// A lowered graph: its dispatches and the extra buffers they need.
 pub(crate) struct Lowered {
     pub dispatches: Vec<Dispatch>,
@@ -137,44 +121,6 @@ pub(crate) struct Lowered {
     pub qact_bytes: Vec<u64>,
     /// For every node, the last node index whose dispatch reads it (after fusion).
     pub last_uses: Vec<usize>,
-}
-
-impl Features {
-    /// What the kernels may use on a device (`portable` turns off everything optional,
-    /// `no_coopmat` only the cooperative-matrix kernels).
-    pub fn of(
-        caps: &crate::device::DeviceCaps,
-        portable: bool,
-        no_coopmat: bool,
-        no_int8: bool,
-        no_fusion: bool,
-    ) -> Self {
-        let subgroups = caps.subgroup_arithmetic && !portable;
-        // The int8 quantization (q8_block.wgsl) and the cooperative attention use shuffles.
-        let shuffles = subgroups && caps.subgroup_shuffle;
-        let fixed_sg = match caps.subgroup_size_range {
-            Some((lo, hi)) => (lo == hi).then_some(lo),
-            None => Some(caps.subgroup_size),
-        };
-        let shape = caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (16, 16, 16, "f16", "f32"));
-        let coopmat = (shuffles
-            && !no_coopmat
-            && shape
-            && caps.shader_f16
-            && caps.vulkan_memory_model
-            && caps.shared_memory_bytes >= 24 * 1024)
-            .then_some(fixed_sg)
-            .flatten()
-            .filter(|&s| (4..=64).contains(&s));
-        Self {
-            subgroups,
-            coopmat,
-            int8: shuffles && caps.int_dot && !no_int8,
-            fusion: !no_fusion,
-            max_bindings: caps.max_storage_buffers_per_stage,
-            shared_bytes: caps.shared_memory_bytes,
-        }
-    }
 }
 
 /// Weight rows per workgroup of the matrix-vector kernel.
@@ -653,7 +599,7 @@ pub(crate) fn lower(
                     pos_off: st.positions,
                     pt_off: st.tok_pages,
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
-                    n_split: kernels::attention_splits(n_tok * ap.n_head as usize),
+                    n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.max_splits),
                     flash_rows: 0,
                 };
                 let rows = n_tok * ap.n_head as usize;

@@ -306,6 +306,17 @@ fn kv_page_copy() {
 /// context (many keys per split, partials merged).
 #[test]
 fn attention_long_context_splits() {
+    long_context_splits(0);
+}
+
+/// [`attention_long_context_splits`] with decode capped at two key splits
+/// (`kernels.vulkan.flash_splits = 2`).
+#[test]
+fn attention_long_context_capped_splits() {
+    long_context_splits(2);
+}
+
+fn long_context_splits(max_splits: u32) {
     let mut rng = Rng(17);
     let mut w = Weights::default();
     let (nh, nkv, d) = (4u32, 1u32, 32u32);
@@ -314,7 +325,8 @@ fn attention_long_context_splits() {
     let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
-    let Some(mut p) = Pair::new(&w, &kv) else { return };
+    let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: max_splits, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
     let params = AttnParams {
         kv_layer: 0,
         n_head: nh,
