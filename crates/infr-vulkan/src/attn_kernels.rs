@@ -83,7 +83,7 @@ pub fn kv_write(dtype: KvDType) -> KernelSpec {
 /// Attention for head dims `dk`/`dv` and a cache element type.
 pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpec {
     let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
-    let spec = KernelSpec::new(name, &["common", "attention"], 6, push_size::<AttnParamsGpu>())
+    let spec = KernelSpec::new(name, &["common", "attn_io", "attention"], 6, push_size::<AttnParamsGpu>())
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
@@ -181,18 +181,23 @@ pub fn attention_coop(d: u32, subgroup_size: u32) -> Option<KernelSpec> {
     s_tile.push_str(
         "        let sb256 = sb + 256u;\n        coopStore(s0, &ss[sb], 16u);\n        coopStore(s1, &ss[sb256], 16u);",
     );
-    let spec =
-        KernelSpec::new(format!("attention_coop.d{d}"), &["common", "attention_coop"], 6, push_size::<AttnParamsGpu>())
-            .define("WG", 4 * subgroup_size)
-            .define("SGS", subgroup_size)
-            .define("D", d)
-            .define("KV_LEN", 32 * (d + 8) + d * 40)
-            .define("SS_LEN", 4 * 16 * 32)
-            .define("Q_LOAD", q)
-            .define("O_DECL", o_decl)
-            .define("S_TILE", s_tile)
-            .define("PV", pv)
-            .define("O_STORE", store);
+    let spec = KernelSpec::new(
+        format!("attention_coop.d{d}"),
+        &["common", "attn_io", "attention_coop"],
+        6,
+        push_size::<AttnParamsGpu>(),
+    )
+    .define("KV_TY", "u32")
+    .define("WG", 4 * subgroup_size)
+    .define("SGS", subgroup_size)
+    .define("D", d)
+    .define("KV_LEN", 32 * (d + 8) + d * 40)
+    .define("SS_LEN", 4 * 16 * 32)
+    .define("Q_LOAD", q)
+    .define("O_DECL", o_decl)
+    .define("S_TILE", s_tile)
+    .define("PV", pv)
+    .define("O_STORE", store);
     Some(spec)
 }
 

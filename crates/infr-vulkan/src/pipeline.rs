@@ -30,6 +30,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("rope_math", include_str!("shaders/rope_math.wgsl")),
     ("rope", include_str!("shaders/rope.wgsl")),
     ("qk_rope", include_str!("shaders/qk_rope.wgsl")),
+    ("attn_io", include_str!("shaders/attn_io.wgsl")),
     ("attention", include_str!("shaders/attention.wgsl")),
     ("attention_combine", include_str!("shaders/attention_combine.wgsl")),
     ("attn_combine_q8", include_str!("shaders/attn_combine_q8.wgsl")),

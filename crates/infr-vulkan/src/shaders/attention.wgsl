@@ -6,34 +6,6 @@
 // the scratch buffer and `attention_combine` merges them. After `attention_coop.wgsl`
 // (`flash_rows` != 0) it computes only the rows that kernel left.
 
-struct Params {
-    n_head: u32,
-    group: u32,
-    dk: u32,
-    dv: u32,
-    scale: f32,
-    softcap: f32,
-    window: u32,
-    page_size: u32,
-    kw: u32,
-    vw: u32,
-    n_tokens: u32,
-    pos_off: u32,
-    pt_off: u32,
-    round_q: u32,
-    n_split: u32,
-    flash_rows: u32,
-}
-
-var<immediate> pc: Params;
-
-@group(0) @binding(0) var<storage, read> Q: array<f32>;
-@group(0) @binding(1) var<storage, read> KC: array<{{KV_TY}}>;
-@group(0) @binding(2) var<storage, read> VC: array<{{KV_TY}}>;
-@group(0) @binding(3) var<storage, read> S: array<u32>;
-@group(0) @binding(4) var<storage, read_write> O: array<f32>;
-@group(0) @binding(5) var<storage, read_write> PART: array<f32>;
-
 const WG: u32 = {{WG}}u;
 const DPT: u32 = {{DPT}}u;
 // The key head dim (pc.dk), as a constant so the score loop unrolls.
