@@ -49,20 +49,11 @@ pub fn glu_q8(act: Activation) -> KernelSpec {
         .define("OP", body)
 }
 
-/// Push constants of `qk_rope.wgsl` (the rope fields mirror `RopeParamsGpu`).
+/// Push constants of `qk_rope.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct QkRopeParams {
-    pub theta_scale: f32,
-    pub freq_scale: f32,
-    pub ext_factor: f32,
-    pub mscale0: f32,
-    pub corr0: f32,
-    pub corr1: f32,
-    pub yarn_mul: f32,
-    pub has_ff: u32,
-    pub n_rot: u32,
-    pub neox: u32,
+    pub rope: crate::kernels::RopeGpu,
     pub dk: u32,
     pub dv: u32,
     pub n_head: u32,

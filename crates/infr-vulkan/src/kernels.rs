@@ -227,14 +227,10 @@ pub struct NormParams {
     pub has_weight: u32,
 }
 
-/// Push constants of `rope.wgsl`.
+/// The RoPE fields of `rope_math.wgsl`'s `Rope` (rope.wgsl and qk_rope.wgsl carry one).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct RopeParamsGpu {
-    pub cols: u32,
-    pub head_dim: u32,
-    pub n_rot: u32,
-    pub neox: u32,
+pub struct RopeGpu {
     pub theta_scale: f32,
     pub freq_scale: f32,
     pub ext_factor: f32,
@@ -243,6 +239,17 @@ pub struct RopeParamsGpu {
     pub corr1: f32,
     pub yarn_mul: f32,
     pub has_ff: u32,
+    pub n_rot: u32,
+    pub neox: u32,
+}
+
+/// Push constants of `rope.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct RopeParamsGpu {
+    pub rope: RopeGpu,
+    pub cols: u32,
+    pub head_dim: u32,
     pub n_rows: u32,
     pub pos_off: u32,
 }

@@ -82,16 +82,8 @@ fn u32_of(v: usize, what: &str) -> VkResult<u32> {
     u32::try_from(v).map_err(|_| VkError::Unsupported(format!("{what} = {v} exceeds u32")))
 }
 
-/// RoPE constants derived from the parameters (`ggml_rope_yarn_corr_dims` and friends).
-struct RopeConsts {
-    theta_scale: f32,
-    ext_factor: f32,
-    mscale0: f32,
-    corr: [f32; 2],
-    yarn_mul: f32,
-}
-
-fn rope_consts(rp: &infr_core::RopeParams) -> VkResult<RopeConsts> {
+/// The RoPE fields of the kernels' push constants (`ggml_rope_yarn_corr_dims` and friends).
+fn rope_gpu(rp: &infr_core::RopeParams) -> VkResult<kernels::RopeGpu> {
     if rp.head_dim % 2 != 0 || rp.n_rot % 2 != 0 || rp.n_rot == 0 {
         return Err(VkError::Unsupported(format!("rope with head_dim {} / n_rot {}", rp.head_dim, rp.n_rot)));
     }
@@ -104,7 +96,18 @@ fn rope_consts(rp: &infr_core::RopeParams) -> VkResult<RopeConsts> {
             (ext_factor, attn_factor, [start.max(0.0), end.min(nd - 1.0)], 1.0 + 0.1 * (1.0 / rp.freq_scale).ln())
         }
     };
-    Ok(RopeConsts { theta_scale: rp.freq_base.powf(-2.0 / nd), ext_factor, mscale0, corr, yarn_mul })
+    Ok(kernels::RopeGpu {
+        theta_scale: rp.freq_base.powf(-2.0 / nd),
+        freq_scale: rp.freq_scale,
+        ext_factor,
+        mscale0,
+        corr0: corr[0],
+        corr1: corr[1],
+        yarn_mul,
+        has_ff: rp.freq_factors.is_some() as u32,
+        n_rot: rp.n_rot,
+        neox: (rp.mode == RopeMode::Neox) as u32,
+    })
 }
 
 /// `ggml_rope_yarn_corr_dim`.
@@ -466,24 +469,15 @@ pub(crate) fn lower(
                 push(&kernels::rms_norm(), vec![Res::Act(x.0), me, wres], bytes(&p), n_groups, None)?;
             }
             Op::Rope { x, params: rp } => {
-                let rc = rope_consts(rp)?;
+                let rope = rope_gpu(rp)?;
                 let ff = match &rp.freq_factors {
                     Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
                     None => Res::Dummy,
                 };
                 let p = kernels::RopeParamsGpu {
+                    rope,
                     cols: node.cols as u32,
                     head_dim: rp.head_dim,
-                    n_rot: rp.n_rot,
-                    neox: (rp.mode == RopeMode::Neox) as u32,
-                    theta_scale: rc.theta_scale,
-                    freq_scale: rp.freq_scale,
-                    ext_factor: rc.ext_factor,
-                    mscale0: rc.mscale0,
-                    corr0: rc.corr[0],
-                    corr1: rc.corr[1],
-                    yarn_mul: rc.yarn_mul,
-                    has_ff: rp.freq_factors.is_some() as u32,
                     n_rows: node.rows as u32,
                     pos_off: st.positions,
                 };
@@ -508,7 +502,7 @@ pub(crate) fn lower(
                     let Op::Rope { params: rp, .. } = &graph.node(prep.q.rope).op else {
                         return Err(VkError::Unsupported(format!("node {i}: fused attention input is not a RoPE")));
                     };
-                    let rc = rope_consts(rp)?;
+                    let rope = rope_gpu(rp)?;
                     let ff = match &rp.freq_factors {
                         Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
                         None => Res::Dummy,
@@ -523,16 +517,7 @@ pub(crate) fn lower(
                     let (q_norm, q_eps, wq) = norm(&prep.q)?;
                     let (k_norm, k_eps, wk) = norm(&prep.k)?;
                     let p = fused_kernels::QkRopeParams {
-                        theta_scale: rc.theta_scale,
-                        freq_scale: rp.freq_scale,
-                        ext_factor: rc.ext_factor,
-                        mscale0: rc.mscale0,
-                        corr0: rc.corr[0],
-                        corr1: rc.corr[1],
-                        yarn_mul: rc.yarn_mul,
-                        has_ff: rp.freq_factors.is_some() as u32,
-                        n_rot: rp.n_rot,
-                        neox: (rp.mode == RopeMode::Neox) as u32,
+                        rope,
                         dk: ap.head_dim_k,
                         dv: ap.head_dim_v,
                         n_head: ap.n_head,

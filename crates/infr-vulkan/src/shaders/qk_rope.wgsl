@@ -5,16 +5,7 @@
 // n_kv_head V heads. Same arithmetic as norm.wgsl, rope.wgsl and kv_write.wgsl in sequence.
 
 struct Params {
-    theta_scale: f32,
-    freq_scale: f32,
-    ext_factor: f32,
-    mscale0: f32,
-    corr0: f32,
-    corr1: f32,
-    yarn_mul: f32,
-    has_ff: u32,
-    n_rot: u32,
-    neox: u32,
+    rope: Rope,
     dk: u32,
     dv: u32,
     n_head: u32,
@@ -130,7 +121,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     for (var jj = t; jj < pc.dk / 2u; jj += WG) {
-        if jj < pc.n_rot / 2u {
+        if jj < pc.rope.n_rot / 2u {
             let ix = rope_pair(jj);
             let r = rope_rotate(hs[ix.x], hs[ix.y], jj, pos);
             ro[ix.x] = r.x;

@@ -1,18 +1,9 @@
 // Rotary position embedding (rope_math.wgsl). One thread per column pair.
 
 struct Params {
+    rope: Rope,
     cols: u32,
     head_dim: u32,
-    n_rot: u32,
-    neox: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    ext_factor: f32,
-    mscale0: f32,
-    corr0: f32,
-    corr1: f32,
-    yarn_mul: f32,
-    has_ff: u32,
     n_rows: u32,
     pos_off: u32,
 }
@@ -37,7 +28,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let head = j / hh;
     let jj = j % hh;
     let base = row * pc.cols + head * pc.head_dim;
-    if jj >= pc.n_rot / 2u {
+    if jj >= pc.rope.n_rot / 2u {
         Y[base + 2u * jj] = X[base + 2u * jj];
         Y[base + 2u * jj + 1u] = X[base + 2u * jj + 1u];
         return;

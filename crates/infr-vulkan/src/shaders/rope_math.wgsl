@@ -1,7 +1,20 @@
 // RoPE math as ggml computes it (`rope_yarn` in ggml-cpu): theta = pos * theta_scale^i by
 // repeated multiplication, optional frequency factors and the YaRN ramp. The including
-// shader's push constants `pc` carry the rope fields of rope.wgsl's Params (same names) and
+// shader's push constants `pc` hold a `Rope` as `pc.rope` (`RopeGpu` on the Rust side) and
 // it binds the frequency factors as FF.
+
+struct Rope {
+    theta_scale: f32,
+    freq_scale: f32,
+    ext_factor: f32,
+    mscale0: f32,
+    corr0: f32,
+    corr1: f32,
+    yarn_mul: f32,
+    has_ff: u32,
+    n_rot: u32,
+    neox: u32,
+}
 
 // sin and cos of an angle of any size, accurate to a few ulp on every driver (the Vulkan spec lets
 // native sin/cos be off by 2^-11, which real GPUs use): Cody-Waite reduction by pi/2 (split in
@@ -29,8 +42,8 @@ fn sincos(x: f32) -> vec2<f32> {
 // Element indices of rotation pair jj (< n_rot / 2) of a head: (2jj, 2jj+1), or (jj,
 // jj + n_rot/2) for NeoX.
 fn rope_pair(jj: u32) -> vec2<u32> {
-    if pc.neox != 0u {
-        return vec2<u32>(jj, jj + pc.n_rot / 2u);
+    if pc.rope.neox != 0u {
+        return vec2<u32>(jj, jj + pc.rope.n_rot / 2u);
     }
     return vec2<u32>(2u * jj, 2u * jj + 1u);
 }
@@ -39,22 +52,22 @@ fn rope_pair(jj: u32) -> vec2<u32> {
 fn rope_rotate(x0: f32, x1: f32, jj: u32, pos: u32) -> vec2<f32> {
     var theta = f32(pos);
     for (var i = 0u; i < jj; i++) {
-        theta *= pc.theta_scale;
+        theta *= pc.rope.theta_scale;
     }
     var ff = 1.0;
-    if pc.has_ff != 0u {
+    if pc.rope.has_ff != 0u {
         ff = FF[jj];
     }
     let theta_extrap = theta / ff;
-    let theta_interp = pc.freq_scale * theta_extrap;
+    let theta_interp = pc.rope.freq_scale * theta_extrap;
     var th = theta_interp;
-    var mscale = pc.mscale0;
-    if pc.ext_factor != 0.0 {
-        let y = (f32(jj) - pc.corr0) / max(0.001, pc.corr1 - pc.corr0);
+    var mscale = pc.rope.mscale0;
+    if pc.rope.ext_factor != 0.0 {
+        let y = (f32(jj) - pc.rope.corr0) / max(0.001, pc.rope.corr1 - pc.rope.corr0);
         let ramp = 1.0 - clamp(y, 0.0, 1.0);
-        let mix = ramp * pc.ext_factor;
+        let mix = ramp * pc.rope.ext_factor;
         th = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        mscale *= pc.yarn_mul;
+        mscale *= pc.rope.yarn_mul;
     }
     let sc = sincos(th);
     let c = sc.y * mscale;
