@@ -121,6 +121,35 @@ impl VulkanBackend {
         self.profile.as_ref()
     }
 
+    /// What plans bind besides their own buffers.
+    fn resources(&self) -> Resources<'_> {
+        Resources {
+            weights: &self.weights,
+            kv: self.kv.as_ref(),
+            tables: &self.tables,
+            dummy: &self.dummy,
+            generation: self.generation,
+        }
+    }
+
+    /// Plan `id` with the resources it binds, the profile and the pipelines (disjoint
+    /// borrows of the backend, for running it).
+    fn plan_parts(
+        &mut self,
+        id: PlanId,
+    ) -> Result<(&mut Plan, Resources<'_>, Option<&mut Profile>, &mut Pipelines), BackendError> {
+        let plan =
+            self.plans.get_mut(id.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
+        let res = Resources {
+            weights: &self.weights,
+            kv: self.kv.as_ref(),
+            tables: &self.tables,
+            dummy: &self.dummy,
+            generation: self.generation,
+        };
+        Ok((plan, res, self.profile.as_mut(), &mut self.pipelines))
+    }
+
     fn err(&self, e: VkError) -> BackendError {
         e.into_backend(&self.info.id)
     }
@@ -160,29 +189,15 @@ impl Backend for VulkanBackend {
             self.features,
         )
         .map_err(e)?;
-        let res = Resources {
-            weights: &self.weights,
-            kv: self.kv.as_ref(),
-            tables: &self.tables,
-            dummy: &self.dummy,
-            generation: self.generation,
-        };
-        let plan = Plan::new(&self.ctx, graph, dispatches, &res, self.profile.is_some()).map_err(e)?;
+        let plan = Plan::new(&self.ctx, graph, dispatches, &self.resources(), self.profile.is_some()).map_err(e)?;
         self.pipelines.save();
         self.plans.push(plan);
         Ok(PlanId(self.plans.len() as u32 - 1))
     }
 
     fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError> {
-        let res = Resources {
-            weights: &self.weights,
-            kv: self.kv.as_ref(),
-            tables: &self.tables,
-            dummy: &self.dummy,
-            generation: self.generation,
-        };
-        let p = self.plans.get_mut(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
-        p.execute(inputs, &res, self.profile.as_mut())
+        let (p, res, prof, _) = self.plan_parts(plan)?;
+        p.execute(inputs, &res, prof)
     }
 
     fn execute_top_k(
@@ -200,15 +215,8 @@ impl Backend for VulkanBackend {
             let out = self.execute(plan, inputs)?;
             return Ok(infr_core::top_k_rows(&out, inputs.output_rows.len(), k));
         }
-        let res = Resources {
-            weights: &self.weights,
-            kv: self.kv.as_ref(),
-            tables: &self.tables,
-            dummy: &self.dummy,
-            generation: self.generation,
-        };
-        let p = self.plans.get_mut(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
-        p.execute_top_k(inputs, &res, self.profile.as_mut(), k, &mut self.pipelines)
+        let (p, res, prof, pipes) = self.plan_parts(plan)?;
+        p.execute_top_k(inputs, &res, prof, k, pipes)
     }
 
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
