@@ -173,28 +173,24 @@ impl Step {
         }
     }
 
-    pub fn run(&self, b: &mut dyn Backend, plan: infr_core::PlanId) -> Vec<f32> {
+    /// The step as backend inputs, for `f`.
+    fn with_inputs<T>(&self, f: impl FnOnce(&StepInputs<'_>) -> T) -> T {
         let seqs: Vec<SeqPages<'_>> = self.seqs.iter().map(|p| SeqPages { pages: p }).collect();
-        let inp = StepInputs {
+        f(&StepInputs {
             tokens: &self.tokens,
             positions: &self.positions,
             token_seq: &self.token_seq,
             seqs: &seqs,
             output_rows: &self.output_rows,
-        };
-        b.execute(plan, &inp).expect("execute")
+        })
+    }
+
+    pub fn run(&self, b: &mut dyn Backend, plan: infr_core::PlanId) -> Vec<f32> {
+        self.with_inputs(|inp| b.execute(plan, inp).expect("execute"))
     }
 
     pub fn run_top_k(&self, b: &mut dyn Backend, plan: infr_core::PlanId, k: usize) -> Vec<Vec<(u32, f32)>> {
-        let seqs: Vec<SeqPages<'_>> = self.seqs.iter().map(|p| SeqPages { pages: p }).collect();
-        let inp = StepInputs {
-            tokens: &self.tokens,
-            positions: &self.positions,
-            token_seq: &self.token_seq,
-            seqs: &seqs,
-            output_rows: &self.output_rows,
-        };
-        b.execute_top_k(plan, &inp, k).expect("execute_top_k")
+        self.with_inputs(|inp| b.execute_top_k(plan, inp, k).expect("execute_top_k"))
     }
 }
 

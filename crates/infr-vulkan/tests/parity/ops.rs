@@ -1,6 +1,8 @@
 //! Parity of every non-matmul op against the CPU reference backend.
 
-use infr_core::{Activation, AttnParams, Backend, KvDType, RopeMode, RopeParams, RopeScaling, TensorId, WeightId};
+use infr_core::{
+    Activation, AttnParams, Backend, GraphBuilder, KvDType, RopeMode, RopeParams, RopeScaling, TensorId, WeightId,
+};
 use infr_quant::GgmlType;
 
 use crate::common::*;
@@ -38,6 +40,11 @@ impl Pair {
         }
         assert_clean(&self.vk);
     }
+}
+
+/// Query, key and value rows of the step's tokens from three embedding tables.
+fn embed_qkv(g: &mut GraphBuilder<'_>, tq: WeightId, tk: WeightId, tv: WeightId) -> (TensorId, TensorId, TensorId) {
+    (g.embed(tq), g.embed(tk), g.embed(tv))
 }
 
 fn table(w: &mut Weights, rng: &mut Rng, cols: usize, scale: f32) -> WeightId {
@@ -189,9 +196,7 @@ fn attention_case(c: &AttnCase) {
     };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
-            let q = g.embed(tq);
-            let k = g.embed(tk);
-            let v = g.embed(tv);
+            let (q, k, v) = embed_qkv(g, tq, tk, tv);
             let a = g.attention(q, k, v, params(0, true));
             // A KV-sharing layer reads layer 0 without writing; layer 1 is written and read.
             let b = g.attention(q, k, v, params(0, false));
@@ -288,9 +293,7 @@ fn kv_page_copy() {
     };
     let build = |n, write| {
         graph(&w, n, n, |g| {
-            let q = g.embed(tq);
-            let k = g.embed(tk);
-            let v = g.embed(tv);
+            let (q, k, v) = embed_qkv(g, tq, tk, tv);
             g.attention(q, k, v, params(write))
         })
     };
@@ -340,9 +343,7 @@ fn long_context_splits(max_splits: u32) {
     };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
-            let q = g.embed(tq);
-            let k = g.embed(tk);
-            let v = g.embed(tv);
+            let (q, k, v) = embed_qkv(g, tq, tk, tv);
             g.attention(q, k, v, params)
         })
     };
@@ -366,9 +367,7 @@ fn build_proj(
     params: AttnParams,
 ) -> infr_core::Graph {
     graph(w, 1, 1, |g| {
-        let q = g.embed(tq);
-        let k = g.embed(tk);
-        let v = g.embed(tv);
+        let (q, k, v) = embed_qkv(g, tq, tk, tv);
         let a = g.attention(q, k, v, params);
         g.linear(a, wo, None)
     })
@@ -486,9 +485,7 @@ fn prefill_blocks(disable_coopmat: bool) {
         };
         let build = |n: usize| {
             graph(&w, n, n, |g| {
-                let q = g.embed(tq);
-                let k = g.embed(tk);
-                let v = g.embed(tv);
+                let (q, k, v) = embed_qkv(g, tq, tk, tv);
                 g.attention(q, k, v, params)
             })
         };
