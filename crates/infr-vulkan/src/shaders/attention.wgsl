@@ -57,12 +57,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kvh = h / pc.group;
     let pos = S[pc.pos_off + tok];
     let pt = S[pc.pt_off + tok];
-    var lo = 0u;
-    if pc.window != 0u && pos + 1u > pc.window {
-        lo = pos + 1u - pc.window;
-    }
+    let lo = attn_first_key(pos, pc.window);
     let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
-    let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
+    let n_active = attn_splits_used(pos + 1u - lo, pc.n_split);
     if split >= n_active {
         return;
     }

@@ -36,12 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let pos = S[pc.pos_off + tok];
-    var lo = 0u;
-    if pc.window != 0u && pos + 1u > pc.window {
-        lo = pos + 1u - pc.window;
-    }
-    let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
-    let n_active = (pos + 1u - lo + chunk - 1u) / chunk;
+    let n_active = attn_splits_used(pos + 1u - attn_first_key(pos, pc.window), pc.n_split);
     let stride = pc.dv + 2u;
     let w = (lin % per_tok) * QWG + u;
     let valid = w < nv;

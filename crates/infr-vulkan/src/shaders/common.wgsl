@@ -41,6 +41,20 @@ fn attn_chunk(len: u32, n_split: u32) -> u32 {
     return max((len + n_split - 1u) / n_split, 64u);
 }
 
+// The first key a query at `pos` attends to: 0, or the start of its sliding window.
+fn attn_first_key(pos: u32, window: u32) -> u32 {
+    if window != 0u && pos + 1u > window {
+        return pos + 1u - window;
+    }
+    return 0u;
+}
+
+// How many of the n_split workgroups get keys of a row of `len` keys (`attn_chunk` each).
+fn attn_splits_used(len: u32, n_split: u32) -> u32 {
+    let chunk = attn_chunk(len, n_split);
+    return (len + chunk - 1u) / chunk;
+}
+
 // ggml_gelu through its f16 table: input and output rounded to f16, saturating outside ±10.
 fn gelu_f16(x: f32) -> f32 {
     if x <= -10.0 {
