@@ -140,59 +140,73 @@ fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
     }
 }
 
-/// Query rows per workgroup of the cooperative-matrix attention.
-pub const ATTN_COOP_ROWS: u32 = 64;
+/// Query rows per workgroup of the cooperative-matrix attention with `frag`×`frag`
+/// fragments (four subgroups of `frag` rows).
+pub fn attn_coop_rows(frag: u32) -> u32 {
+    4 * frag
+}
 
 /// The cooperative-matrix prefill attention for an f16 cache and head dim `d` (keys and
-/// values; a multiple of 16 from 32 to 128), four subgroups of `subgroup_size` (16..=64) lanes.
-pub fn attention_coop(d: u32, subgroup_size: u32) -> Option<KernelSpec> {
-    // Below 32 the staged Q tile (64 rows) would not fit the K/V tile it shares memory with.
-    if d % 16 != 0 || !(32..=128).contains(&d) || !(16..=64).contains(&subgroup_size) {
+/// values; a multiple of 16 from 32 to 128), four subgroups of `subgroup_size` lanes (a
+/// multiple of `frag`, at most 64), `frag`×`frag` fragments (16, or 8).
+pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpec> {
+    // Below 32 the staged Q tile would not fit the K/V tiles it shares memory with; above
+    // 128 the per-subgroup output accumulators no longer fit in registers.
+    let lanes_ok = subgroup_size % frag == 0 && (frag..=64).contains(&subgroup_size);
+    if d % 16 != 0 || !(32..=128).contains(&d) || !lanes_ok || ![8, 16].contains(&frag) {
         return None;
     }
+    let f = frag;
+    let ty = |elem: &str, role: &str| format!("coop_mat{f}x{f}<{elem}, {role}>");
     let (mut q, mut o_decl, mut s_tile, mut pv, mut store) =
         (String::new(), String::new(), String::new(), String::new(), String::new());
     s_tile.push_str("        var s0 = zero;\n        var s1 = zero;\n");
-    for f in 0..d / 16 {
-        let c = 16 * f;
+    for i in 0..d / f {
+        let c = f * i;
         q.push_str(&format!(
-            "    let qi{f} = qrow + {c}u;\n    let qf{f} = coopLoadT<coop_mat16x16<f16, A>>(&kv[qi{f}], KS);\n"
+            "    let qi{i} = qrow + {c}u;\n    let qf{i} = coopLoadT<{}>(&kv[qi{i}], KS);\n",
+            ty("f16", "A")
         ));
-        o_decl.push_str(&format!("    var o{f}: coop_mat16x16<f32, C>;\n"));
+        o_decl.push_str(&format!("    var o{i}: {};\n", ty("f32", "C")));
+        // K rows are row-major: Kᵀ (dims × keys) is a column-major operand.
         s_tile.push_str(&format!(
-            "        let ka{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[{c}u], KS);
-        let kb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[16u * KS + {c}u], KS);
-        s0 = coopMultiplyAdd(qf{f}, ka{f}, s0);
-        s1 = coopMultiplyAdd(qf{f}, kb{f}, s1);\n"
+            "        let ka{i} = coopLoad<{b}>(&kv[{c}u], KS);
+        let kb{i} = coopLoad<{b}>(&kv[F * KS + {c}u], KS);
+        s0 = coopMultiplyAdd(qf{i}, ka{i}, s0);
+        s1 = coopMultiplyAdd(qf{i}, kb{i}, s1);\n",
+            b = ty("f16", "B")
         ));
+        // V rows are row-major (keys × dims): a row-major operand.
         pv.push_str(&format!(
-            "        let va{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS], VS);
-        let vb{f} = coopLoad<coop_mat16x16<f16, B>>(&kv[VOFF + {c}u * VS + 16u], VS);
-        o{f} = coopMultiplyAdd(p0, va{f}, o{f});
-        o{f} = coopMultiplyAdd(p1, vb{f}, o{f});\n"
+            "        let va{i} = coopLoadT<{b}>(&kv[VOFF + {c}u], KS);
+        let vb{i} = coopLoadT<{b}>(&kv[VOFF + F * KS + {c}u], KS);
+        o{i} = coopMultiplyAdd(p0, va{i}, o{i});
+        o{i} = coopMultiplyAdd(p1, vb{i}, o{i});\n",
+            b = ty("f16", "B")
         ));
         store.push_str(&format!(
-            "    coopStore(o{f}, &ss[sb], 16u);
+            "    coopStore(o{i}, &ss[sb], F);
     workgroupBarrier();
-    store_rows(sb, sgi, tok0 + 16u * sgid, h, pt0, {c}u);
+    store_rows(sb, sgi, tok0 + F * sgid, h, pt0, {c}u);
     workgroupBarrier();\n"
         ));
     }
     s_tile.push_str(
-        "        let sb256 = sb + 256u;\n        coopStore(s0, &ss[sb], 16u);\n        coopStore(s1, &ss[sb256], 16u);",
+        "        let sb1 = sb + F * F;\n        coopStore(s0, &ss[sb], F);\n        coopStore(s1, &ss[sb1], F);",
     );
     let spec = KernelSpec::new(
-        format!("attention_coop.d{d}"),
+        if f == 16 { format!("attention_coop.d{d}") } else { format!("attention_coop.d{d}.frag{f}") },
         &["common", "attn_io", "attention_coop"],
         6,
         push_size::<AttnParamsGpu>(),
     )
-    .define("KV_TY", "u32")
+    .define("KV_TY", "vec4<u32>")
     .define("WG", 4 * subgroup_size)
     .define("SGS", subgroup_size)
+    .define("F", f)
     .define("D", d)
-    .define("KV_LEN", 32 * (d + 8) + d * 40)
-    .define("SS_LEN", 4 * 16 * 32)
+    .define("KV_LEN", 4 * f * (d + 8))
+    .define("SS_LEN", 8 * f * f)
     .define("Q_LOAD", q)
     .define("O_DECL", o_decl)
     .define("S_TILE", s_tile)

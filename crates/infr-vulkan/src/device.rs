@@ -91,6 +91,8 @@ pub struct DeviceCaps {
     has_memory_budget: bool,
     has_coopmat_ext: bool,
     has_int_dot_ext: bool,
+    /// `VK_KHR_pipeline_executable_properties` is offered (compiler statistics per pipeline).
+    pub has_pipeline_stats_ext: bool,
 }
 
 impl DeviceCaps {
@@ -451,6 +453,7 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
             has_memory_budget,
             has_coopmat_ext,
             has_int_dot_ext,
+            has_pipeline_stats_ext: has_ext(&exts, ash::khr::pipeline_executable_properties::NAME),
         }
     }
 }
@@ -483,6 +486,15 @@ pub struct Context {
     pub caps: DeviceCaps,
     /// Memory types and heaps.
     pub memory: vk::PhysicalDeviceMemoryProperties,
+    /// Pipelines are built with compiler statistics, logged once per kernel
+    /// (`INFR_VK_PIPELINE_STATS=1` on a device with `VK_KHR_pipeline_executable_properties`).
+    pub pipeline_stats: bool,
+}
+
+/// Whether `INFR_VK_PIPELINE_STATS=1` asks for per-pipeline compiler statistics (registers,
+/// shared memory, spills as the driver reports them), a tuning aid for kernel authors.
+fn pipeline_stats_requested() -> bool {
+    std::env::var("INFR_VK_PIPELINE_STATS").is_ok_and(|v| v == "1")
 }
 
 impl Context {
@@ -515,6 +527,10 @@ impl Context {
         if caps.has_int_dot_ext && caps.api_version.1 < 3 {
             ext_names.push(ash::khr::shader_integer_dot_product::NAME.as_ptr());
         }
+        let pipeline_stats = caps.has_pipeline_stats_ext && pipeline_stats_requested();
+        if pipeline_stats {
+            ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+        }
         let v12 = caps.api_version.1 >= 2;
         let v13 = caps.api_version.1 >= 3;
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(caps.storage_16bit);
@@ -525,6 +541,8 @@ impl Context {
             .shader_integer_dot_product(caps.int_dot)
             .compute_full_subgroups(caps.full_subgroups);
         let mut cm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut pe =
+            vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
             f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -534,6 +552,9 @@ impl Context {
         }
         if caps.has_coopmat_ext {
             f2 = f2.push_next(&mut cm);
+        }
+        if pipeline_stats {
+            f2 = f2.push_next(&mut pe);
         }
         let dinfo = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qinfo)
@@ -545,7 +566,7 @@ impl Context {
         let queue = unsafe { device.get_device_queue(queue_family, 0) };
         // SAFETY: valid physical device.
         let memory = unsafe { i.get_physical_device_memory_properties(physical) };
-        Ok(Self { instance, physical, device, queue, queue_family, caps, memory })
+        Ok(Self { instance, physical, device, queue, queue_family, caps, memory, pipeline_stats })
     }
 
     /// Validation messages collected so far (drained).

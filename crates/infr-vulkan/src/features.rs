@@ -5,9 +5,8 @@
 pub(crate) struct Features {
     /// Subgroup arithmetic in compute shaders (fast reductions, matrix-vector kernels).
     pub subgroups: bool,
-    /// f16 16x16x16 cooperative matrices with f32 accumulators, and the (fixed) subgroup
-    /// size the cooperative kernel's workgroup is built from.
-    pub coopmat: Option<u32>,
+    /// f16 cooperative matrices with f32 accumulators for the prefill kernels.
+    pub coopmat: Option<Coop>,
     /// Packed int8 dot products (integer matrix-vector kernels for decode).
     pub int8: bool,
     /// Whether several nodes may share one dispatch (`fusion`).
@@ -16,8 +15,19 @@ pub(crate) struct Features {
     pub max_bindings: u32,
     /// Workgroup memory per workgroup.
     pub shared_bytes: u32,
+    /// Bytes one storage binding may span.
+    pub max_binding_bytes: u64,
     /// Most key splits of a decode attention row (`None`: automatic).
     pub max_splits: Option<u32>,
+}
+
+/// The cooperative-matrix configuration the prefill kernels are built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Coop {
+    /// Fragment edge: 16, or 8 on devices that offer only 8x8x8 (lavapipe).
+    pub frag: u32,
+    /// The device's fixed subgroup size (workgroups are built from whole subgroups).
+    pub subgroup: u32,
 }
 
 impl Features {
@@ -37,16 +47,23 @@ impl Features {
             Some((lo, hi)) => (lo == hi).then_some(lo),
             None => Some(caps.subgroup_size),
         };
-        let shape = caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (16, 16, 16, "f16", "f32"));
-        let coopmat = (shuffles
-            && !no_coopmat
-            && shape
-            && caps.shader_f16
-            && caps.vulkan_memory_model
-            && caps.shared_memory_bytes >= 24 * 1024)
-            .then_some(fixed_sg)
-            .flatten()
-            .filter(|&s| (4..=64).contains(&s));
+        // 16x16x16 where offered (the attention kernel needs it), else 8x8x8 (lavapipe).
+        let frag = [16u32, 8]
+            .into_iter()
+            .find(|&f| caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (f, f, f, "f16", "f32")));
+        let coopmat = match (frag, fixed_sg) {
+            (Some(frag), Some(subgroup))
+                if shuffles
+                    && !no_coopmat
+                    && caps.shader_f16
+                    && caps.vulkan_memory_model
+                    && caps.shared_memory_bytes >= 24 * 1024
+                    && (4..=64).contains(&subgroup) =>
+            {
+                Some(Coop { frag, subgroup })
+            }
+            _ => None,
+        };
         Self {
             subgroups,
             coopmat,
@@ -54,6 +71,7 @@ impl Features {
             fusion: !no_fusion,
             max_bindings: caps.max_storage_buffers_per_stage,
             shared_bytes: caps.shared_memory_bytes,
+            max_binding_bytes: caps.max_storage_buffer_range,
             max_splits: None,
         }
     }
@@ -64,5 +82,30 @@ impl Features {
     pub fn with_max_splits(mut self, max: u32) -> Self {
         self.max_splits = (max > 0).then_some(max);
         self
+    }
+}
+
+impl crate::device::DeviceCaps {
+    /// What the backend runs on this device with default settings, for `infr devices`
+    /// (derived from the same [`Features`] the kernels are chosen by).
+    pub fn kernel_summary(&self) -> Vec<String> {
+        let f = Features::of(self, false, false, false, false);
+        let mut out = vec!["every op and weight type of the CPU backend".to_owned()];
+        if let Some(c) = f.coopmat {
+            out.push(format!("cooperative-matrix prefill matmuls and attention ({0}x{0} fragments)", c.frag));
+        }
+        if f.int8 {
+            out.push("int8 dot decode matmuls".into());
+        }
+        if f.subgroups {
+            // Vulkan only: the CPU selects sampling candidates from whole rows.
+            out.push("top-k / greedy sampling candidates selected on the device".into());
+        }
+        if f.int8 {
+            out.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)".into());
+        } else {
+            out.push("fused q/k norm+RoPE+KV append".into());
+        }
+        out
     }
 }

@@ -8,6 +8,7 @@ use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
 
 pub use crate::attn_kernels::*;
+pub use crate::coop_kernels::*;
 
 /// Threads per workgroup of the generic matmul.
 pub const MATMUL_WG: u32 = 64;
@@ -110,6 +111,18 @@ pub struct RoundParams {
 /// Activations rounded as llama.cpp's CPU rounds them and back to f32 (for the float matmul kernels).
 pub fn round_act() -> KernelSpec {
     KernelSpec::new("round_act", &["common", "round_act"], 2, push_size::<RoundParams>())
+        .define("ENABLES", "")
+        .define("Y_TY", "vec4<f32>")
+        .define("STORE_Y", "Y[i] = y;")
+}
+
+/// [`round_act`] with f16 output (the operand of the cooperative matmul over f16 inputs):
+/// the rounded values rounded to the nearest f16 (ties to even).
+pub fn round_act16() -> KernelSpec {
+    KernelSpec::new("round_act16", &["common", "round_act"], 2, push_size::<RoundParams>())
+        .define("ENABLES", "")
+        .define("Y_TY", "vec2<u32>")
+        .define("STORE_Y", "Y[i] = pack_f16x4(y);")
 }
 
 /// Weight types with an integer-dot matrix-vector kernel, and its lanes per block.
@@ -276,7 +289,7 @@ pub(crate) fn push_size<T>() -> u32 {
     std::mem::size_of::<T>() as u32
 }
 
-fn dequant_parts(l: &GpuLayout, kernel: &'static str) -> Vec<&'static str> {
+pub(crate) fn dequant_parts(l: &GpuLayout, kernel: &'static str) -> Vec<&'static str> {
     let mut parts = vec!["common", "dequant"];
     if l.deq.starts_with("iq") {
         parts.push("dequant_iq");
@@ -285,7 +298,7 @@ fn dequant_parts(l: &GpuLayout, kernel: &'static str) -> Vec<&'static str> {
     parts
 }
 
-fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
+pub(crate) fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
     let mut s = spec
         .define("QW", l.qw)
         .define("SB", l.sb)
@@ -398,140 +411,6 @@ pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
     with_layout(spec, l)
 }
 
-/// A tile shape of the cooperative-matrix matmul: `bm` weight rows × `bn` activation rows
-/// computed by `gm × gn` subgroups (each `bm/16/gm × bn/16/gn` 16×16 accumulators), `bk`
-/// (32 or 64) of the inner dimension staged per step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CoopTile {
-    /// Weight rows per workgroup.
-    pub bm: u32,
-    /// Activation rows per workgroup.
-    pub bn: u32,
-    /// Subgroups along the weight rows.
-    pub gm: u32,
-    /// Subgroups along the activation rows.
-    pub gn: u32,
-    /// Inner-dimension elements per step.
-    pub bk: u32,
-}
-
-impl CoopTile {
-    /// Workgroup memory of the kernel in bytes (staged slices and edge fragments).
-    pub fn shared_bytes(&self) -> u32 {
-        (self.bm + self.bn) * (self.bk + 8) * 2 + self.gm * self.gn * 256 * 4
-    }
-}
-
-/// The tile for an `m` (weight rows) × `n` (activation rows) product: the largest tile
-/// that still gives at least `min_groups` workgroups (small products want more, smaller
-/// workgroups to fill the device).
-pub fn coop_tile(m: usize, n: usize, max_shared: u32) -> CoopTile {
-    const MIN_GROUPS: usize = 96;
-    let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
-    let (gm, gn, bk) = coop_grid();
-    let tile = |bm: u32, bn: u32| {
-        let t = CoopTile { bm, bn, gm, gn, bk };
-        if t.shared_bytes() <= max_shared {
-            t
-        } else {
-            CoopTile { bm, bn, gm: 2, gn: 2, bk: 32 }
-        }
-    };
-    for (bm, bn) in [(128, 128), (128, 64), (64, 64)] {
-        if groups(bm, bn) >= MIN_GROUPS {
-            return tile(bm as u32, bn as u32);
-        }
-    }
-    tile(64, 64)
-}
-
-/// Subgroup grid and k-step of the cooperative matmul: 2×4 subgroups (eight per workgroup),
-/// k-steps of 64 (on an H200: 8B pp512 3,876 → 5,086 t/s against 2×2 and 32; 2×2/64 and
-/// 2×4/32 alone gain little). `INFR_VK_COOP_GRID=gm,gn,bk` overrides them for tuning on a new
-/// device; tiles that do not fit the device's workgroup memory fall back to 2×2 and 32.
-fn coop_grid() -> (u32, u32, u32) {
-    let parsed = std::env::var("INFR_VK_COOP_GRID").ok().and_then(|v| {
-        let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-        match p[..] {
-            [gm, gn, bk] if [1, 2, 4].contains(&gm) && [1, 2, 4].contains(&gn) && [32, 64].contains(&bk) => {
-                Some((gm, gn, bk))
-            }
-            _ => None,
-        }
-    });
-    parsed.unwrap_or((2, 4, 64))
-}
-
-/// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of four subgroups of
-/// `subgroup_size` lanes (needs f16 16x16x16 → f32 cooperative matrices).
-pub fn matmul_coop(l: &GpuLayout, subgroup_size: u32, tile: CoopTile) -> KernelSpec {
-    let (fm, fnn) = (tile.bm / 16 / tile.gm, tile.bn / 16 / tile.gn);
-    let mut acc = String::new();
-    let mut mma = String::new();
-    let mut direct = String::new();
-    let mut edge = String::new();
-    for i in 0..fm {
-        mma.push_str(&format!(
-            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&ws[(wr + {}u) * SK + kk], SK);\n",
-            16 * i
-        ));
-    }
-    for j in 0..fnn {
-        mma.push_str(&format!(
-            "            let b{j} = coopLoad<coop_mat16x16<f16, B>>(&xs[(wc + {}u) * SK + kk], SK);\n",
-            16 * j
-        ));
-    }
-    for i in 0..fm {
-        for j in 0..fnn {
-            acc.push_str(&format!("    var acc{i}_{j}: coop_mat16x16<f32, C>;\n"));
-            mma.push_str(&format!("            acc{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc{i}_{j});\n"));
-            direct.push_str(&format!(
-                "        let y{i}_{j} = yb + {}u * ys + {}u;\n        coopStore(acc{i}_{j}, &Y[y{i}_{j}], ys);\n",
-                16 * j,
-                16 * i
-            ));
-            edge.push_str(&format!(
-                "        coopStore(acc{i}_{j}, &cs[eo], 16u);
-        workgroupBarrier();
-        store_edge(sgid, sgi, r0 + wr + {}u, c0 + wc + {}u);
-        workgroupBarrier();\n",
-                16 * i,
-                16 * j
-            ));
-        }
-    }
-    let load_w = match l.deq {
-        "q4_k" | "q6_k" => format!(
-            "let blk = row_blk + ke / BLOCK;\n    return deq16_{}(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);",
-            l.deq
-        ),
-        _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
-    };
-    let spec = KernelSpec {
-        name: format!("matmul_coop.{}", l.ty),
-        parts: dequant_parts(l, "matmul_coop"),
-        defines: Vec::new(),
-        bindings: MATMUL_BINDINGS,
-        push_bytes: push_size::<MatmulParams>(),
-    }
-    .define("WG", tile.gm * tile.gn * subgroup_size)
-    .define("SGS", subgroup_size)
-    .define("BM", tile.bm)
-    .define("BN", tile.bn)
-    .define("GM", tile.gm)
-    .define("GN", tile.gn)
-    .define("BK", tile.bk)
-    .define("SK", tile.bk + 8)
-    .define("CS", tile.gm * tile.gn * 256)
-    .define("ACC_DECL", acc)
-    .define("MMA", mma)
-    .define("STORE_DIRECT", direct)
-    .define("STORE_EDGE", edge)
-    .define("LOAD_W", load_w);
-    with_layout(spec, l)
-}
-
 /// The generic matmul for a weight layout, computing `c` activation rows per workgroup.
 pub fn matmul_generic(l: &GpuLayout, c: u32, subgroups: bool) -> KernelSpec {
     let spec = KernelSpec {
@@ -587,9 +466,23 @@ pub enum Elt {
 }
 
 /// An elementwise kernel.
-pub fn elementwise(op: Elt) -> KernelSpec {
+pub fn elementwise(op: Elt, n: usize) -> KernelSpec {
     let (name, body) = elt_body(op);
-    KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body)
+    let spec = KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body);
+    if n % 4 == 0 {
+        spec.define("T", "vec4<f32>").define("VEC", 4).define("WG", ELT_WG4).define("APPLY", "op_v")
+    } else {
+        spec.define("T", "f32").define("VEC", 1).define("WG", 64).define("APPLY", "op")
+    }
+}
+
+/// Threads per workgroup of the vec4 elementwise kernel.
+const ELT_WG4: usize = 256;
+
+/// Workgroups of [`elementwise`] for `n` elements.
+pub fn elementwise_groups(n: usize) -> u32 {
+    let g = if n % 4 == 0 { (n / 4).div_ceil(ELT_WG4) } else { n.div_ceil(64) };
+    g as u32
 }
 
 /// Kernel name and WGSL body of `fn op(a: f32, b: f32) -> f32` for an elementwise op.
@@ -650,13 +543,19 @@ mod tests {
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
-                for tile in [coop_tile(4096, 512, 49152), coop_tile(1024, 512, 49152), coop_tile(64, 64, 49152)] {
-                    check(&matmul_coop(&l, 32, tile));
+                for f in [16, 8] {
+                    let tiles =
+                        [coop_tile(4096, 512, f, 49152), coop_tile(1024, 512, f, 49152), coop_tile(64, 64, f, 32768)];
+                    for tile in tiles {
+                        check(&matmul_coop(CoopOperands::Quantized(&l), 32, tile));
+                    }
                 }
-                let wide = CoopTile { bm: 128, bn: 128, gm: 2, gn: 4, bk: 64 };
-                check(&matmul_coop(&l, 32, wide));
+                check(&dequant_f16(&l));
+                let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64 };
+                check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }
         }
+        check(&round_act16());
         check(&rms_norm());
         check(&rope());
         for dt in [KvDType::F16, KvDType::F32] {
@@ -669,12 +568,14 @@ mod tests {
         for op in
             [Elt::Add, Elt::Mul, Elt::Scale, Elt::Softcap, Elt::Glu(Activation::Silu), Elt::Glu(Activation::GeluTanh)]
         {
-            check(&elementwise(op));
+            check(&elementwise(op, 8));
+            check(&elementwise(op, 7));
         }
         check(&gather_rows());
         check(&attention_combine());
         for d in [64, 128] {
-            check(&attention_coop(d, 32).unwrap());
+            check(&attention_coop(d, 16, 32).unwrap());
+            check(&attention_coop(d, 8, 8).unwrap());
         }
         check(&quantize_act());
         check(&round_act());

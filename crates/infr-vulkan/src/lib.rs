@@ -9,6 +9,7 @@
 
 mod attn_kernels;
 mod backend;
+mod coop_kernels;
 pub mod device;
 mod error;
 mod features;
@@ -19,6 +20,7 @@ mod lower;
 pub mod memory;
 pub mod pipeline;
 mod plan;
+mod prefill_matmul;
 pub mod profile;
 pub mod repack;
 mod tables;

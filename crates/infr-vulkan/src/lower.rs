@@ -11,6 +11,7 @@ use crate::fused_kernels;
 use crate::fusion::{self, FusionOptions, HeadNorm, Q8Info};
 use crate::kernels::{self, Elt};
 use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
+use crate::prefill_matmul;
 use crate::profile::OpLabel;
 use crate::weights::GpuWeight;
 
@@ -245,6 +246,7 @@ pub(crate) fn lower(
     // The buffer of Q8_K-rounded f32 activations (`Res::ActQ` index) and which node's
     // rounding it holds now (q/k/v and gate/up reuse it; any other input overwrites it).
     let mut rounded: Option<(u32, u32, u32)> = None;
+    let mut f16_bufs = prefill_matmul::F16Buffers::default();
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -371,6 +373,30 @@ pub(crate) fn lower(
                     }
                     continue;
                 }
+                if n > kernels::VEC_MAX_COLS {
+                    if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
+                        let bias_res = match bias {
+                            Some(b) => vec_of(b, lw.rows)?,
+                            None => Res::Dummy,
+                        };
+                        let emits = prefill_matmul::lower(
+                            lw,
+                            *weight,
+                            x.0,
+                            n,
+                            bias_res,
+                            me,
+                            coop,
+                            feat.shared_bytes,
+                            &mut f16_bufs,
+                            &mut qact_bytes,
+                        )?;
+                        for e in emits {
+                            push(&e.spec, e.res, e.push, e.groups, e.shape)?;
+                        }
+                        continue;
+                    }
+                }
                 let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
                     kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
                 } else {
@@ -379,9 +405,10 @@ pub(crate) fn lower(
                 let (spec, c, r) = match vec_spec {
                     Some(s) => (s, n as u32, VEC_R),
                     None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
-                        Some(sg) => {
-                            let tile = kernels::coop_tile(lw.rows, n, feat.shared_bytes);
-                            (kernels::matmul_coop(&lw.layout, sg, tile), tile.bn, tile.bm)
+                        Some(c) => {
+                            let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes);
+                            let ops = kernels::CoopOperands::Quantized(&lw.layout);
+                            (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
                         }
                         None => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
                     },
@@ -591,25 +618,23 @@ pub(crate) fn lower(
                 // Prefill chunks: the cooperative-matrix kernel takes the rows of blocks of
                 // one sequence, the scalar kernel below the rest.
                 let coop = match feat.coopmat {
-                    Some(sg)
+                    Some(c)
                         if p.n_split == 1
                             && n_tok >= 16
                             && kv.dtype == infr_core::KvDType::F16
                             && ap.head_dim_k == ap.head_dim_v =>
                     {
-                        kernels::attention_coop(ap.head_dim_k, sg)
+                        kernels::attention_coop(ap.head_dim_k, c.frag, c.subgroup).map(|s| (s, c.frag))
                     }
                     _ => None,
                 };
                 let mut p = p;
-                if let Some(spec) = coop {
-                    p.flash_rows = kernels::ATTN_COOP_ROWS;
+                if let Some((spec, frag)) = coop {
+                    p.flash_rows = kernels::attn_coop_rows(frag);
                     let res =
                         vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
-                    let groups = u32_of(
-                        n_tok.div_ceil(kernels::ATTN_COOP_ROWS as usize) * ap.n_head as usize,
-                        "attention groups",
-                    )?;
+                    let groups =
+                        u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;
                     push(&spec, res, bytes(&p), groups, None)?;
                 }
                 let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
@@ -654,22 +679,34 @@ pub(crate) fn lower(
                 let op = if matches!(node.op, Op::Add { .. }) { Elt::Add } else { Elt::Mul };
                 let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
                 push(
-                    &kernels::elementwise(op),
+                    &kernels::elementwise(op, cells),
                     vec![Res::Act(a.0), Res::Act(b.0), me],
                     bytes(&p),
-                    threads_groups(cells)?,
+                    kernels::elementwise_groups(cells),
                     None,
                 )?;
             }
             Op::Scale { x, s } => {
                 let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *s, inv_s: 0.0 };
                 let res = vec![Res::Act(x.0), Res::Act(x.0), me];
-                push(&kernels::elementwise(Elt::Scale), res, bytes(&p), threads_groups(cells)?, None)?;
+                push(
+                    &kernels::elementwise(Elt::Scale, cells),
+                    res,
+                    bytes(&p),
+                    kernels::elementwise_groups(cells),
+                    None,
+                )?;
             }
             Op::Softcap { x, cap } => {
                 let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *cap, inv_s: 1.0 / *cap };
                 let res = vec![Res::Act(x.0), Res::Act(x.0), me];
-                push(&kernels::elementwise(Elt::Softcap), res, bytes(&p), threads_groups(cells)?, None)?;
+                push(
+                    &kernels::elementwise(Elt::Softcap, cells),
+                    res,
+                    bytes(&p),
+                    kernels::elementwise_groups(cells),
+                    None,
+                )?;
             }
             Op::Glu { gate, up, act } => {
                 if let Some(&group) = fx.glu_q8.get(&i) {
@@ -684,7 +721,13 @@ pub(crate) fn lower(
                 }
                 let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
                 let res = vec![Res::Act(gate.0), Res::Act(up.0), me];
-                push(&kernels::elementwise(Elt::Glu(*act)), res, bytes(&p), threads_groups(cells)?, None)?;
+                push(
+                    &kernels::elementwise(Elt::Glu(*act), cells),
+                    res,
+                    bytes(&p),
+                    kernels::elementwise_groups(cells),
+                    None,
+                )?;
             }
             Op::OutputRows { x } => {
                 let p =

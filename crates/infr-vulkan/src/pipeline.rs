@@ -25,6 +25,9 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("glu_q8", include_str!("shaders/glu_q8.wgsl")),
     ("round_act", include_str!("shaders/round_act.wgsl")),
     ("matmul_coop", include_str!("shaders/matmul_coop.wgsl")),
+    ("coop_load_quant", include_str!("shaders/coop_load_quant.wgsl")),
+    ("coop_load_f16", include_str!("shaders/coop_load_f16.wgsl")),
+    ("dequant_f16", include_str!("shaders/dequant_f16.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),
     ("rope_math", include_str!("shaders/rope_math.wgsl")),
@@ -297,7 +300,18 @@ impl Pipelines {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(c"main");
-            let cinfo = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+            let create_flags = if self.ctx.pipeline_stats {
+                let ir = std::env::var_os("INFR_VK_PIPELINE_IR").is_some();
+                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+                    | if ir {
+                        vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
+                    } else {
+                        vk::PipelineCreateFlags::empty()
+                    }
+            } else {
+                vk::PipelineCreateFlags::empty()
+            };
+            let cinfo = [vk::ComputePipelineCreateInfo::default().flags(create_flags).stage(stage).layout(layout)];
             let res = d.create_compute_pipelines(self.cache, &cinfo, None);
             d.destroy_shader_module(module, None);
             let raw = match res {
@@ -308,6 +322,9 @@ impl Pipelines {
                     return Err(VkError::call("vkCreateComputePipelines", e));
                 }
             };
+            if self.ctx.pipeline_stats {
+                log_pipeline_stats(&self.ctx, &spec.name, raw);
+            }
             Ok(Pipeline {
                 ctx: self.ctx.clone(),
                 name: spec.name.clone(),
@@ -346,5 +363,79 @@ impl Drop for Pipelines {
         self.built.clear();
         // SAFETY: the cache is no longer used by any pipeline creation.
         unsafe { self.ctx.device.destroy_pipeline_cache(self.cache, None) };
+    }
+}
+
+/// Log the driver's compiler statistics of one pipeline (`INFR_VK_PIPELINE_STATS=1`):
+/// one `info` line per executable with every statistic the driver names. With
+/// `INFR_VK_PIPELINE_IR=DIR` the driver's internal representations (where it offers any) are
+/// also written to `DIR/<kernel>.<executable>.<n>.txt`.
+fn log_pipeline_stats(ctx: &Context, name: &str, pipeline: vk::Pipeline) {
+    let pe = ash::khr::pipeline_executable_properties::Device::new(&ctx.instance.raw, &ctx.device);
+    let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
+    let ir_dir = std::env::var_os("INFR_VK_PIPELINE_IR").map(PathBuf::from);
+    // SAFETY: the pipeline was created with CAPTURE_STATISTICS (and CAPTURE_INTERNAL_
+    // REPRESENTATIONS when a directory is named) on a device with the extension and feature
+    // enabled; the output structs are default-initialised and the data buffers outlive the calls.
+    unsafe {
+        let Ok(execs) = pe.get_pipeline_executable_properties(&info) else { return };
+        for i in 0..execs.len() as u32 {
+            let ex = vk::PipelineExecutableInfoKHR::default().pipeline(pipeline).executable_index(i);
+            let Ok(stats) = pe.get_pipeline_executable_statistics(&ex) else { continue };
+            let line: Vec<String> = stats
+                .iter()
+                .map(|s| {
+                    let label = s.name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+                    let v = match s.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => s.value.b32.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => format!("{:.2}", s.value.f64),
+                        _ => "?".into(),
+                    };
+                    format!("{label}={v}")
+                })
+                .collect();
+            tracing::info!(kernel = name, "pipeline stats: {}", line.join(", "));
+            if let Some(dir) = &ir_dir {
+                write_internal_representations(&pe, &ex, dir, &format!("{name}.{i}"));
+            }
+        }
+    }
+}
+
+/// Write the driver's internal representations of one pipeline executable as text files.
+///
+/// # Safety
+/// `ex` names an executable of a pipeline created with CAPTURE_INTERNAL_REPRESENTATIONS.
+unsafe fn write_internal_representations(
+    pe: &ash::khr::pipeline_executable_properties::Device,
+    ex: &vk::PipelineExecutableInfoKHR,
+    dir: &std::path::Path,
+    stem: &str,
+) {
+    // SAFETY (whole body): two-call idiom; the second call writes at most `data_size` bytes
+    // into each buffer, which live until the end of the function.
+    unsafe {
+        let Ok(mut reps) = pe.get_pipeline_executable_internal_representations(ex) else { return };
+        let mut bufs: Vec<Vec<u8>> = reps.iter().map(|r| vec![0u8; r.data_size]).collect();
+        for (r, b) in reps.iter_mut().zip(bufs.iter_mut()) {
+            r.p_data = b.as_mut_ptr().cast();
+        }
+        let mut count = reps.len() as u32;
+        let f = pe.fp().get_pipeline_executable_internal_representations_khr;
+        if f(pe.device(), ex, &mut count, reps.as_mut_ptr()) != vk::Result::SUCCESS {
+            return;
+        }
+        let _ = std::fs::create_dir_all(dir);
+        for (n, (r, b)) in reps.iter().zip(&bufs).enumerate() {
+            let label = r.name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            let text = if r.is_text == vk::TRUE {
+                String::from_utf8_lossy(b.split(|&c| c == 0).next().unwrap_or(&[])).into_owned()
+            } else {
+                format!("(binary, {} bytes)", b.len())
+            };
+            let _ = std::fs::write(dir.join(format!("{stem}.{n}.txt")), format!("# {label}\n{text}"));
+        }
     }
 }

@@ -15,22 +15,7 @@ pub fn run() -> Result<()> {
                 let info = caps.device_info();
                 println!("\n{}  {}  {:.1} GiB", info.id, info.name, gib(info.memory_bytes));
                 println!("    features: {}", info.features.join(", "));
-                let mut kernels = vec!["every op and weight type of the CPU backend"];
-                if !caps.coopmat.is_empty() && caps.vulkan_memory_model {
-                    kernels.push("cooperative-matrix prefill matmuls");
-                }
-                if caps.int_dot {
-                    kernels.push("int8 dot decode matmuls");
-                }
-                if caps.subgroup_arithmetic {
-                    // Vulkan only: the CPU selects sampling candidates from whole rows.
-                    kernels.push("top-k / greedy sampling candidates selected on the device");
-                }
-                if caps.int_dot && caps.subgroup_arithmetic && caps.subgroup_shuffle {
-                    kernels.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)");
-                } else {
-                    kernels.push("fused q/k norm+RoPE+KV append");
-                }
+                let kernels = caps.kernel_summary();
                 println!("    runs: {}", kernels.join("; "));
             }
         }

@@ -1,85 +1,104 @@
 // Cooperative-matrix attention for prefill over the paged f16 KV cache. A workgroup takes
-// 64 consecutive tokens of one head, four subgroups of 16 query rows each; keys come in
-// tiles of BC shared by the whole workgroup. Two passes over the keys: the first computes
-// each row's softmax max and sum from S = Q·Kᵀ, the second recomputes S, forms the
-// normalized probabilities P in f16 and accumulates O = P·V in f32 cooperative matrices, so
-// the output never needs rescaling. A row is handled here only when its sequence's page
-// table is that of the block's first token (all rows of a prefill chunk of one sequence);
-// `attention.wgsl` runs after this kernel and computes exactly the other rows.
+// BR = 4·F consecutive tokens of one head (F = the fragment edge, 16 or 8), four subgroups
+// of F query rows each; keys come in tiles of BC = 2·F shared by the whole workgroup. Two
+// passes over the keys: the first computes each row's softmax max and sum from S = Q·Kᵀ,
+// the second recomputes S, forms the normalized probabilities P in f16 and accumulates
+// O = P·V in f32 cooperative matrices, so the output never needs rescaling. Each tile
+// starts with one cache-slot lookup per key (a table in workgroup memory); K and V rows are
+// then copied 8 dims (16 bytes) at a time into row-major tiles, which S = Q·Kᵀ reads as a
+// column-major operand and P·V as a row-major one. A row is handled here only when its
+// sequence's page table is that of the block's first token (all rows of a prefill chunk of
+// one sequence); `attention.wgsl` runs after this kernel and computes exactly the other rows.
 
 enable f16;
 enable wgpu_cooperative_matrix;
 
 const WG: u32 = {{WG}}u;
 const SGS: u32 = {{SGS}}u;
+const F: u32 = {{F}}u;
 // Lanes per query row in the softmax passes.
-const LPR: u32 = SGS / 16u;
+const LPR: u32 = SGS / F;
 const D: u32 = {{D}}u;
-const BR: u32 = 64u;
-const BC: u32 = 32u;
+const BR: u32 = 4u * F;
+const BC: u32 = 2u * F;
 // Row stride (f16) of staged Q, K and V rows: D plus 8 to spread the banks.
 const KS: u32 = D + 8u;
-// The V tile follows the K tile, transposed (d-major, row stride VS) so that P·V reads it
-// as a column-major operand.
 const VOFF: u32 = BC * KS;
-const VS: u32 = BC + 8u;
+// 16-byte units per row of a head.
+const D8: u32 = D / 8u;
+const NO_SLOT: u32 = 0xffffffffu;
 
-// K tile then V tile; at the start, the block's 64 query rows (64·KS ≤ BC·KS + D·VS).
+// K tile then V tile (row-major, stride KS); at the start, the block's query rows
+// (BR·KS ≤ 2·BC·KS).
 var<workgroup> kv: array<f16, {{KV_LEN}}>;
-// Per subgroup: a 16×BC f32 score tile, column-major (two 16×16 fragments), and the
-// 16×16 output staging at the end.
+// Per subgroup: an F×BC f32 score tile, column-major (two F×F fragments), and the F×F
+// output staging at the end.
 var<workgroup> ss: array<f32, {{SS_LEN}}>;
-// Per subgroup: 16×BC f16 probabilities.
+// Per subgroup: F×BC f16 probabilities, row-major.
 var<workgroup> ps: array<f16, {{SS_LEN}}>;
-// The block's key range (x: first key, y: end). A vec4, not two u32: every workgroup variable
-// must be a multiple of 16 bytes so that the f16/f32 tiles above stay 16-byte aligned, as the
-// cooperative-matrix loads and stores require (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986).
-// With two u32 here the NVIDIA driver placed the tiles off 16-byte boundaries and every
-// fragment load/store read or wrote shifted data (max error 0.15 on an H200).
-var<workgroup> kr: vec4<u32>;
+// Cache slot of each key of the tile (NO_SLOT past the block's last key).
+var<workgroup> slots: array<u32, BC>;
+// The block's key range: x the first key (atomic min), y the end (atomic max). Every
+// workgroup variable is a multiple of 16 bytes so that the f16/f32 tiles stay 16-byte
+// aligned, as cooperative-matrix loads and stores require (VUID-RuntimeSpirv-
+// OpCooperativeMatrixLoadKHR-08986; with two lone u32 here the NVIDIA driver placed the
+// tiles off 16-byte boundaries and every fragment access read shifted data).
+var<workgroup> kr: array<atomic<u32>, 4>;
+// The same range as plain values, for a uniform load.
+var<workgroup> krange: vec4<u32>;
 
-// Keys kb..kb+BC of kv head `kvh` (K, and V when `with_v`) into the tiles; keys at or past
-// `khi` read as zero. Each thread writes whole 32-bit words of the f16 tiles (two keys × two
-// dims), so no two threads ever store into the same word.
-fn load_tile(t: u32, pt0: u32, kvh: u32, kb: u32, khi: u32, with_v: bool) {
-    for (var i = t; i < (BC / 2u) * (D / 2u); i += WG) {
-        let key = 2u * (i / (D / 2u));
-        let d2 = i % (D / 2u);
-        var k0 = vec2<f32>(0.0);
-        var k1 = vec2<f32>(0.0);
-        var v0 = vec2<f32>(0.0);
-        var v1 = vec2<f32>(0.0);
-        let j = kb + key;
+// The cache slots of keys kb..kb+BC (threads t < BC, one key each).
+fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32) {
+    if t < BC {
+        let j = kb + t;
+        var slot = NO_SLOT;
         if j < khi {
-            let slot = S[pt0 + j / pc.page_size] * pc.page_size + j % pc.page_size;
-            k0 = unpack2x16float(KC[(slot * pc.kw + kvh * pc.dk) / 2u + d2]);
-            if with_v {
-                v0 = unpack2x16float(VC[(slot * pc.vw + kvh * pc.dv) / 2u + d2]);
-            }
+            slot = S[pt0 + j / pc.page_size] * pc.page_size + j % pc.page_size;
         }
-        if j + 1u < khi {
-            let slot = S[pt0 + (j + 1u) / pc.page_size] * pc.page_size + (j + 1u) % pc.page_size;
-            k1 = unpack2x16float(KC[(slot * pc.kw + kvh * pc.dk) / 2u + d2]);
-            if with_v {
-                v1 = unpack2x16float(VC[(slot * pc.vw + kvh * pc.dv) / 2u + d2]);
-            }
+        slots[t] = slot;
+    }
+}
+
+// Eight dims of one key of kv head `kvh` into row `key` of the tile at `off` (zeros for a key
+// past the end).
+fn copy8(cache_is_v: bool, off: u32, key: u32, d8: u32, kvh: u32) {
+    let slot = slots[key];
+    var w = vec4<u32>(0u);
+    if slot != NO_SLOT {
+        if cache_is_v {
+            w = VC[(slot * pc.vw + kvh * pc.dv) / 8u + d8];
+        } else {
+            w = KC[(slot * pc.kw + kvh * pc.dk) / 8u + d8];
         }
-        kv[key * KS + 2u * d2] = f16(k0.x);
-        kv[key * KS + 2u * d2 + 1u] = f16(k0.y);
-        kv[(key + 1u) * KS + 2u * d2] = f16(k1.x);
-        kv[(key + 1u) * KS + 2u * d2 + 1u] = f16(k1.y);
+    }
+    let o = off + key * KS + 8u * d8;
+    let a = unpack2x16float(w.x);
+    let b = unpack2x16float(w.y);
+    let c = unpack2x16float(w.z);
+    let d = unpack2x16float(w.w);
+    kv[o] = f16(a.x);
+    kv[o + 1u] = f16(a.y);
+    kv[o + 2u] = f16(b.x);
+    kv[o + 3u] = f16(b.y);
+    kv[o + 4u] = f16(c.x);
+    kv[o + 5u] = f16(c.y);
+    kv[o + 6u] = f16(d.x);
+    kv[o + 7u] = f16(d.y);
+}
+
+// The tile's K rows (and V rows when `with_v`), after `find_slots` and a barrier.
+fn load_tile(t: u32, kvh: u32, with_v: bool) {
+    for (var i = t; i < BC * D8; i += WG) {
+        copy8(false, 0u, i / D8, i % D8, kvh);
         if with_v {
-            kv[VOFF + (2u * d2) * VS + key] = f16(v0.x);
-            kv[VOFF + (2u * d2) * VS + key + 1u] = f16(v1.x);
-            kv[VOFF + (2u * d2 + 1u) * VS + key] = f16(v0.y);
-            kv[VOFF + (2u * d2 + 1u) * VS + key + 1u] = f16(v1.y);
+            copy8(true, VOFF, i / D8, i % D8, kvh);
         }
     }
 }
 
-// Scaled (and soft-capped) score of element c of this lane's row in the subgroup's tile.
+// Scaled (and soft-capped) score of element c of row r in the subgroup's tile at sb.
 fn score(sb: u32, r: u32, c: u32) -> f32 {
-    var s = ss[sb + (c / 16u) * 256u + (c % 16u) * 16u + r] * pc.scale;
+    var s = ss[sb + (c / F) * F * F + (c % F) * F + r] * pc.scale;
     if pc.softcap != 0.0 {
         s = tanh_exp(s / pc.softcap) * pc.softcap;
     }
@@ -97,38 +116,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kvh = h / pc.group;
     let pt0 = S[pc.pt_off + tok0c];
     if t == 0u {
-        var a = 0xffffffffu;
-        var b = 0u;
-        for (var i = 0u; i < BR; i++) {
-            let tk = tok0 + i;
-            if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
-                let p = S[pc.pos_off + tk];
-                var w = 0u;
-                if pc.window != 0u && p + 1u > pc.window {
-                    w = p + 1u - pc.window;
-                }
-                a = min(a, w);
-                b = max(b, p + 1u);
-            }
+        atomicStore(&kr[0], 0xffffffffu);
+        atomicStore(&kr[1], 0u);
+    }
+    workgroupBarrier();
+    // Each of the first BR threads folds its token's key range into the block's.
+    if t < BR {
+        let tk = tok0 + t;
+        if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
+            let p = S[pc.pos_off + tk];
+            atomicMin(&kr[0], attn_first_key(p, pc.window));
+            atomicMax(&kr[1], p + 1u);
         }
-        kr = vec4<u32>(a, b, 0u, 0u);
     }
     // This lane's query row in its subgroup, and which of the row's keys it scores.
     let r = sgi / LPR;
     let part = sgi % LPR;
-    let tok = tok0 + 16u * sgid + r;
+    let tok = tok0 + F * sgid + r;
     var handled = false;
     var pos = 0u;
     var lo = 0u;
     if tok < pc.n_tokens {
         handled = S[pc.pt_off + tok] == pt0;
         pos = S[pc.pos_off + tok];
-        if pc.window != 0u && pos + 1u > pc.window {
-            lo = pos + 1u - pc.window;
-        }
+        lo = attn_first_key(pos, pc.window);
     }
-    // The block's query rows, rounded to f16 as the cache's keys are.
-    // Two dims per thread: whole 32-bit words of the f16 array.
+    // The block's query rows, rounded to f16 as the cache's keys are; two dims per thread.
     for (var i = t; i < BR * D / 2u; i += WG) {
         let row = i / (D / 2u);
         let d = 2u * (i % (D / 2u));
@@ -137,21 +150,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         kv[row * KS + d] = f16(round_f16(Q[qb]));
         kv[row * KS + d + 1u] = f16(round_f16(Q[qb + 1u]));
     }
-    let krv = workgroupUniformLoad(&kr);
+    workgroupBarrier();
+    if t == 0u {
+        krange = vec4<u32>(atomicLoad(&kr[0]), atomicLoad(&kr[1]), 0u, 0u);
+    }
+    let krv = workgroupUniformLoad(&krange);
     let klo = krv.x;
     let khi = krv.y;
-    let qrow = 16u * sgid * KS;
+    let qrow = F * sgid * KS;
 {{Q_LOAD}}
-    var zero: coop_mat16x16<f32, C>;
+    var zero: coop_mat{{F}}x{{F}}<f32, C>;
 {{O_DECL}}
-    let sb = sgid * 16u * BC;
+    let sb = sgid * F * BC;
     workgroupBarrier();
 
     // Pass 1: row max and sum.
     var m = -1e30;
     var l = 0.0;
     for (var kb = klo; kb < khi; kb += BC) {
-        load_tile(t, pt0, kvh, kb, khi, false);
+        find_slots(t, pt0, kb, khi);
+        workgroupBarrier();
+        load_tile(t, kvh, false);
         workgroupBarrier();
 {{S_TILE}}
         workgroupBarrier();
@@ -180,7 +199,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // Pass 2: O = softmax(S)·V.
     for (var kb = klo; kb < khi; kb += BC) {
-        load_tile(t, pt0, kvh, kb, khi, true);
+        find_slots(t, pt0, kb, khi);
+        workgroupBarrier();
+        load_tile(t, kvh, true);
         workgroupBarrier();
 {{S_TILE}}
         workgroupBarrier();
@@ -193,8 +214,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ps[sb + r * BC + c] = f16(p);
         }
         workgroupBarrier();
-        let p0 = coopLoadT<coop_mat16x16<f16, A>>(&ps[sb], BC);
-        let p1 = coopLoadT<coop_mat16x16<f16, A>>(&ps[sb + 16u], BC);
+        let p0 = coopLoadT<coop_mat{{F}}x{{F}}<f16, A>>(&ps[sb], BC);
+        let pb1 = sb + F;
+        let p1 = coopLoadT<coop_mat{{F}}x{{F}}<f16, A>>(&ps[pb1], BC);
 {{PV}}
         workgroupBarrier();
     }
@@ -203,12 +225,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 {{O_STORE}}
 }
 
-// Write one 16×16 output fragment staged column-major at ss[sb..] (columns d0..d0+15).
+// Write one F×F output fragment staged column-major at ss[sb..] (columns d0..d0+F-1).
 fn store_rows(sb: u32, sgi: u32, tok_base: u32, h: u32, pt0: u32, d0: u32) {
-    for (var e = sgi; e < 256u; e += SGS) {
-        let tk = tok_base + e % 16u;
+    for (var e = sgi; e < F * F; e += SGS) {
+        let tk = tok_base + e % F;
         if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
-            O[(tk * pc.n_head + h) * pc.dv + d0 + e / 16u] = ss[sb + e];
+            O[(tk * pc.n_head + h) * pc.dv + d0 + e / F] = ss[sb + e];
         }
     }
 }

@@ -26,6 +26,13 @@ fn round_f16(x: f32) -> f32 {
     return bitcast<f32>(r & 0xffffe000u);
 }
 
+// Four f32 as four f16 (nearest, ties to even) in two words: rounded first, so the packing
+// (whose rounding is implementation-defined) only sees exactly representable values.
+fn pack_f16x4(v: vec4<f32>) -> vec2<u32> {
+    let r = vec4<f32>(round_f16(v.x), round_f16(v.y), round_f16(v.z), round_f16(v.w));
+    return vec2<u32>(pack2x16float(r.xy), pack2x16float(r.zw));
+}
+
 // tanh through exp (accurate on every driver, unlike some native tanh approximations), finite
 // for any argument.
 fn tanh_exp(x: f32) -> f32 {

@@ -1,12 +1,16 @@
-// Cooperative-matrix matmul for prefill: Y[n, m] = X[n, k] · W[m, k]ᵀ (+ bias) with 16x16x16
-// f16 multiply-accumulate into f32. A workgroup computes a BM (weight rows) × BN (activation
-// rows) tile with GM × GN subgroups (WG = GM·GN × the device's fixed subgroup size,
-// templated from its capabilities); each subgroup owns FM × FN 16×16 accumulators
-// (BM = 16·GM·FM, BN = 16·GN·FN). Each k-step of BK dequantizes a BM×BK slice of W once into
-// workgroup memory as f16 and converts the matching BN×BK slice of X; the next slice is read
-// from memory into registers while the current one is multiplied. Interior tiles without a
-// bias store their accumulators straight to Y; edge tiles go through workgroup memory so
-// rows and columns past the edge are masked per element.
+// Cooperative-matrix matmul for prefill: Y[n, m] = X[n, k] · W[m, k]ᵀ (+ bias) with F×F×F
+// f16 multiply-accumulate into f32 (F = 16, or 8 on devices that offer only that shape). A
+// workgroup computes a BM (weight rows) × BN (activation rows) tile with GM × GN subgroups
+// (WG = GM·GN × the device's fixed subgroup size, templated from its capabilities); each
+// subgroup owns FM × FN F×F accumulators (BM = F·GM·FM, BN = F·GN·FN). Each k-step of BK
+// stages a BM×BK slice of W and the matching BN×BK slice of X in workgroup memory as f16;
+// the next slices are read from memory into registers while the current ones are
+// multiplied. The loader part supplies the bindings and `load_w` / `load_x` (16 consecutive
+// k of one row each): `coop_load_quant.wgsl` dequantizes W and converts f32 X on the fly,
+// `coop_load_f16.wgsl` reads operands already in f16 (a weight slice dequantized by
+// `dequant_f16.wgsl`, activations rounded by `round_act16`). Interior tiles without a bias
+// store their accumulators straight to Y; edge tiles go through workgroup memory so rows and
+// columns past the edge are masked per element.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -24,23 +28,7 @@ struct Params {
 
 var<immediate> pc: Params;
 
-@group(0) @binding(0) var<storage, read> W: array<u32>;
-@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(4) var<storage, read> TBL: array<u32>;
-
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
-fn tload(i: u32) -> u32 {
-    return TBL[i];
-}
-
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
+const F: u32 = {{F}}u;
 const WG: u32 = {{WG}}u;
 const SGS: u32 = {{SGS}}u;
 const BM: u32 = {{BM}}u;
@@ -48,8 +36,8 @@ const BN: u32 = {{BN}}u;
 const BK: u32 = {{BK}}u;
 const GM: u32 = {{GM}}u;
 const GN: u32 = {{GN}}u;
-// Row stride of the staged slices in f16: BK plus 8 so that the 16 rows a fragment load
-// reads fall in different banks.
+// Row stride of the staged slices in f16: BK plus 8 so that the rows a fragment load reads
+// fall in different banks.
 const SK: u32 = {{SK}}u;
 // Loader units (one row × 16 consecutive k) per row of a slice, and per thread for the W
 // and X slices.
@@ -59,80 +47,8 @@ const UB: u32 = (KU * BN + WG - 1u) / WG;
 
 var<workgroup> ws: array<f16, {{BM}} * {{SK}}>;
 var<workgroup> xs: array<f16, {{BN}} * {{SK}}>;
-// One 16×16 f32 fragment per subgroup, column-major, for edge tiles.
+// One F×F f32 fragment per subgroup, column-major, for edge tiles.
 var<workgroup> cs: array<f32, {{CS}}>;
-
-// Q4_K elements e0..e0+15 of a super-block (e0 a multiple of 16): one scale/min pair.
-fn deq16_q4_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
-    let g = e0 >> 5u;
-    let sm = scale_min_k4(sb, g);
-    let dd = unpack2x16float(wload(sb >> 2u));
-    let d1 = dd.x * sm.x;
-    let m1 = dd.y * sm.y;
-    let w0 = qb + 8u * (e0 >> 6u) + ((e0 & 31u) >> 2u);
-    let sh = 4u * (g & 1u);
-    var out: array<vec4<f16>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        out[q] = vec4<f16>(d1 * nib4(wload(w0 + q), sh) - m1);
-    }
-    return out;
-}
-
-// Q6_K elements e0..e0+15 of a super-block (e0 a multiple of 16): one scale.
-fn deq16_q6_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
-    let n = e0 >> 7u;
-    let t = (e0 & 127u) >> 5u;
-    let l = e0 & 31u;
-    let sc = f32(i32(sbyte(sb, 8u * n + (l >> 4u) + 2u * t) << 24u) >> 24u);
-    let ds = sf16(sb, 16u) * sc;
-    let lw = qb + (64u * n + 32u * (t & 1u) + l) / 4u;
-    let hw = qb + 32u + (32u * n + l) / 4u;
-    var out: array<vec4<f16>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        let lo = nib4(wload(lw + q), 4u * (t >> 1u));
-        let hi = crumb4(wload(hw + q), 2u * t);
-        out[q] = vec4<f16>(ds * (lo + 16.0 * hi - 32.0));
-    }
-    return out;
-}
-
-// Generic: four 4-element dequantizations (pseudo-blocks of plain float types hold 4).
-fn deq16_generic(row_blk: u32, sb_base: u32, ke: u32) -> array<vec4<f16>, 4> {
-    var out: array<vec4<f16>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        let e = ke + 4u * q;
-        if e < pc.k {
-            let blk = row_blk + e / BLOCK;
-            out[q] = vec4<f16>({{DEQ}}(blk * QW, sb_base + blk * SB, (e % BLOCK) / 4u));
-        } else {
-            out[q] = vec4<f16>(0.0);
-        }
-    }
-    return out;
-}
-
-fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
-    let row = u / KU;
-    let ke = k0 + 16u * (u % KU);
-    let bpr = pc.k / BLOCK;
-    let row_blk = min(r0 + row, pc.m - 1u) * bpr;
-    {{LOAD_W}}
-}
-
-fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
-    let row = u / KU;
-    let ke = k0 + 16u * (u % KU);
-    let base = min(c0 + row, pc.n - 1u) * (pc.k / 4u) + ke / 4u;
-    var out: array<vec4<f16>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        if ke + 4u * q < pc.k {
-            out[q] = vec4<f16>(X[base + q]);
-        } else {
-            out[q] = vec4<f16>(0.0);
-        }
-    }
-    return out;
-}
 
 fn put_w(u: u32, v: array<vec4<f16>, 4>) {
     let o = (u / KU) * SK + 16u * (u % KU);
@@ -154,15 +70,15 @@ fn put_x(u: u32, v: array<vec4<f16>, 4>) {
     }
 }
 
-// Write one 16×16 accumulator (weight rows rr.., activation rows cc..) of an edge tile
+// Write one F×F accumulator (weight rows rr.., activation rows cc..) of an edge tile
 // through this subgroup's staging fragment, masking and adding the bias per element.
 fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
-    for (var e = sgi; e < 256u; e += SGS) {
-        let r = e % 16u;
-        let c = e / 16u;
+    for (var e = sgi; e < F * F; e += SGS) {
+        let r = e % F;
+        let c = e / F;
         if rr + r < pc.m && cc + c < pc.n {
             let col = pc.out_col0 + rr + r;
-            var v = cs[sgid * 256u + e];
+            var v = cs[sgid * F * F + e];
             if pc.has_bias != 0u {
                 v += BIAS[col];
             }
@@ -228,7 +144,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
             }
         }
-        for (var kk = 0u; kk < BK; kk += 16u) {
+        for (var kk = 0u; kk < BK; kk += F) {
 {{MMA}}
         }
         workgroupBarrier();
@@ -240,7 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let yb = (c0 + wc) * ys + pc.out_col0 + r0 + wr;
 {{STORE_DIRECT}}
     } else {
-        let eo = sgid * 256u;
+        let eo = sgid * F * F;
 {{STORE_EDGE}}
     }
 }

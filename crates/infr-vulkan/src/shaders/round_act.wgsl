@@ -7,7 +7,8 @@
 //   mode 2, f16 weights: x' = f16(x);  mode 3, bf16 weights: x' = bf16(x), nearest even.
 // With one large value in a group (the "massive activations" of the first token of Qwen2.5)
 // the other values lose most of their precision; matching the reference needs the same loss.
-// One workgroup per 256 elements, four per thread.
+// One workgroup per 256 elements, four per thread. The output is f32, or f16 for the
+// cooperative matmul over f16 operands (`round_act16`).
 
 struct Params {
     n_groups: u32,
@@ -18,7 +19,8 @@ struct Params {
 var<immediate> pc: Params;
 
 @group(0) @binding(0) var<storage, read> X: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> Y: array<vec4<f32>>;
+{{ENABLES}}
+@group(0) @binding(1) var<storage, read_write> Y: array<{{Y_TY}}>;
 
 var<workgroup> red: array<f32, 64>;
 
@@ -77,6 +79,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         y = vec4<f32>(round_bf16(x.x), round_bf16(x.y), round_bf16(x.z), round_bf16(x.w));
     }
     if i < pc.n_vec4 {
-        Y[i] = y;
+        {{STORE_Y}}
     }
 }

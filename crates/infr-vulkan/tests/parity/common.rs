@@ -19,7 +19,15 @@ pub fn vulkan() -> Option<VulkanBackend> {
 /// [`vulkan`] with explicit options.
 pub fn vulkan_with(opts: VulkanOptions) -> Option<VulkanBackend> {
     match VulkanBackend::new(&opts) {
-        Ok(b) => Some(b),
+        Ok(b) => {
+            // Set where the driver is known to offer cooperative matrices (CI runs the suite
+            // once more on such a lavapipe), so that those kernels cannot silently go unused.
+            let want_coop = !opts.disable_coopmat && !opts.portable_kernels;
+            if want_coop && std::env::var("INFR_REQUIRE_COOPMAT").is_ok_and(|v| v == "1") {
+                assert!(b.uses_coopmat(), "INFR_REQUIRE_COOPMAT=1 but the cooperative-matrix kernels are off");
+            }
+            Some(b)
+        }
         Err(e) => {
             if std::env::var("INFR_REQUIRE_VULKAN").is_ok_and(|v| v == "1") {
                 panic!("INFR_REQUIRE_VULKAN=1 but no Vulkan device: {e}");

@@ -90,7 +90,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70, 130], false, 100 + i as u64);
     }
 }
 

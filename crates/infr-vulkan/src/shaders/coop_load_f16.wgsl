@@ -1,0 +1,36 @@
+// Loader of `matmul_coop.wgsl` for operands already in f16: W16 (rows of a weight slice,
+// `dequant_f16.wgsl`) and X16 (`round_act16`), both row-major with row stride k, read 16
+// elements (two 16-byte words) at a time. k is a multiple of 16.
+
+@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> X: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
+
+// The 16 f16 held by two 16-byte words, as four vec4 (through f32, exact: naga 30 mistypes
+// a bitcast from u32 to vec2<f16>).
+fn halves4(w0: u32, w1: u32) -> vec4<f16> {
+    return vec4<f16>(vec4<f32>(unpack2x16float(w0), unpack2x16float(w1)));
+}
+
+fn halves16(a: vec4<u32>, b: vec4<u32>) -> array<vec4<f16>, 4> {
+    return array<vec4<f16>, 4>(halves4(a.x, a.y), halves4(a.z, a.w), halves4(b.x, b.y), halves4(b.z, b.w));
+}
+
+fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+    let ke = k0 + 16u * (u % KU);
+    if ke >= pc.k {
+        return array<vec4<f16>, 4>();
+    }
+    let i = (min(r0 + u / KU, pc.m - 1u) * pc.k + ke) / 8u;
+    return halves16(W[i], W[i + 1u]);
+}
+
+fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
+    let ke = k0 + 16u * (u % KU);
+    if ke >= pc.k {
+        return array<vec4<f16>, 4>();
+    }
+    let i = (min(c0 + u / KU, pc.n - 1u) * pc.k + ke) / 8u;
+    return halves16(X[i], X[i + 1u]);
+}

@@ -1,0 +1,50 @@
+// Dequantize rows of one weight chunk to f16 for the prefill matmul over f16 operands
+// (`matmul_coop_f16.wgsl`): W16[r, e] = W[row0 + r, e] for r < rows, row-major with row
+// stride k. Each thread writes eight consecutive elements of a row (one 16-byte store), two
+// `deq4` quads of the type (see dequant.wgsl). Dequantizing once per prefill chunk replaces
+// the per-tile dequantization that dominated the cooperative matmul (on an H200, 8B pp512:
+// 0.88 ms of a 12288x4096x512 product, 0.40 ms without the dequantization arithmetic).
+
+struct Params {
+    k: u32,
+    rows: u32,
+    row0: u32,
+    soff: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> W: array<u32>;
+@group(0) @binding(1) var<storage, read_write> W16: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> TBL: array<u32>;
+
+fn wload(i: u32) -> u32 {
+    return W[i];
+}
+
+fn tload(i: u32) -> u32 {
+    return TBL[i];
+}
+
+const QW: u32 = {{QW}}u;
+const SB: u32 = {{SB}}u;
+const BLOCK: u32 = {{BLOCK}}u;
+
+fn quad(row: u32, e: u32) -> vec4<f32> {
+    let blk = row * (pc.k / BLOCK) + e / BLOCK;
+    return {{DEQ}}(blk * QW, pc.soff * 4u + blk * SB, (e % BLOCK) / 4u);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = wg_linear(wid, nwg) * 256u + t;
+    let per_row = pc.k / 8u;
+    if i >= pc.rows * per_row {
+        return;
+    }
+    let r = i / per_row;
+    let e = 8u * (i % per_row);
+    let a = quad(pc.row0 + r, e);
+    let b = quad(pc.row0 + r, e + 4u);
+    W16[i] = vec4<u32>(pack_f16x4(a), pack_f16x4(b));
+}
