@@ -81,11 +81,13 @@ def main():
                 name = "tg%d" % a.n + (" @ d%d" % a.d if a.d else "")
                 tests.append((name, lambda: completion(a.port, tok(max(a.d, 1)), a.n)["predicted_per_second"]))
             for name, fn in tests:
+                fn()  # warm-up of this test's shapes (llama-bench also runs one first)
                 samples = [fn() for _ in range(a.r)]
                 rec = {"model": model, "test": name, "avg_ts": statistics.mean(samples),
                        "stddev_ts": statistics.stdev(samples) if len(samples) > 1 else 0.0, "samples_ts": samples}
                 records.append(rec)
-                print(f"{model} {name}: {rec['avg_ts']:.1f} ± {rec['stddev_ts']:.1f} t/s", flush=True)
+                shown = " ".join(f"{x:.1f}" for x in samples)
+                print(f"{model} {name}: {rec['avg_ts']:.1f} ± {rec['stddev_ts']:.1f} t/s  [{shown}]", flush=True)
         finally:
             proc.terminate()
             try:

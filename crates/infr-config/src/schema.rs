@@ -204,7 +204,7 @@ pub const KEYS: &[KeySpec] = &[
 /// `INFR_*` variables that are not config keys (test switches, the config path, kernel tuning
 /// knobs): never warned about.
 pub const NON_KEY_ENV_PREFIXES: &[&str] =
-    &["INFR_CONFIG", "INFR_REQUIRE_", "INFR_TEST_", "INFR_VK_COOP_GRID", "INFR_VK_F16_", "INFR_VK_PIPELINE_"];
+    &["INFR_CONFIG", "INFR_REQUIRE_", "INFR_TEST_", "INFR_VK_COOP_", "INFR_VK_F16_", "INFR_VK_PIPELINE_"];
 
 /// Looks up a key's metadata.
 pub fn key_spec(key: &str) -> Option<&'static KeySpec> {

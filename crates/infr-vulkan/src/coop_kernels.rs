@@ -50,6 +50,13 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
             CoopTile { frag, bm, bn, gm: 2, gn: 2, bk: 32 }
         }
     };
+    if let Some((bm, bn)) = forced_tile() {
+        let t = CoopTile { frag, bm, bn, gm, gn, bk };
+        let fits = bm % (frag * gm) == 0 && bn % (frag * gn) == 0 && t.shared_bytes() <= max_shared;
+        if fits {
+            return t;
+        }
+    }
     for (bm, bn) in [(128, 128), (128, 64), (64, 64)] {
         if groups(bm, bn) >= MIN_GROUPS {
             return tile(bm as u32, bn as u32);
@@ -58,15 +65,32 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
     tile(64, 64)
 }
 
+/// `INFR_VK_COOP_TILE=bm,bn` (tuning): every cooperative matmul uses that tile where the
+/// grid divides it and it fits the workgroup memory.
+fn forced_tile() -> Option<(u32, u32)> {
+    let v = std::env::var("INFR_VK_COOP_TILE").ok()?;
+    let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    match p[..] {
+        [bm, bn] if bm > 0 && bn > 0 && bm <= 512 && bn <= 512 => Some((bm, bn)),
+        _ => None,
+    }
+}
+
 /// Subgroup grid and k-step of the cooperative matmul: 2×4 subgroups (eight per workgroup),
-/// k-steps of 64 (on an H200: 8B pp512 3,876 → 5,086 t/s against 2×2 and 32; 2×2/64 and
-/// 2×4/32 alone gain little). `INFR_VK_COOP_GRID=gm,gn,bk` overrides them for tuning on a new
-/// device; tiles that do not fit the device's workgroup memory fall back to 2×2 and 32.
+/// k-steps of 64 (on an H200, 8B pp512: 3,876 → 5,086 t/s against 2×2 and 32 with on-the-fly
+/// dequantization; with f16 operands 7,124 against 7,083 for 4×2). `INFR_VK_COOP_GRID=gm,gn,bk`
+/// overrides them for tuning on a new device; tiles that do not fit the device's workgroup
+/// memory fall back to 2×2 and 32.
 fn coop_grid() -> (u32, u32, u32) {
     let parsed = std::env::var("INFR_VK_COOP_GRID").ok().and_then(|v| {
         let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
         match p[..] {
-            [gm, gn, bk] if [1, 2, 4].contains(&gm) && [1, 2, 4].contains(&gn) && [32, 64].contains(&bk) => {
+            [gm, gn, bk]
+                if [1, 2, 4, 8].contains(&gm)
+                    && [1, 2, 4, 8].contains(&gn)
+                    && gm * gn <= 16
+                    && [32, 64].contains(&bk) =>
+            {
                 Some((gm, gn, bk))
             }
             _ => None,
@@ -137,7 +161,7 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
                 _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
             };
             let mut parts = dequant_parts(l, "coop_load_quant");
-            parts.push("matmul_coop");
+            parts.extend(["deq16_k", "matmul_coop"]);
             let spec = KernelSpec {
                 name: format!("matmul_coop.{}", l.ty),
                 parts,
@@ -185,15 +209,50 @@ pub struct DequantF16Params {
 /// Threads per workgroup of `dequant_f16` (eight elements each).
 pub const DEQUANT_F16_WG: u32 = 256;
 
-/// Dequantize rows of a weight chunk to row-major f16 (k must be a multiple of 8).
+/// Dequantize rows of a weight chunk to row-major f16 (k must be a multiple of 32): 32
+/// elements per thread for Q4_K / Q6_K, 8 for the other types.
 pub fn dequant_f16(l: &GpuLayout) -> KernelSpec {
-    let spec = KernelSpec::new(
-        format!("dequant_f16.{}", l.ty),
-        &dequant_parts(l, "dequant_f16"),
-        3,
-        push_size::<DequantF16Params>(),
-    );
+    let mut parts = dequant_parts(l, "dequant_f16");
+    let (ept, convert) = match l.deq {
+        "q4_k" | "q6_k" => {
+            parts.push("deq16_k");
+            let f = l.deq;
+            (
+                32,
+                format!(
+                    "    let blk = row * (pc.k / BLOCK) + e / BLOCK;
+    let qb = blk * QW;
+    let sb = pc.soff * 4u + blk * SB;
+    let a = deq16_{f}(qb, sb, e % BLOCK);
+    let b = deq16_{f}(qb, sb, e % BLOCK + 16u);
+    W16[o] = vec4<u32>(pack4(a[0]), pack4(a[1]));
+    W16[o + 1u] = vec4<u32>(pack4(a[2]), pack4(a[3]));
+    W16[o + 2u] = vec4<u32>(pack4(b[0]), pack4(b[1]));
+    W16[o + 3u] = vec4<u32>(pack4(b[2]), pack4(b[3]));"
+                ),
+            )
+        }
+        _ => (
+            8,
+            "    let a = vec4<f16>(quad(row, e));
+    let b = vec4<f16>(quad(row, e + 4u));
+    W16[o] = vec4<u32>(pack4(a), pack4(b));"
+                .to_owned(),
+        ),
+    };
+    let spec = KernelSpec::new(format!("dequant_f16.{}", l.ty), &parts, 3, push_size::<DequantF16Params>())
+        .define("EPT", ept)
+        .define("CONVERT", convert);
     with_layout(spec, l)
+}
+
+/// Elements each `dequant_f16` thread converts for a layout.
+pub fn dequant_f16_per_thread(l: &GpuLayout) -> u64 {
+    if matches!(l.deq, "q4_k" | "q6_k") {
+        32
+    } else {
+        8
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,9 @@ pub(crate) struct Dispatch {
     /// Total workgroups (laid out as a 2-D grid when recording).
     pub groups: u32,
     pub label: OpLabel,
+    /// Whether a barrier follows (false: the next dispatch may run alongside this one; it
+    /// must neither read what this one writes nor write what it reads).
+    pub barrier_after: bool,
 }
 
 /// Offsets (in u32 words) of the step-input arrays inside the step buffer (token_seq sits
@@ -262,19 +265,38 @@ pub(crate) fn lower(
             _ => None,
         }
     });
+    // The matmuls that take the f16 path, in order (each prefetches the next one's weight).
+    let f16_order: Vec<(usize, WeightId)> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, node)| match &node.op {
+            Op::Linear { weight, .. } if !fx.absorbed[i] && node.rows > kernels::VEC_MAX_COLS => {
+                weights.get(weight).and_then(|lw| prefill_matmul::eligible(feat, lw, node.rows)).map(|_| (i, *weight))
+            }
+            _ => None,
+        })
+        .collect();
     for (i, node) in graph.nodes.iter().enumerate() {
         if fx.absorbed[i] {
             continue;
         }
         let me = Res::Act(i as u32);
         let node_label = node.label.clone().unwrap_or_else(|| node.op.name().to_owned());
-        let mut push =
-            |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| -> VkResult<()> {
-                let pipeline = pipes.get(spec)?;
-                let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape };
-                out.push(Dispatch { pipeline, res, push, groups, label });
-                Ok(())
-            };
+        let mut push_with = |spec: &KernelSpec,
+                             res: Vec<Res>,
+                             push: Vec<u8>,
+                             groups: u32,
+                             shape: Option<String>,
+                             barrier_after: bool| {
+            let pipeline = pipes.get(spec)?;
+            let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape };
+            out.push(Dispatch { pipeline, res, push, groups, label, barrier_after });
+            VkResult::Ok(())
+        };
+        let mut push = |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| {
+            push_with(spec, res, push, groups, shape, true)
+        };
         let w = |id: &WeightId| {
             weights.get(id).ok_or_else(|| {
                 VkError::Unsupported(format!("node {i} ({}): weight {} not loaded", node.op.name(), id.0))
@@ -379,20 +401,12 @@ pub(crate) fn lower(
                             Some(b) => vec_of(b, lw.rows)?,
                             None => Res::Dummy,
                         };
-                        let emits = prefill_matmul::lower(
-                            lw,
-                            *weight,
-                            x.0,
-                            n,
-                            bias_res,
-                            me,
-                            coop,
-                            feat.shared_bytes,
-                            &mut f16_bufs,
-                            &mut qact_bytes,
-                        )?;
+                        let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
+                        let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
+                        let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
+                        let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut qact_bytes)?;
                         for e in emits {
-                            push(&e.spec, e.res, e.push, e.groups, e.shape)?;
+                            push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                         }
                         continue;
                     }

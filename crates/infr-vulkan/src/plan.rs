@@ -257,7 +257,9 @@ impl Plan {
                 if x.groups > 0 {
                     d.cmd_dispatch(cmd, gx, gy, 1);
                 }
-                compute_barrier(d, cmd);
+                if x.barrier_after {
+                    compute_barrier(d, cmd);
+                }
                 if let Some(q) = self.queries {
                     d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, i as u32 + 1);
                 }

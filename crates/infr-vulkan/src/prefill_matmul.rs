@@ -16,15 +16,18 @@ use crate::lower::Res;
 use crate::pipeline::KernelSpec;
 use crate::weights::GpuWeight;
 
-/// Bytes of one dequantized weight slice: about the L2 cache of a large GPU, so the matmul
-/// reads what the dequantization just wrote from the cache.
-const SLICE_BYTES: u64 = 32 << 20;
+/// Most bytes of one dequantized weight slice (and of the plan's f16 weight buffer): a
+/// whole weight matrix of the common models is one slice. Smaller slices, sized to stay in
+/// the L2 cache, left too few workgroups per matmul on an H200 (a 4096x12288 down
+/// projection in 1280-row slices ran 3x slower than in one).
+const MAX_SLICE_BYTES: u64 = 256 << 20;
 
 /// Fewest activation rows for which dequantizing the weight first pays (below, the
-/// cooperative kernel that dequantizes tiles on the fly is used). `INFR_VK_F16_MIN_ROWS`
-/// overrides it for tuning.
+/// cooperative kernel that dequantizes tiles on the fly is used). On an H200 (Qwen3-8B
+/// shapes) the f16 path ran pp256 at 4,878 t/s against 4,125 and pp1024 at 6,687 against
+/// 5,414, while pp128 was no faster. `INFR_VK_F16_MIN_ROWS` overrides it for tuning.
 fn min_rows() -> usize {
-    std::env::var("INFR_VK_F16_MIN_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(128)
+    std::env::var("INFR_VK_F16_MIN_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
 }
 
 /// One dispatch to emit.
@@ -34,15 +37,30 @@ pub(crate) struct Emit {
     pub push: Vec<u8>,
     pub groups: u32,
     pub shape: Option<String>,
+    /// False for the next weight's dequantization, which runs alongside this matmul.
+    pub barrier_after: bool,
 }
 
 /// The plan buffers (`Res::ActQ` indices) the f16 matmuls share: the f16 activations and
-/// which node and rounding they hold now (q/k/v and gate/up reuse one copy), and the
-/// dequantized weight slice.
+/// which node and rounding they hold now (q/k/v and gate/up reuse one copy), and two
+/// dequantized-weight buffers: while a matmul reads one, the next matmul's weight is
+/// dequantized into the other (no barrier between the two dispatches, so the
+/// bandwidth-bound dequantization overlaps the compute-bound matmul).
 #[derive(Default)]
 pub(crate) struct F16Buffers {
     x16: Option<(u32, u32, u32)>,
-    w16: Option<u32>,
+    w16: [Option<u32>; 2],
+    /// The weight already dequantized into buffer `1` by the previous matmul.
+    prefetched: Option<(WeightId, usize)>,
+}
+
+impl F16Buffers {
+    fn w16(&mut self, slot: usize, qact_bytes: &mut Vec<u64>) -> u32 {
+        *self.w16[slot].get_or_insert_with(|| {
+            qact_bytes.push(0);
+            qact_bytes.len() as u32 - 1
+        })
+    }
 }
 
 /// The cooperative configuration when the product of `n` activation rows with `lw` should
@@ -51,32 +69,72 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
     let coop = feat.coopmat?;
     let k = lw.cols;
     let x_bytes = (n * k * 2) as u64;
-    let fits = x_bytes <= feat.max_binding_bytes && 128 * (k as u64) * 2 <= SLICE_BYTES;
-    (n >= min_rows() && k % 16 == 0 && !lw.chunks.is_empty() && fits).then_some(coop)
+    let fits = x_bytes <= feat.max_binding_bytes && 128 * (k as u64) * 2 <= slice_cap(feat);
+    (n >= min_rows() && k % 32 == 0 && !lw.chunks.is_empty() && fits).then_some(coop)
+}
+
+/// Bytes a dequantized slice may take on this device.
+fn slice_cap(feat: Features) -> u64 {
+    feat.max_binding_bytes.min(MAX_SLICE_BYTES)
+}
+
+/// Rows per slice of a chunk of `rows` rows with `k` columns: the fewest slices that fit,
+/// of equal size, in whole 128-row tiles.
+fn slice_rows(feat: Features, rows: u32, k: usize) -> u32 {
+    let max_rows = ((slice_cap(feat) / (k as u64 * 2)) as u32 / 128).max(1) * 128;
+    let parts = rows.div_ceil(max_rows);
+    rows.div_ceil(parts).div_ceil(128) * 128
+}
+
+/// Whether `lw` is dequantized as one slice (then it can be prefetched whole).
+fn one_slice(feat: Features, lw: &GpuWeight) -> bool {
+    lw.chunks.len() == 1 && slice_rows(feat, lw.chunks[0].rows, lw.cols) >= lw.chunks[0].rows
 }
 
 fn bytes<T: bytemuck::Pod>(p: &T) -> Vec<u8> {
     bytemuck::bytes_of(p).to_vec()
 }
 
-/// Dispatches of `Y = X · Wᵀ (+ bias)` for `n` rows of node `x` through f16 operands.
-#[allow(clippy::too_many_arguments)]
+/// One matmul to lower: `out = x · Wᵀ (+ bias)` for `n` rows of node `x`.
+pub(crate) struct F16Matmul<'a> {
+    pub lw: &'a GpuWeight,
+    pub weight: WeightId,
+    pub x: u32,
+    pub n: usize,
+    pub bias: Res,
+    pub out: Res,
+}
+
+/// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`.
+fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32, barrier_after: bool) -> Emit {
+    let k = lw.cols;
+    let dp = DequantF16Params { k: k as u32, rows, row0, soff: lw.chunks[ci].soff_words };
+    let threads = rows as u64 * k as u64 / kernels::dequant_f16_per_thread(&lw.layout);
+    Emit {
+        spec: kernels::dequant_f16(&lw.layout),
+        res: vec![Res::WeightChunk(weight, ci), Res::ActQ(wi), Res::Tables],
+        push: bytes(&dp),
+        groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
+        shape: Some(format!("{}x{}", lw.rows, lw.cols)),
+        barrier_after,
+    }
+}
+
+/// Dispatches of one matmul through f16 operands; `next` is the following matmul that takes
+/// this path, whose weight is dequantized alongside this one's product when both are single
+/// slices.
 pub(crate) fn lower(
-    lw: &GpuWeight,
-    weight: WeightId,
-    x: u32,
-    n: usize,
-    bias: Res,
-    out: Res,
+    m: &F16Matmul<'_>,
+    next: Option<(WeightId, &GpuWeight)>,
     coop: Coop,
-    max_shared: u32,
+    feat: Features,
     bufs: &mut F16Buffers,
     qact_bytes: &mut Vec<u64>,
 ) -> VkResult<Vec<Emit>> {
+    let (lw, n) = (m.lw, m.n);
     let k = lw.cols;
     let mut emits = Vec::new();
     let mode = kernels::act_round_mode(lw.layout.ty, k).unwrap_or(kernels::ROUND_F16);
-    let x_need = (n * k * 2) as u64;
     let xi = match bufs.x16 {
         Some((xi, _, _)) => xi,
         None => {
@@ -84,46 +142,46 @@ pub(crate) fn lower(
             qact_bytes.len() as u32 - 1
         }
     };
-    qact_bytes[xi as usize] = qact_bytes[xi as usize].max(x_need);
-    if bufs.x16 != Some((xi, x, mode)) {
+    qact_bytes[xi as usize] = qact_bytes[xi as usize].max((n * k * 2) as u64);
+    if bufs.x16 != Some((xi, m.x, mode)) {
         let n_groups = ((n * k).div_ceil(256)) as u32;
         let rp = RoundParams { n_groups, n_vec4: (n * k / 4) as u32, mode };
         emits.push(Emit {
             spec: kernels::round_act16(),
-            res: vec![Res::Act(x), Res::ActQ(xi)],
+            res: vec![Res::Act(m.x), Res::ActQ(xi)],
             push: bytes(&rp),
             groups: n_groups,
             shape: None,
+            barrier_after: true,
         });
-        bufs.x16 = Some((xi, x, mode));
+        bufs.x16 = Some((xi, m.x, mode));
     }
-    let wi = *bufs.w16.get_or_insert_with(|| {
-        qact_bytes.push(0);
-        qact_bytes.len() as u32 - 1
-    });
-    // Rows per dequantized slice: a multiple of 128 (whole tiles) within the slice budget.
-    let slice_rows = ((SLICE_BYTES / (k as u64 * 2)) as u32 / 128).max(1) * 128;
-    let deq = kernels::dequant_f16(&lw.layout);
     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+    let prefetched = bufs.prefetched.take().filter(|&(w, _)| w == m.weight);
+    let slot = prefetched.map_or(0, |(_, s)| s);
+    let wi = bufs.w16(slot, qact_bytes);
+    // The next single-slice weight goes into the other buffer during the last product.
+    let ahead = next.filter(|(_, nw)| one_slice(feat, nw) && one_slice(feat, lw));
     for (ci, ch) in lw.chunks.iter().enumerate() {
+        let slice = slice_rows(feat, ch.rows, k);
         let mut r = 0;
         while r < ch.rows {
-            let rows = slice_rows.min(ch.rows - r);
-            let tile = kernels::coop_tile(rows as usize, n, coop.frag, max_shared);
+            let rows = slice.min(ch.rows - r);
+            qact_bytes[wi as usize] = qact_bytes[wi as usize].max(rows as u64 * k as u64 * 2);
+            if prefetched.is_none() {
+                emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
+            }
+            if let Some((nw_id, nw)) = ahead {
+                let other = bufs.w16(1 - slot, qact_bytes);
+                let nrows = nw.chunks[0].rows;
+                qact_bytes[other as usize] = qact_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
+                emits.push(dequant(nw, nw_id, 0, 0, nrows, other, false));
+                bufs.prefetched = Some((nw_id, 1 - slot));
+            }
+            let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
             let tiles_m = rows.div_ceil(tile.bm);
             let tiles_n = (n as u32).div_ceil(tile.bn);
-            let w_need = rows as u64 * k as u64 * 2;
-            qact_bytes[wi as usize] = qact_bytes[wi as usize].max(w_need);
-            let dp = DequantF16Params { k: k as u32, rows, row0: r, soff: ch.soff_words };
-            let threads = rows as u64 * k as u64 / 8;
-            emits.push(Emit {
-                spec: deq.clone(),
-                res: vec![Res::WeightChunk(weight, ci), Res::ActQ(wi), Res::Tables],
-                push: bytes(&dp),
-                groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
-                shape: Some(shape.clone()),
-            });
             let mp = MatmulParams {
                 k: k as u32,
                 m: rows,
@@ -131,15 +189,16 @@ pub(crate) fn lower(
                 out_stride: lw.rows as u32,
                 out_col0: ch.row0 + r,
                 soff: 0,
-                has_bias: (bias != Res::Dummy) as u32,
+                has_bias: (m.bias != Res::Dummy) as u32,
                 tiles_m,
             };
             emits.push(Emit {
                 spec: mm,
-                res: vec![Res::ActQ(wi), Res::ActQ(xi), out, bias],
+                res: vec![Res::ActQ(wi), Res::ActQ(xi), m.out, m.bias],
                 push: bytes(&mp),
                 groups: tiles_m * tiles_n,
                 shape: Some(shape.clone()),
+                barrier_after: true,
             });
             r += rows;
         }

@@ -109,7 +109,10 @@ fn score(sb: u32, r: u32, c: u32) -> f32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgi: u32) {
     let lin = wg_linear(wid, nwg);
     let h = lin % pc.n_head;
-    let tok0 = (lin / pc.n_head) * BR;
+    // The last blocks of a causal chunk see the most keys: they are dispatched first, so the
+    // short blocks fill in behind them instead of the long ones running alone at the end.
+    let n_blocks = (pc.n_tokens + BR - 1u) / BR;
+    let tok0 = (n_blocks - 1u - lin / pc.n_head) * BR;
     // Padding workgroups cannot return early (uniform control flow for the cooperative
     // operations): they see no handled rows and write nothing.
     let tok0c = min(tok0, pc.n_tokens - 1u);

@@ -1,9 +1,14 @@
-// Dequantize rows of one weight chunk to f16 for the prefill matmul over f16 operands
-// (`matmul_coop_f16.wgsl`): W16[r, e] = W[row0 + r, e] for r < rows, row-major with row
-// stride k. Each thread writes eight consecutive elements of a row (one 16-byte store), two
-// `deq4` quads of the type (see dequant.wgsl). Dequantizing once per prefill chunk replaces
-// the per-tile dequantization that dominated the cooperative matmul (on an H200, 8B pp512:
-// 0.88 ms of a 12288x4096x512 product, 0.40 ms without the dequantization arithmetic).
+enable f16;
+
+// Dequantize rows of one weight chunk to f16 for the cooperative matmul over f16 operands
+// (`matmul_coop.wgsl` with `coop_load_f16.wgsl`): W16[r, e] = W[row0 + r, e] for r < rows,
+// row-major with row stride k. Each thread writes EPT consecutive elements of a row, 16
+// bytes at a time: 32 for Q4_K / Q6_K (two `deq16` calls, one scale decode each), 8 for the
+// other types (two `deq4` quads, see dequant.wgsl). Dequantizing once per prefill chunk
+// replaces the per-tile dequantization that dominated the cooperative matmul (on an H200,
+// 8B pp512: 0.88 ms of a 12288x4096x512 product, 0.40 ms without the dequantization
+// arithmetic). Values are converted to f16 by the hardware conversion, as the staging
+// kernels do.
 
 struct Params {
     k: u32,
@@ -30,21 +35,32 @@ const QW: u32 = {{QW}}u;
 const SB: u32 = {{SB}}u;
 const BLOCK: u32 = {{BLOCK}}u;
 
+const EPT: u32 = {{EPT}}u;
+
 fn quad(row: u32, e: u32) -> vec4<f32> {
     let blk = row * (pc.k / BLOCK) + e / BLOCK;
     return {{DEQ}}(blk * QW, pc.soff * 4u + blk * SB, (e % BLOCK) / 4u);
 }
 
+// Four f16 in two words.
+fn pack4(v: vec4<f16>) -> vec2<u32> {
+    let f = vec4<f32>(v);
+    return vec2<u32>(pack2x16float(f.xy), pack2x16float(f.zw));
+}
+
+// Elements e..e+EPT-1 of row `row` of the chunk, as EPT/8 16-byte words.
+fn convert(row: u32, e: u32, o: u32) {
+{{CONVERT}}
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let i = wg_linear(wid, nwg) * 256u + t;
-    let per_row = pc.k / 8u;
+    let per_row = pc.k / EPT;
     if i >= pc.rows * per_row {
         return;
     }
     let r = i / per_row;
-    let e = 8u * (i % per_row);
-    let a = quad(pc.row0 + r, e);
-    let b = quad(pc.row0 + r, e + 4u);
-    W16[i] = vec4<u32>(pack_f16x4(a), pack_f16x4(b));
+    let e = EPT * (i % per_row);
+    convert(pc.row0 + r, e, (r * pc.k + e) / 8u);
 }

@@ -85,12 +85,13 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
 }
 
 /// Fast kernels where the device has them (matrix-vector for n ≤ VEC_MAX_COLS = 16), tiled or
-/// generic otherwise.
+/// generic otherwise; with cooperative matrices 70 rows take the kernel that dequantizes tiles
+/// on the fly and 260 rows the f16-operand path (every type's `dequant_f16`).
 #[test]
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70, 130], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70, 260], false, 100 + i as u64);
     }
 }
 
@@ -466,6 +467,49 @@ fn norm_into_matmul_wide_rows() {
             let want = step.run(&mut cpu, pc);
             assert_close(&format!("{ty} norm->matmul k={k} n={n}"), &got, &want, 1e-3, 3e-2);
         }
+    }
+    assert_clean(&vk);
+}
+
+/// A prefill chain of matmuls, at 130 rows (on-the-fly dequantization where there are
+/// cooperative matrices) and at 300 rows, large enough for the f16-operand path: each product's weight was dequantized while the previous product
+/// ran (two alternating buffers, no barrier between the two dispatches). Mixed weight types,
+/// a weight used twice (its second use is dequantized again, into the other buffer), a
+/// bias, and two readers of one input; every output is compared with the CPU's.
+#[test]
+fn prefill_matmul_chain_matches_cpu() {
+    let Some(mut vk) = vulkan() else { return };
+    let mut rng = Rng(321);
+    let mut w = Weights::default();
+    let vocab = 8;
+    let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
+    let a = w.add(weight("a", GgmlType::Q4_K, K, K, &mut rng, 0.1));
+    let b = w.add(weight("b", GgmlType::Q6_K, K, 2 * K, &mut rng, 0.05));
+    let c = w.add(weight("c", GgmlType::Q8_0, 2 * K, K, &mut rng, 0.05));
+    let bias = w.add(weight("bias", GgmlType::F32, K, 1, &mut rng, 1.0));
+    let mut cpu = cpu();
+    w.load(&mut vk);
+    w.load(&mut cpu);
+    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+    vk.init_kv(&spec).unwrap();
+    cpu.init_kv(&spec).unwrap();
+    for n in [130usize, 300] {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(table);
+            let y1 = g.linear(x, a, None);
+            let y2 = g.linear(y1, b, None);
+            let y3 = g.linear(y2, c, Some(bias));
+            let y4 = g.linear(y3, a, None);
+            let y5 = g.linear(y3, a, Some(bias));
+            g.add(y4, y5)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
+        let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
+        let pv = vk.compile(&g).unwrap();
+        let got = step.run(&mut vk, pv);
+        let pc = cpu.compile(&g).unwrap();
+        let want = step.run(&mut cpu, pc);
+        assert_close(&format!("prefill chain n={n}"), &got, &want, 1e-2, 3e-2);
     }
     assert_clean(&vk);
 }
