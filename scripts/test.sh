@@ -14,8 +14,9 @@ export VK_LOADER_DRIVERS_SELECT="${VK_LOADER_DRIVERS_SELECT:-*lvp*}"
 cargo test --release --workspace --locked "$@"
 # The cooperative-matrix kernels run on no driver above (bookworm's lavapipe has none): the
 # Vulkan parity tests once more on Debian sid's lavapipe, which has them (8x8 fragments).
-parity=$(cargo test --release --locked -p infr-vulkan --test parity --no-run --message-format=json 2>/dev/null |
+parity=$(cargo test --release --locked -p infr-vulkan --test parity --no-run --message-format=json |
     grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
+[ -n "$parity" ] || { echo "test.sh: no Vulkan parity test binary was built" >&2; exit 1; }
 INFR_REQUIRE_COOPMAT=1 scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed
 # The official SDKs against `infr serve` (builds target/release/infr, starts it on a free
 # loopback port with smollm2, stops it afterwards).

@@ -10,8 +10,8 @@ use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
 
 /// A tile shape of the cooperative-matrix matmul: `bm` weight rows × `bn` activation rows
-/// computed by `gm × gn` subgroups (each `bm/16/gm × bn/16/gn` 16×16 accumulators), `bk`
-/// (32 or 64) of the inner dimension staged per step.
+/// computed by `gm × gn` subgroups (each `bm/frag/gm × bn/frag/gn` accumulators of
+/// `frag`×`frag`), `bk` (32 or 64) of the inner dimension staged per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoopTile {
     /// Fragment edge: 16, or 8 on devices that offer only 8x8x8.
@@ -42,9 +42,12 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
     const MIN_GROUPS: usize = 96;
     let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
     let (gm, gn, bk) = coop_grid();
+    // Every subgroup needs at least one fragment each way, and the slices must fit.
+    let usable =
+        |t: &CoopTile| t.bm % (frag * t.gm) == 0 && t.bn % (frag * t.gn) == 0 && t.shared_bytes() <= max_shared;
     let tile = |bm: u32, bn: u32| {
         let t = CoopTile { frag, bm, bn, gm, gn, bk };
-        if t.shared_bytes() <= max_shared {
+        if usable(&t) {
             t
         } else {
             CoopTile { frag, bm, bn, gm: 2, gn: 2, bk: 32 }
@@ -52,8 +55,7 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
     };
     if let Some((bm, bn)) = forced_tile() {
         let t = CoopTile { frag, bm, bn, gm, gn, bk };
-        let fits = bm % (frag * gm) == 0 && bn % (frag * gn) == 0 && t.shared_bytes() <= max_shared;
-        if fits {
+        if usable(&t) {
             return t;
         }
     }
@@ -85,12 +87,7 @@ fn coop_grid() -> (u32, u32, u32) {
     let parsed = std::env::var("INFR_VK_COOP_GRID").ok().and_then(|v| {
         let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
         match p[..] {
-            [gm, gn, bk]
-                if [1, 2, 4, 8].contains(&gm)
-                    && [1, 2, 4, 8].contains(&gn)
-                    && gm * gn <= 16
-                    && [32, 64].contains(&bk) =>
-            {
+            [gm, gn, bk] if [1, 2, 4].contains(&gm) && [1, 2, 4].contains(&gn) && [32, 64].contains(&bk) => {
                 Some((gm, gn, bk))
             }
             _ => None,
@@ -206,12 +203,12 @@ pub struct DequantF16Params {
     pub soff: u32,
 }
 
-/// Threads per workgroup of `dequant_f16` (eight elements each).
+/// Threads per workgroup of `dequant_f16`.
 pub const DEQUANT_F16_WG: u32 = 256;
 
-/// Dequantize rows of a weight chunk to row-major f16 (k must be a multiple of 32): 32
-/// elements per thread for Q4_K / Q6_K, 8 for the other types.
-pub fn dequant_f16(l: &GpuLayout) -> KernelSpec {
+/// Dequantize rows of a weight chunk to row-major f16 (k must be a multiple of 32), and the
+/// elements each thread converts: 32 for Q4_K / Q6_K, 8 for the other types.
+pub fn dequant_f16(l: &GpuLayout) -> (KernelSpec, u32) {
     let mut parts = dequant_parts(l, "dequant_f16");
     let (ept, convert) = match l.deq {
         "q4_k" | "q6_k" => {
@@ -242,17 +239,9 @@ pub fn dequant_f16(l: &GpuLayout) -> KernelSpec {
     };
     let spec = KernelSpec::new(format!("dequant_f16.{}", l.ty), &parts, 3, push_size::<DequantF16Params>())
         .define("EPT", ept)
+        .define("WG", DEQUANT_F16_WG)
         .define("CONVERT", convert);
-    with_layout(spec, l)
-}
-
-/// Elements each `dequant_f16` thread converts for a layout.
-pub fn dequant_f16_per_thread(l: &GpuLayout) -> u64 {
-    if matches!(l.deq, "q4_k" | "q6_k") {
-        32
-    } else {
-        8
-    }
+    (with_layout(spec, l), ept)
 }
 
 #[cfg(test)]

@@ -486,7 +486,7 @@ pub struct Context {
     pub caps: DeviceCaps,
     /// Memory types and heaps.
     pub memory: vk::PhysicalDeviceMemoryProperties,
-    /// Pipelines are built with compiler statistics, logged once per kernel
+    /// Pipelines are built with compiler statistics, logged once per pipeline built
     /// (`INFR_VK_PIPELINE_STATS=1` on a device with `VK_KHR_pipeline_executable_properties`).
     pub pipeline_stats: bool,
 }

@@ -15,7 +15,7 @@ pub(crate) struct Features {
     pub max_bindings: u32,
     /// Workgroup memory per workgroup.
     pub shared_bytes: u32,
-    /// Bytes one storage binding may span.
+    /// Bytes one storage buffer may hold (binding range and allocation size).
     pub max_binding_bytes: u64,
     /// Most key splits of a decode attention row (`None`: automatic).
     pub max_splits: Option<u32>,
@@ -47,7 +47,7 @@ impl Features {
             Some((lo, hi)) => (lo == hi).then_some(lo),
             None => Some(caps.subgroup_size),
         };
-        // 16x16x16 where offered (the attention kernel needs it), else 8x8x8 (lavapipe).
+        // 16x16x16 where offered (NVIDIA), else 8x8x8 (lavapipe).
         let frag = [16u32, 8]
             .into_iter()
             .find(|&f| caps.coopmat.iter().any(|s| (s.m, s.n, s.k, s.ab, s.c) == (f, f, f, "f16", "f32")));
@@ -71,7 +71,7 @@ impl Features {
             fusion: !no_fusion,
             max_bindings: caps.max_storage_buffers_per_stage,
             shared_bytes: caps.shared_memory_bytes,
-            max_binding_bytes: caps.max_storage_buffer_range,
+            max_binding_bytes: caps.max_storage_buffer_range.min(caps.max_allocation_bytes),
             max_splits: None,
         }
     }
@@ -92,7 +92,10 @@ impl crate::device::DeviceCaps {
         let f = Features::of(self, false, false, false, false);
         let mut out = vec!["every op and weight type of the CPU backend".to_owned()];
         if let Some(c) = f.coopmat {
-            out.push(format!("cooperative-matrix prefill matmuls and attention ({0}x{0} fragments)", c.frag));
+            // The attention needs subgroups of a multiple of the fragment edge.
+            let attention = crate::kernels::attention_coop(64, c.frag, c.subgroup).is_some();
+            let what = if attention { "matmuls and attention" } else { "matmuls" };
+            out.push(format!("cooperative-matrix prefill {what} ({0}x{0} fragments)", c.frag));
         }
         if f.int8 {
             out.push("int8 dot decode matmuls".into());

@@ -111,7 +111,6 @@ pub struct RoundParams {
 /// Activations rounded as llama.cpp's CPU rounds them and back to f32 (for the float matmul kernels).
 pub fn round_act() -> KernelSpec {
     KernelSpec::new("round_act", &["common", "round_act"], 2, push_size::<RoundParams>())
-        .define("ENABLES", "")
         .define("Y_TY", "vec4<f32>")
         .define("STORE_Y", "Y[i] = y;")
 }
@@ -120,7 +119,6 @@ pub fn round_act() -> KernelSpec {
 /// the rounded values rounded to the nearest f16 (ties to even).
 pub fn round_act16() -> KernelSpec {
     KernelSpec::new("round_act16", &["common", "round_act"], 2, push_size::<RoundParams>())
-        .define("ENABLES", "")
         .define("Y_TY", "vec2<u32>")
         .define("STORE_Y", "Y[i] = pack_f16x4(y);")
 }
@@ -550,7 +548,7 @@ mod tests {
                         check(&matmul_coop(CoopOperands::Quantized(&l), 32, tile));
                     }
                 }
-                check(&dequant_f16(&l));
+                check(&dequant_f16(&l).0);
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }

@@ -74,7 +74,8 @@ impl StepLayout {
     }
 }
 
-fn bytes<T: bytemuck::Pod>(p: &T) -> Vec<u8> {
+/// A push-constant block as bytes.
+pub(crate) fn bytes<T: bytemuck::Pod>(p: &T) -> Vec<u8> {
     bytemuck::bytes_of(p).to_vec()
 }
 

@@ -257,7 +257,8 @@ impl Plan {
                 if x.groups > 0 {
                     d.cmd_dispatch(cmd, gx, gy, 1);
                 }
-                if x.barrier_after {
+                // Profiles time every dispatch on its own (no overlap).
+                if x.barrier_after || self.queries.is_some() {
                     compute_barrier(d, cmd);
                 }
                 if let Some(q) = self.queries {

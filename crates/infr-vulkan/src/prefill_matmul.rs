@@ -1,6 +1,6 @@
 //! Lowering of prefill matmuls over f16 operands: the activations rounded once into an f16
-//! copy, each weight chunk dequantized to f16 in slices small enough to be read back from
-//! the GPU's L2 cache, and one cooperative matmul (`matmul_coop.f16in`) per slice. On an
+//! copy, each weight dequantized to f16 (whole, or in a few large slices where a device's
+//! buffers are small), and one cooperative matmul (`matmul_coop.f16in`) per slice. On an
 //! H200 the tile-by-tile dequantization was most of the cooperative matmul's time (8B pp512,
 //! 12288x4096x512: 0.88 ms, 0.40 ms without the dequantization arithmetic); a slice costs
 //! one bandwidth-bound pass instead. (Loading fragments straight from the storage buffers,
@@ -12,7 +12,7 @@ use crate::error::VkResult;
 use crate::features::Coop;
 use crate::features::Features;
 use crate::kernels::{self, CoopOperands, DequantF16Params, MatmulParams, RoundParams};
-use crate::lower::Res;
+use crate::lower::{bytes, Res};
 use crate::pipeline::KernelSpec;
 use crate::weights::GpuWeight;
 
@@ -91,10 +91,6 @@ fn one_slice(feat: Features, lw: &GpuWeight) -> bool {
     lw.chunks.len() == 1 && slice_rows(feat, lw.chunks[0].rows, lw.cols) >= lw.chunks[0].rows
 }
 
-fn bytes<T: bytemuck::Pod>(p: &T) -> Vec<u8> {
-    bytemuck::bytes_of(p).to_vec()
-}
-
 /// One matmul to lower: `out = x · Wᵀ (+ bias)` for `n` rows of node `x`.
 pub(crate) struct F16Matmul<'a> {
     pub lw: &'a GpuWeight,
@@ -109,9 +105,10 @@ pub(crate) struct F16Matmul<'a> {
 fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32, barrier_after: bool) -> Emit {
     let k = lw.cols;
     let dp = DequantF16Params { k: k as u32, rows, row0, soff: lw.chunks[ci].soff_words };
-    let threads = rows as u64 * k as u64 / kernels::dequant_f16_per_thread(&lw.layout);
+    let (spec, per_thread) = kernels::dequant_f16(&lw.layout);
+    let threads = rows as u64 * k as u64 / per_thread as u64;
     Emit {
-        spec: kernels::dequant_f16(&lw.layout),
+        spec,
         res: vec![Res::WeightChunk(weight, ci), Res::ActQ(wi), Res::Tables],
         push: bytes(&dp),
         groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
@@ -160,8 +157,21 @@ pub(crate) fn lower(
     let prefetched = bufs.prefetched.take().filter(|&(w, _)| w == m.weight);
     let slot = prefetched.map_or(0, |(_, s)| s);
     let wi = bufs.w16(slot, qact_bytes);
-    // The next single-slice weight goes into the other buffer during the last product.
+    // When this weight and the next are single slices, the next one goes into the other
+    // buffer alongside this product (or stays where it is when it is this weight again).
     let ahead = next.filter(|(_, nw)| one_slice(feat, nw) && one_slice(feat, lw));
+    let mut prefetch = None;
+    if let Some((nw_id, nw)) = ahead {
+        if nw_id == m.weight {
+            bufs.prefetched = Some((nw_id, slot));
+        } else {
+            let other = bufs.w16(1 - slot, qact_bytes);
+            let nrows = nw.chunks[0].rows;
+            qact_bytes[other as usize] = qact_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
+            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other, false));
+            bufs.prefetched = Some((nw_id, 1 - slot));
+        }
+    }
     for (ci, ch) in lw.chunks.iter().enumerate() {
         let slice = slice_rows(feat, ch.rows, k);
         let mut r = 0;
@@ -171,13 +181,8 @@ pub(crate) fn lower(
             if prefetched.is_none() {
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
             }
-            if let Some((nw_id, nw)) = ahead {
-                let other = bufs.w16(1 - slot, qact_bytes);
-                let nrows = nw.chunks[0].rows;
-                qact_bytes[other as usize] = qact_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
-                emits.push(dequant(nw, nw_id, 0, 0, nrows, other, false));
-                bufs.prefetched = Some((nw_id, 1 - slot));
-            }
+            // At most one slice here when there is a prefetch (`one_slice`).
+            emits.extend(prefetch.take());
             let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
             let tiles_m = rows.div_ceil(tile.bm);

@@ -53,9 +53,9 @@ fn convert(row: u32, e: u32, o: u32) {
 {{CONVERT}}
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let i = wg_linear(wid, nwg) * 256u + t;
+    let i = wg_linear(wid, nwg) * {{WG}}u + t;
     let per_row = pc.k / EPT;
     if i >= pc.rows * per_row {
         return;

@@ -19,7 +19,6 @@ struct Params {
 var<immediate> pc: Params;
 
 @group(0) @binding(0) var<storage, read> X: array<vec4<f32>>;
-{{ENABLES}}
 @group(0) @binding(1) var<storage, read_write> Y: array<{{Y_TY}}>;
 
 var<workgroup> red: array<f32, 64>;

@@ -474,8 +474,8 @@ fn norm_into_matmul_wide_rows() {
 /// A prefill chain of matmuls, at 130 rows (on-the-fly dequantization where there are
 /// cooperative matrices) and at 300 rows, large enough for the f16-operand path: each product's weight was dequantized while the previous product
 /// ran (two alternating buffers, no barrier between the two dispatches). Mixed weight types,
-/// a weight used twice (its second use is dequantized again, into the other buffer), a
-/// bias, and two readers of one input; every output is compared with the CPU's.
+/// a weight used by two consecutive matmuls (dequantized once), a bias, two readers of one
+/// input and an inner dimension of 96; the output is compared with the CPU's.
 #[test]
 fn prefill_matmul_chain_matches_cpu() {
     let Some(mut vk) = vulkan() else { return };
@@ -487,6 +487,9 @@ fn prefill_matmul_chain_matches_cpu() {
     let b = w.add(weight("b", GgmlType::Q6_K, K, 2 * K, &mut rng, 0.05));
     let c = w.add(weight("c", GgmlType::Q8_0, 2 * K, K, &mut rng, 0.05));
     let bias = w.add(weight("bias", GgmlType::F32, K, 1, &mut rng, 1.0));
+    // An inner dimension of 96: not a multiple of the 64-wide k-steps (a partial last step).
+    let d = w.add(weight("d", GgmlType::Q8_0, K, 96, &mut rng, 0.05));
+    let e = w.add(weight("e", GgmlType::Q8_0, 96, K, &mut rng, 0.1));
     let mut cpu = cpu();
     w.load(&mut vk);
     w.load(&mut cpu);
@@ -501,7 +504,10 @@ fn prefill_matmul_chain_matches_cpu() {
             let y3 = g.linear(y2, c, Some(bias));
             let y4 = g.linear(y3, a, None);
             let y5 = g.linear(y3, a, Some(bias));
-            g.add(y4, y5)
+            let y6 = g.linear(y5, d, None);
+            let y7 = g.linear(y6, e, None);
+            let s = g.add(y4, y5);
+            g.add(s, y7)
         });
         let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
         let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
