@@ -272,7 +272,7 @@ pub(crate) fn lower(
         .iter()
         .enumerate()
         .filter_map(|(i, node)| match &node.op {
-            Op::Linear { weight, .. } if !fx.absorbed[i] && node.rows > kernels::VEC_MAX_COLS => {
+            Op::Linear { weight, .. } if !fx.absorbed[i] => {
                 weights.get(weight).and_then(|lw| prefill_matmul::eligible(feat, lw, node.rows)).map(|_| (i, *weight))
             }
             _ => None,
@@ -396,21 +396,19 @@ pub(crate) fn lower(
                     }
                     continue;
                 }
-                if n > kernels::VEC_MAX_COLS {
-                    if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
-                        let bias_res = match bias {
-                            Some(b) => vec_of(b, lw.rows)?,
-                            None => Res::Dummy,
-                        };
-                        let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
-                        let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
-                        let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
-                        let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut qact_bytes)?;
-                        for e in emits {
-                            push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
-                        }
-                        continue;
+                if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
+                    let bias_res = match bias {
+                        Some(b) => vec_of(b, lw.rows)?,
+                        None => Res::Dummy,
+                    };
+                    let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
+                    let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
+                    let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
+                    let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut qact_bytes)?;
+                    for e in emits {
+                        push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                     }
+                    continue;
                 }
                 let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
                     kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
