@@ -36,8 +36,9 @@ pub(crate) enum Res {
     Tables,
     /// The plan's scratch buffer (attention partials).
     Scratch,
-    /// Int8-quantized activations number `0` of the plan.
-    ActQ(u32),
+    /// Temporary buffer number `0` of the plan: int8-quantized or rounded activations, f16
+    /// copies of activations and dequantized weights (sized by `Lowered::temp_bytes`).
+    Temp(u32),
     /// A placeholder for an unused optional binding.
     Dummy,
 }
@@ -125,8 +126,8 @@ pub(crate) struct Lowered {
     pub dispatches: Vec<Dispatch>,
     /// Bytes of the attention scratch buffer.
     pub scratch_bytes: u64,
-    /// Bytes of each int8-quantized activation buffer (`Res::ActQ(i)`).
-    pub qact_bytes: Vec<u64>,
+    /// Bytes of each temporary buffer (`Res::Temp(i)`).
+    pub temp_bytes: Vec<u64>,
     /// For every node, the last node index whose dispatch reads it (after fusion).
     pub last_uses: Vec<usize>,
 }
@@ -215,8 +216,8 @@ fn gemv_jobs(
         tile0 += (jwt.rows as u32).div_ceil(r);
         shape.push_str(&format!("{}{}x{}", if jn == 0 { "" } else { "+" }, jwt.rows, jwt.cols));
     }
-    res[1] = Res::ActQ(qi);
-    res[4] = Res::ActQ(qi);
+    res[1] = Res::Temp(qi);
+    res[4] = Res::Temp(qi);
     let j0 = jobs[0];
     let mm = kernels::MatmulParams {
         k: k as u32,
@@ -244,10 +245,10 @@ pub(crate) fn lower(
     feat: Features,
 ) -> VkResult<Lowered> {
     let mut scratch = 0u64;
-    let mut qact_bytes: Vec<u64> = Vec::new();
+    let mut temp_bytes: Vec<u64> = Vec::new();
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
     let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
-    // The buffer of Q8_K-rounded f32 activations (`Res::ActQ` index) and which node's
+    // The buffer of Q8_K-rounded f32 activations (`Res::Temp` index) and which node's
     // rounding it holds now (q/k/v and gate/up reuse it; any other input overwrites it).
     let mut rounded: Option<(u32, u32, u32)> = None;
     let mut f16_bufs = prefill_matmul::F16Buffers::default();
@@ -349,8 +350,8 @@ pub(crate) fn lower(
                     let qi = match qact_of.get(&(x.0, group)) {
                         Some(&qi) => qi,
                         None => {
-                            let qi = qact_bytes.len() as u32;
-                            qact_bytes.push(kernels::qact_bytes(n, k));
+                            let qi = temp_bytes.len() as u32;
+                            temp_bytes.push(kernels::qact_bytes(n, k));
                             qact_of.insert((x.0, group), qi);
                             let n_blocks = u32_of(n * k / 32, "activation blocks")?;
                             let qp = kernels::QuantizeParams {
@@ -359,7 +360,7 @@ pub(crate) fn lower(
                                 scale_off: (n * k / 16) as u32,
                                 group,
                             };
-                            let res = vec![Res::Act(x.0), Res::ActQ(qi), Res::ActQ(qi)];
+                            let res = vec![Res::Act(x.0), Res::Temp(qi), Res::Temp(qi)];
                             push(&kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None)?;
                             qi
                         }
@@ -391,7 +392,7 @@ pub(crate) fn lower(
                             tiles_m,
                         };
                         let p = kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 };
-                        let res = vec![Res::WeightChunk(*weight, ci), Res::ActQ(qi), me, bias_res, Res::ActQ(qi)];
+                        let res = vec![Res::WeightChunk(*weight, ci), Res::Temp(qi), me, bias_res, Res::Temp(qi)];
                         push(&spec, res, bytes(&p), tiles_m, Some(shape.clone()))?;
                     }
                     continue;
@@ -404,7 +405,7 @@ pub(crate) fn lower(
                     let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
                     let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
                     let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
-                    let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut qact_bytes)?;
+                    let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut temp_bytes)?;
                     for e in emits {
                         push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                     }
@@ -438,21 +439,21 @@ pub(crate) fn lower(
                     let need = (n * k * 4) as u64;
                     let ri = match rounded {
                         Some((ri, _, _)) => {
-                            qact_bytes[ri as usize] = qact_bytes[ri as usize].max(need);
+                            temp_bytes[ri as usize] = temp_bytes[ri as usize].max(need);
                             ri
                         }
                         None => {
-                            qact_bytes.push(need);
-                            qact_bytes.len() as u32 - 1
+                            temp_bytes.push(need);
+                            temp_bytes.len() as u32 - 1
                         }
                     };
                     if rounded != Some((ri, x.0, mode)) {
                         let n_groups = u32_of((n * k).div_ceil(256), "activation groups")?;
                         let rp = kernels::RoundParams { n_groups, n_vec4: u32_of(n * k / 4, "activations")?, mode };
-                        push(&kernels::round_act(), vec![Res::Act(x.0), Res::ActQ(ri)], bytes(&rp), n_groups, None)?;
+                        push(&kernels::round_act(), vec![Res::Act(x.0), Res::Temp(ri)], bytes(&rp), n_groups, None)?;
                         rounded = Some((ri, x.0, mode));
                     }
-                    Res::ActQ(ri)
+                    Res::Temp(ri)
                 } else {
                     Res::Act(x.0)
                 };
@@ -483,8 +484,8 @@ pub(crate) fn lower(
                     None => Res::Dummy,
                 };
                 if let Some(nq) = fx.norm_q8.get(&i) {
-                    let qi = qact_bytes.len() as u32;
-                    qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                    let qi = temp_bytes.len() as u32;
+                    temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
                     qact_of.insert((i as u32, nq.group), qi);
                     let p = fused_kernels::NormQ8Params {
                         k: node.cols as u32,
@@ -499,7 +500,7 @@ pub(crate) fn lower(
                         Some((a, b)) => (Res::Act(a.0), Res::Act(b.0), Res::Act(x.0)),
                         None => (Res::Act(x.0), Res::Dummy, Res::Dummy),
                     };
-                    let res = vec![a, b, sum, me, wres, Res::ActQ(qi), Res::ActQ(qi)];
+                    let res = vec![a, b, sum, me, wres, Res::Temp(qi), Res::Temp(qi)];
                     let groups = u32_of(node.rows * (node.cols / 4).div_ceil(256), "norm groups")?;
                     push(&fused_kernels::norm_q8(), res, bytes(&p), groups, None)?;
                     continue;
@@ -658,8 +659,8 @@ pub(crate) fn lower(
                 if p.n_split > 1 {
                     scratch = scratch.max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
                     if let Some(&group) = fx.attn_q8.get(&i) {
-                        let qi = qact_bytes.len() as u32;
-                        qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                        let qi = temp_bytes.len() as u32;
+                        temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
                         qact_of.insert((i as u32, group), qi);
                         let cp = fused_kernels::AttnCombineQ8Params {
                             n_tokens: n_tok as u32,
@@ -671,7 +672,7 @@ pub(crate) fn lower(
                             group,
                             scale_off: (cells / 16) as u32,
                         };
-                        let res = vec![Res::Scratch, me, Res::Step, Res::ActQ(qi), Res::ActQ(qi)];
+                        let res = vec![Res::Scratch, me, Res::Step, Res::Temp(qi), Res::Temp(qi)];
                         let groups = u32_of(n_tok * (node.cols / 4).div_ceil(64), "attention merge groups")?;
                         push(&fused_kernels::attn_combine_q8(), res, bytes(&cp), groups, None)?;
                         continue;
@@ -723,12 +724,12 @@ pub(crate) fn lower(
             }
             Op::Glu { gate, up, act } => {
                 if let Some(&group) = fx.glu_q8.get(&i) {
-                    let qi = qact_bytes.len() as u32;
-                    qact_bytes.push(kernels::qact_bytes(node.rows, node.cols));
+                    let qi = temp_bytes.len() as u32;
+                    temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
                     qact_of.insert((i as u32, group), qi);
                     let n_words = u32_of(cells / 4, "elements")?;
                     let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4 };
-                    let res = vec![Res::Act(gate.0), Res::Act(up.0), me, Res::ActQ(qi), Res::ActQ(qi)];
+                    let res = vec![Res::Act(gate.0), Res::Act(up.0), me, Res::Temp(qi), Res::Temp(qi)];
                     push(&fused_kernels::glu_q8(*act), res, bytes(&p), n_words.div_ceil(64), None)?;
                     continue;
                 }
@@ -755,7 +756,7 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok(Lowered { dispatches: out, scratch_bytes: scratch, qact_bytes, last_uses: fx.last_uses })
+    Ok(Lowered { dispatches: out, scratch_bytes: scratch, temp_bytes, last_uses: fx.last_uses })
 }
 
 /// Byte offsets of every node's output in one activation buffer, reusing the space of

@@ -62,7 +62,7 @@ pub(crate) struct Plan {
     layout: StepLayout,
     readback: Buffer,
     scratch: Buffer,
-    qact: Vec<Buffer>,
+    temps: Vec<Buffer>,
     desc_pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
     /// The graph's dispatches.
@@ -86,10 +86,10 @@ impl Plan {
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
-        let Lowered { dispatches, scratch_bytes, qact_bytes, last_uses } = lowered;
-        let qact = qact_bytes
+        let Lowered { dispatches, scratch_bytes, temp_bytes, last_uses } = lowered;
+        let temps = temp_bytes
             .iter()
-            .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "quantized activations"))
+            .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "temporary buffer"))
             .collect::<VkResult<Vec<_>>>()?;
         let align = ctx.caps.storage_offset_alignment.max(16);
         let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &last_uses, align);
@@ -165,7 +165,7 @@ impl Plan {
             layout,
             readback,
             scratch,
-            qact,
+            temps,
             desc_pool,
             cmd_pool,
             cmd: cmds[0],
@@ -208,8 +208,8 @@ impl Plan {
             Res::Step => (self.step.raw, 0, self.step.size),
             Res::Tables => (res.tables.raw, 0, res.tables.size),
             Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
-            Res::ActQ(i) => {
-                let b = self.qact.get(i as usize).ok_or_else(|| missing(format!("quantized activations {i}")))?;
+            Res::Temp(i) => {
+                let b = self.temps.get(i as usize).ok_or_else(|| missing(format!("temporary buffer {i}")))?;
                 (b.raw, 0, b.size)
             }
             Res::Dummy => (res.dummy.raw, 0, res.dummy.size),

@@ -41,7 +41,7 @@ pub(crate) struct Emit {
     pub barrier_after: bool,
 }
 
-/// The plan buffers (`Res::ActQ` indices) the f16 matmuls share: the f16 activations and
+/// The plan buffers (`Res::Temp` indices) the f16 matmuls share: the f16 activations and
 /// which node and rounding they hold now (q/k/v and gate/up reuse one copy), and two
 /// dequantized-weight buffers: while a matmul reads one, the next matmul's weight is
 /// dequantized into the other (no barrier between the two dispatches, so the
@@ -55,10 +55,10 @@ pub(crate) struct F16Buffers {
 }
 
 impl F16Buffers {
-    fn w16(&mut self, slot: usize, qact_bytes: &mut Vec<u64>) -> u32 {
+    fn w16(&mut self, slot: usize, temp_bytes: &mut Vec<u64>) -> u32 {
         *self.w16[slot].get_or_insert_with(|| {
-            qact_bytes.push(0);
-            qact_bytes.len() as u32 - 1
+            temp_bytes.push(0);
+            temp_bytes.len() as u32 - 1
         })
     }
 }
@@ -110,7 +110,7 @@ fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi
     let threads = rows as u64 * k as u64 / per_thread as u64;
     Emit {
         spec,
-        res: vec![Res::WeightChunk(weight, ci), Res::ActQ(wi), Res::Tables],
+        res: vec![Res::WeightChunk(weight, ci), Res::Temp(wi), Res::Tables],
         push: bytes(&dp),
         groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
         shape: Some(format!("{}x{}", lw.rows, lw.cols)),
@@ -127,7 +127,7 @@ pub(crate) fn lower(
     coop: Coop,
     feat: Features,
     bufs: &mut F16Buffers,
-    qact_bytes: &mut Vec<u64>,
+    temp_bytes: &mut Vec<u64>,
 ) -> VkResult<Vec<Emit>> {
     let (lw, n) = (m.lw, m.n);
     let k = lw.cols;
@@ -136,17 +136,17 @@ pub(crate) fn lower(
     let xi = match bufs.x16 {
         Some((xi, _, _)) => xi,
         None => {
-            qact_bytes.push(0);
-            qact_bytes.len() as u32 - 1
+            temp_bytes.push(0);
+            temp_bytes.len() as u32 - 1
         }
     };
-    qact_bytes[xi as usize] = qact_bytes[xi as usize].max((n * k * 2) as u64);
+    temp_bytes[xi as usize] = temp_bytes[xi as usize].max((n * k * 2) as u64);
     if bufs.x16 != Some((xi, m.x, mode)) {
         let n_groups = ((n * k).div_ceil(256)) as u32;
         let rp = RoundParams { n_groups, n_vec4: (n * k / 4) as u32, mode };
         emits.push(Emit {
             spec: kernels::round_act16(),
-            res: vec![Res::Act(m.x), Res::ActQ(xi)],
+            res: vec![Res::Act(m.x), Res::Temp(xi)],
             push: bytes(&rp),
             groups: n_groups,
             shape: None,
@@ -157,7 +157,7 @@ pub(crate) fn lower(
     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
     let prefetched = bufs.prefetched.take().filter(|&(w, _)| w == m.weight);
     let slot = prefetched.map_or(0, |(_, s)| s);
-    let wi = bufs.w16(slot, qact_bytes);
+    let wi = bufs.w16(slot, temp_bytes);
     // When this weight and the next are single slices, the next one goes into the other
     // buffer alongside this product (or stays where it is when it is this weight again).
     let ahead = next.filter(|(_, nw)| one_slice(feat, nw) && one_slice(feat, lw));
@@ -166,9 +166,9 @@ pub(crate) fn lower(
         if nw_id == m.weight {
             bufs.prefetched = Some((nw_id, slot));
         } else {
-            let other = bufs.w16(1 - slot, qact_bytes);
+            let other = bufs.w16(1 - slot, temp_bytes);
             let nrows = nw.chunks[0].rows;
-            qact_bytes[other as usize] = qact_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
+            temp_bytes[other as usize] = temp_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
             prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other, false));
             bufs.prefetched = Some((nw_id, 1 - slot));
         }
@@ -178,7 +178,7 @@ pub(crate) fn lower(
         let mut r = 0;
         while r < ch.rows {
             let rows = slice.min(ch.rows - r);
-            qact_bytes[wi as usize] = qact_bytes[wi as usize].max(rows as u64 * k as u64 * 2);
+            temp_bytes[wi as usize] = temp_bytes[wi as usize].max(rows as u64 * k as u64 * 2);
             if prefetched.is_none() {
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
             }
@@ -200,7 +200,7 @@ pub(crate) fn lower(
             };
             emits.push(Emit {
                 spec: mm,
-                res: vec![Res::ActQ(wi), Res::ActQ(xi), m.out, m.bias],
+                res: vec![Res::Temp(wi), Res::Temp(xi), m.out, m.bias],
                 push: bytes(&mp),
                 groups: tiles_m * tiles_n,
                 shape: Some(shape.clone()),
