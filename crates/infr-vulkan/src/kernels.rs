@@ -287,8 +287,10 @@ pub(crate) fn push_size<T>() -> u32 {
     std::mem::size_of::<T>() as u32
 }
 
+/// Source parts of a kernel that dequantizes through `wload` / `tload` over `W` and `TBL`
+/// bindings (declared by the kernel itself): the dequantizers, their accessors, the kernel.
 pub(crate) fn dequant_parts(l: &GpuLayout, kernel: &'static str) -> Vec<&'static str> {
-    let mut parts = vec!["common", "dequant"];
+    let mut parts = vec!["common", "dequant", "weight_io"];
     if l.deq.starts_with("iq") {
         parts.push("dequant_iq");
     }
@@ -379,7 +381,7 @@ pub fn matmul_vec(l: &GpuLayout, c: u32, r: u32) -> Option<KernelSpec> {
     let tpb = vec_lanes(l.ty)?;
     let spec = KernelSpec {
         name: format!("matmul_vec.{}", l.ty),
-        parts: vec!["common", "dequant", "matmul_vec"],
+        parts: vec!["common", "dequant", "weight_io", "matmul_vec"],
         defines: Vec::new(),
         bindings: MATMUL_BINDINGS,
         push_bytes: push_size::<MatmulParams>(),

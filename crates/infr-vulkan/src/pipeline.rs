@@ -28,6 +28,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_load_quant", include_str!("shaders/coop_load_quant.wgsl")),
     ("coop_load_f16", include_str!("shaders/coop_load_f16.wgsl")),
     ("deq16_k", include_str!("shaders/deq16_k.wgsl")),
+    ("weight_io", include_str!("shaders/weight_io.wgsl")),
     ("dequant_f16", include_str!("shaders/dequant_f16.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),

@@ -7,18 +7,6 @@
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
 
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
-fn tload(i: u32) -> u32 {
-    return TBL[i];
-}
-
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
-
 // Generic: four 4-element dequantizations (pseudo-blocks of plain float types hold 4).
 fn deq16_generic(row_blk: u32, sb_base: u32, ke: u32) -> array<vec4<f16>, 4> {
     var out: array<vec4<f16>, 4>;

@@ -1,6 +1,7 @@
 // Dequantizers of the repacked weight layout (see repack.rs): `deq4_<type>(qb, sb, i)` returns
 // elements 4i..4i+3 of one block, where `qb` is the word offset of the block's quant data and
-// `sb` the byte offset of its scale data. The kernel provides `wload(word) -> u32`.
+// `sb` the byte offset of its scale data. `wload(word) -> u32` comes from weight_io.wgsl
+// or, where the weight is bound otherwise, from the kernel.
 
 fn sbyte(sb: u32, b: u32) -> u32 {
     let o = sb + b;

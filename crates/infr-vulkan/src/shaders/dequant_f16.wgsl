@@ -23,18 +23,6 @@ var<immediate> pc: Params;
 @group(0) @binding(1) var<storage, read_write> W16: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> TBL: array<u32>;
 
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
-fn tload(i: u32) -> u32 {
-    return TBL[i];
-}
-
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
-
 const EPT: u32 = {{EPT}}u;
 
 fn quad(row: u32, e: u32) -> vec4<f32> {

@@ -16,17 +16,6 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read_write> Y: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> TBL: array<u32>;
 
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
-fn tload(i: u32) -> u32 {
-    return TBL[i];
-}
-
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
 const QPB: u32 = BLOCK / 4u;
 
 @compute @workgroup_size(64)

@@ -24,17 +24,6 @@ var<immediate> pc: Params;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
 
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
-fn tload(i: u32) -> u32 {
-    return TBL[i];
-}
-
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
 const BM: u32 = 64u;
 const BN: u32 = 64u;
 const BK: u32 = 32u;

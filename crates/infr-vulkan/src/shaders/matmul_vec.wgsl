@@ -23,16 +23,9 @@ var<immediate> pc: Params;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
 
-fn wload(i: u32) -> u32 {
-    return W[i];
-}
-
 const WG: u32 = {{WG}}u;
 const R: u32 = {{R}}u;
 const C: u32 = {{C}}u;
-const QW: u32 = {{QW}}u;
-const SB: u32 = {{SB}}u;
-const BLOCK: u32 = {{BLOCK}}u;
 const TPB: u32 = {{TPB}}u;
 
 var<workgroup> red: array<f32, {{RED}}>;
