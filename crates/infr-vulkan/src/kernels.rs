@@ -465,25 +465,21 @@ pub enum Elt {
     Glu(Activation),
 }
 
-/// An elementwise kernel.
-pub fn elementwise(op: Elt, n: usize) -> KernelSpec {
+/// An elementwise kernel for `n` elements and its workgroup count: one vec4 per thread
+/// when `n` is a multiple of 4, one element otherwise.
+pub fn elementwise(op: Elt, n: usize) -> (KernelSpec, u32) {
     let (name, body) = elt_body(op);
     let spec = KernelSpec::new(name, &["common", "elementwise"], 3, push_size::<EltParams>()).define("OP", body);
     if n % 4 == 0 {
-        spec.define("T", "vec4<f32>").define("VEC", 4).define("WG", ELT_WG4).define("APPLY", "op_v")
+        let spec = spec.define("T", "vec4<f32>").define("VEC", 4).define("WG", ELT_WG4).define("APPLY", "op_v");
+        (spec, (n / 4).div_ceil(ELT_WG4) as u32)
     } else {
-        spec.define("T", "f32").define("VEC", 1).define("WG", 64).define("APPLY", "op")
+        (spec.define("T", "f32").define("VEC", 1).define("WG", 64).define("APPLY", "op"), n.div_ceil(64) as u32)
     }
 }
 
 /// Threads per workgroup of the vec4 elementwise kernel.
 const ELT_WG4: usize = 256;
-
-/// Workgroups of [`elementwise`] for `n` elements.
-pub fn elementwise_groups(n: usize) -> u32 {
-    let g = if n % 4 == 0 { (n / 4).div_ceil(ELT_WG4) } else { n.div_ceil(64) };
-    g as u32
-}
 
 /// Kernel name and WGSL body of `fn op(a: f32, b: f32) -> f32` for an elementwise op.
 pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
@@ -568,8 +564,8 @@ mod tests {
         for op in
             [Elt::Add, Elt::Mul, Elt::Scale, Elt::Softcap, Elt::Glu(Activation::Silu), Elt::Glu(Activation::GeluTanh)]
         {
-            check(&elementwise(op, 8));
-            check(&elementwise(op, 7));
+            check(&elementwise(op, 8).0);
+            check(&elementwise(op, 7).0);
         }
         check(&gather_rows());
         check(&attention_combine());

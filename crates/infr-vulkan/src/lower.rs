@@ -84,6 +84,20 @@ fn threads_groups(threads: usize) -> VkResult<u32> {
     u32::try_from(threads.div_ceil(64)).map_err(|_| VkError::Unsupported(format!("{threads} threads in one dispatch")))
 }
 
+/// The dispatch of `out = op(a, b)` over `cells` elements (`s`, `inv_s`: the op's scalar and
+/// its inverse where it has one): kernel, bindings, push constants, workgroups.
+fn elementwise(
+    op: Elt,
+    (a, b, out): (Res, Res, Res),
+    cells: usize,
+    s: f32,
+    inv_s: f32,
+) -> VkResult<(KernelSpec, Vec<Res>, Vec<u8>, u32)> {
+    let p = kernels::EltParams { n: u32_of(cells, "elements")?, s, inv_s };
+    let (spec, groups) = kernels::elementwise(op, cells);
+    Ok((spec, vec![a, b, out], bytes(&p), groups))
+}
+
 fn u32_of(v: usize, what: &str) -> VkResult<u32> {
     u32::try_from(v).map_err(|_| VkError::Unsupported(format!("{what} = {v} exceeds u32")))
 }
@@ -691,36 +705,18 @@ pub(crate) fn lower(
             }
             Op::Add { a, b } | Op::Mul { a, b } => {
                 let op = if matches!(node.op, Op::Add { .. }) { Elt::Add } else { Elt::Mul };
-                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
-                push(
-                    &kernels::elementwise(op, cells),
-                    vec![Res::Act(a.0), Res::Act(b.0), me],
-                    bytes(&p),
-                    kernels::elementwise_groups(cells),
-                    None,
-                )?;
+                let (spec, res, p, groups) = elementwise(op, (Res::Act(a.0), Res::Act(b.0), me), cells, 0.0, 0.0)?;
+                push(&spec, res, p, groups, None)?;
             }
             Op::Scale { x, s } => {
-                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *s, inv_s: 0.0 };
-                let res = vec![Res::Act(x.0), Res::Act(x.0), me];
-                push(
-                    &kernels::elementwise(Elt::Scale, cells),
-                    res,
-                    bytes(&p),
-                    kernels::elementwise_groups(cells),
-                    None,
-                )?;
+                let (spec, res, p, groups) =
+                    elementwise(Elt::Scale, (Res::Act(x.0), Res::Act(x.0), me), cells, *s, 0.0)?;
+                push(&spec, res, p, groups, None)?;
             }
             Op::Softcap { x, cap } => {
-                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: *cap, inv_s: 1.0 / *cap };
-                let res = vec![Res::Act(x.0), Res::Act(x.0), me];
-                push(
-                    &kernels::elementwise(Elt::Softcap, cells),
-                    res,
-                    bytes(&p),
-                    kernels::elementwise_groups(cells),
-                    None,
-                )?;
+                let io = (Res::Act(x.0), Res::Act(x.0), me);
+                let (spec, res, p, groups) = elementwise(Elt::Softcap, io, cells, *cap, 1.0 / *cap)?;
+                push(&spec, res, p, groups, None)?;
             }
             Op::Glu { gate, up, act } => {
                 if let Some(&group) = fx.glu_q8.get(&i) {
@@ -733,15 +729,9 @@ pub(crate) fn lower(
                     push(&fused_kernels::glu_q8(*act), res, bytes(&p), n_words.div_ceil(64), None)?;
                     continue;
                 }
-                let p = kernels::EltParams { n: u32_of(cells, "elements")?, s: 0.0, inv_s: 0.0 };
-                let res = vec![Res::Act(gate.0), Res::Act(up.0), me];
-                push(
-                    &kernels::elementwise(Elt::Glu(*act), cells),
-                    res,
-                    bytes(&p),
-                    kernels::elementwise_groups(cells),
-                    None,
-                )?;
+                let io = (Res::Act(gate.0), Res::Act(up.0), me);
+                let (spec, res, p, groups) = elementwise(Elt::Glu(*act), io, cells, 0.0, 0.0)?;
+                push(&spec, res, p, groups, None)?;
             }
             Op::OutputRows { x } => {
                 let p =
