@@ -239,3 +239,36 @@ pub fn assert_close(what: &str, a: &[f32], b: &[f32], atol: f32, rtol: f32) {
     eprintln!("parity {what}: max err {e:.3e}, max |ref| {m:.3e}, rel {:.3e}", e / m.max(1e-30));
     assert!(e <= atol + rtol * m, "{what}: max error {e} (max |ref| {m}, allowed {})", atol + rtol * m);
 }
+
+/// Run the same graph on Vulkan and CPU for each step and compare every output.
+pub struct Pair {
+    pub vk: VulkanBackend,
+    pub cpu: CpuBackend,
+}
+
+impl Pair {
+    pub fn new(w: &Weights, kv: &KvSpec) -> Option<Self> {
+        Self::with(w, kv, VulkanOptions { validation: true, ..Default::default() })
+    }
+
+    pub fn with(w: &Weights, kv: &KvSpec, opts: VulkanOptions) -> Option<Self> {
+        let mut vk = vulkan_with(opts)?;
+        let mut cpu = cpu();
+        w.load(&mut vk);
+        w.load(&mut cpu);
+        vk.init_kv(kv).unwrap();
+        cpu.init_kv(kv).unwrap();
+        Some(Self { vk, cpu })
+    }
+
+    pub fn check(&mut self, what: &str, g: &Graph, steps: &[Step], atol: f32, rtol: f32) {
+        let pv = self.vk.compile(g).unwrap();
+        let pc = self.cpu.compile(g).unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let a = s.run(&mut self.vk, pv);
+            let b = s.run(&mut self.cpu, pc);
+            assert_close(&format!("{what} step {i}"), &a, &b, atol, rtol);
+        }
+        assert_clean(&self.vk);
+    }
+}

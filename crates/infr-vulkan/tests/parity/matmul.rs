@@ -344,7 +344,6 @@ fn linear_coopmat_matches_tiled() {
 /// CPU's, for 1, 3 and 16 activation rows and for two and three jobs of different widths.
 #[test]
 fn matmuls_sharing_an_input_match_cpu() {
-    let Some(mut vk) = vulkan() else { return };
     let cases =
         [(GgmlType::Q4_K, vec![512, 128, 128]), (GgmlType::Q6_K, vec![96, 320]), (GgmlType::Q8_0, vec![64, 64, 192])];
     for (ty, widths) in cases {
@@ -354,12 +353,7 @@ fn matmuls_sharing_an_input_match_cpu() {
         let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
         let ws: Vec<_> = widths.iter().map(|&m| w.add(weight("w", ty, K, m, &mut rng, 0.5))).collect();
         let bs: Vec<_> = widths.iter().map(|&m| w.add(weight("b", GgmlType::F32, m, 1, &mut rng, 1.0))).collect();
-        let mut cpu = cpu();
-        w.load(&mut vk);
-        w.load(&mut cpu);
-        let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
-        vk.init_kv(&spec).unwrap();
-        cpu.init_kv(&spec).unwrap();
+        let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)) else { return };
         for n in [1usize, 3, 16] {
             // One graph per job: the matmuls, then a copy of that job's output (x1.0).
             for out in 0..widths.len() {
@@ -375,15 +369,10 @@ fn matmuls_sharing_an_input_match_cpu() {
                 });
                 let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
                 let step = Step::simple(tokens, 0, vec![0; 8]);
-                let pv = vk.compile(&g).unwrap();
-                let got = step.run(&mut vk, pv);
-                let pc = cpu.compile(&g).unwrap();
-                let want = step.run(&mut cpu, pc);
-                assert_close(&format!("{ty} job {out} of {:?} n={n}", widths), &got, &want, 1e-3, 3e-2);
+                p.check(&format!("{ty} job {out} of {:?} n={n}", widths), &g, &[step], 1e-3, 3e-2);
             }
         }
     }
-    assert_clean(&vk);
 }
 
 /// `execute_top_k` selects each output row's k best on the device: the same indices and
@@ -438,7 +427,6 @@ fn device_top_k_matches_full_rows() {
 /// per 256) and Q8_0 (per 32) activations, 1 and 3 rows, 4096 and 2560 columns.
 #[test]
 fn norm_into_matmul_wide_rows() {
-    let Some(mut vk) = vulkan() else { return };
     for (k, ty) in [(4096usize, GgmlType::Q4_K), (2560, GgmlType::Q8_0)] {
         let mut rng = Rng(123);
         let mut w = Weights::default();
@@ -446,12 +434,7 @@ fn norm_into_matmul_wide_rows() {
         let tb = w.add(weight("b", GgmlType::F32, k, 8, &mut rng, 1.0));
         let nw = w.add(weight("norm", GgmlType::F32, k, 1, &mut rng, 1.0));
         let wt = w.add(weight("w", ty, k, 96, &mut rng, 0.3));
-        let mut cpu = cpu();
-        w.load(&mut vk);
-        w.load(&mut cpu);
-        let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
-        vk.init_kv(&spec).unwrap();
-        cpu.init_kv(&spec).unwrap();
+        let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)) else { return };
         for n in [1usize, 3] {
             let g = graph(&w, n, n, |g| {
                 let a = g.embed(ta);
@@ -461,24 +444,19 @@ fn norm_into_matmul_wide_rows() {
                 g.linear(h, wt, None)
             });
             let step = Step::simple((0..n as u32).map(|i| (3 * i + 1) % 8).collect(), 0, vec![0; 8]);
-            let pv = vk.compile(&g).unwrap();
-            let got = step.run(&mut vk, pv);
-            let pc = cpu.compile(&g).unwrap();
-            let want = step.run(&mut cpu, pc);
-            assert_close(&format!("{ty} norm->matmul k={k} n={n}"), &got, &want, 1e-3, 3e-2);
+            p.check(&format!("{ty} norm->matmul k={k} n={n}"), &g, &[step], 1e-3, 3e-2);
         }
     }
-    assert_clean(&vk);
 }
 
 /// A prefill chain of matmuls, at 130 rows (on-the-fly dequantization where there are
-/// cooperative matrices) and at 300 rows, large enough for the f16-operand path: each product's weight was dequantized while the previous product
-/// ran (two alternating buffers, no barrier between the two dispatches). Mixed weight types,
-/// a weight used by two consecutive matmuls (dequantized once), a bias, two readers of one
-/// input and an inner dimension of 96; the output is compared with the CPU's.
+/// cooperative matrices) and at 300 rows, large enough for the f16-operand path: each
+/// product's weight was dequantized while the previous product ran (two alternating buffers,
+/// no barrier between the two dispatches). Mixed weight types, a weight used by two
+/// consecutive matmuls (dequantized once), a bias, two readers of one input and an inner
+/// dimension of 96; the output is compared with the CPU's.
 #[test]
 fn prefill_matmul_chain_matches_cpu() {
-    let Some(mut vk) = vulkan() else { return };
     let mut rng = Rng(321);
     let mut w = Weights::default();
     let vocab = 8;
@@ -490,12 +468,7 @@ fn prefill_matmul_chain_matches_cpu() {
     // An inner dimension of 96: not a multiple of the 64-wide k-steps (a partial last step).
     let d = w.add(weight("d", GgmlType::Q8_0, K, 96, &mut rng, 0.05));
     let e = w.add(weight("e", GgmlType::Q8_0, 96, K, &mut rng, 0.1));
-    let mut cpu = cpu();
-    w.load(&mut vk);
-    w.load(&mut cpu);
-    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
-    vk.init_kv(&spec).unwrap();
-    cpu.init_kv(&spec).unwrap();
+    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)) else { return };
     for n in [130usize, 300] {
         let g = graph(&w, n, n, |g| {
             let x = g.embed(table);
@@ -511,11 +484,6 @@ fn prefill_matmul_chain_matches_cpu() {
         });
         let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
         let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
-        let pv = vk.compile(&g).unwrap();
-        let got = step.run(&mut vk, pv);
-        let pc = cpu.compile(&g).unwrap();
-        let want = step.run(&mut cpu, pc);
-        assert_close(&format!("prefill chain n={n}"), &got, &want, 1e-2, 3e-2);
+        p.check(&format!("prefill chain n={n}"), &g, &[step], 1e-2, 3e-2);
     }
-    assert_clean(&vk);
 }

@@ -9,39 +9,6 @@ use crate::common::*;
 
 const VOCAB: usize = 16;
 
-/// Run the same graph on Vulkan and CPU for each step and compare every output.
-struct Pair {
-    vk: infr_vulkan::VulkanBackend,
-    cpu: infr_cpu::CpuBackend,
-}
-
-impl Pair {
-    fn new(w: &Weights, kv: &infr_core::KvSpec) -> Option<Self> {
-        Self::with(w, kv, infr_vulkan::VulkanOptions { validation: true, ..Default::default() })
-    }
-
-    fn with(w: &Weights, kv: &infr_core::KvSpec, opts: infr_vulkan::VulkanOptions) -> Option<Self> {
-        let mut vk = vulkan_with(opts)?;
-        let mut cpu = cpu();
-        w.load(&mut vk);
-        w.load(&mut cpu);
-        vk.init_kv(kv).unwrap();
-        cpu.init_kv(kv).unwrap();
-        Some(Self { vk, cpu })
-    }
-
-    fn check(&mut self, what: &str, g: &infr_core::Graph, steps: &[Step], atol: f32, rtol: f32) {
-        let pv = self.vk.compile(g).unwrap();
-        let pc = self.cpu.compile(g).unwrap();
-        for (i, s) in steps.iter().enumerate() {
-            let a = s.run(&mut self.vk, pv);
-            let b = s.run(&mut self.cpu, pc);
-            assert_close(&format!("{what} step {i}"), &a, &b, atol, rtol);
-        }
-        assert_clean(&self.vk);
-    }
-}
-
 /// Query, key and value rows of the step's tokens from three embedding tables.
 fn embed_qkv(g: &mut GraphBuilder<'_>, tq: WeightId, tk: WeightId, tv: WeightId) -> (TensorId, TensorId, TensorId) {
     (g.embed(tq), g.embed(tk), g.embed(tv))
