@@ -17,20 +17,26 @@ fn halves16(a: vec4<u32>, b: vec4<u32>) -> array<vec4<f16>, 4> {
     return array<vec4<f16>, 4>(halves4(a.x, a.y), halves4(a.z, a.w), halves4(b.x, b.y), halves4(b.z, b.w));
 }
 
-fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+// Loader unit `u` of a slice starting at row r0 and inner element k0: the index of its first
+// 16-byte word (row r0 + u / KU, clamped to the operand's `rows`; 16 elements from
+// k0 + 16·(u % KU)), and 1 where those elements lie inside k (0 past it: the unit is zeros).
+fn unit_word(u: u32, r0: u32, rows: u32, k0: u32) -> vec2<u32> {
     let ke = k0 + 16u * (u % KU);
-    if ke >= pc.k {
+    return vec2<u32>((min(r0 + u / KU, rows - 1u) * pc.k + ke) / 8u, u32(ke < pc.k));
+}
+
+fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+    let w = unit_word(u, r0, pc.m, k0);
+    if w.y == 0u {
         return array<vec4<f16>, 4>();
     }
-    let i = (min(r0 + u / KU, pc.m - 1u) * pc.k + ke) / 8u;
-    return halves16(W[i], W[i + 1u]);
+    return halves16(W[w.x], W[w.x + 1u]);
 }
 
 fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
-    let ke = k0 + 16u * (u % KU);
-    if ke >= pc.k {
+    let w = unit_word(u, c0, pc.n, k0);
+    if w.y == 0u {
         return array<vec4<f16>, 4>();
     }
-    let i = (min(c0 + u / KU, pc.n - 1u) * pc.k + ke) / 8u;
-    return halves16(X[i], X[i + 1u]);
+    return halves16(X[w.x], X[w.x + 1u]);
 }
