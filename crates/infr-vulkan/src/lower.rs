@@ -98,7 +98,8 @@ fn elementwise(
     Ok((spec, vec![a, b, out], bytes(&p), groups))
 }
 
-fn u32_of(v: usize, what: &str) -> VkResult<u32> {
+/// `v` as u32, or an error naming `what` that does not fit.
+pub(crate) fn u32_of(v: usize, what: &str) -> VkResult<u32> {
     u32::try_from(v).map_err(|_| VkError::Unsupported(format!("{what} = {v} exceeds u32")))
 }
 
@@ -262,9 +263,8 @@ pub(crate) fn lower(
     let mut temp_bytes: Vec<u64> = Vec::new();
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
     let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
-    // The buffer of Q8_K-rounded f32 activations (`Res::Temp` index) and which node's
-    // rounding it holds now (q/k/v and gate/up reuse it; any other input overwrites it).
-    let mut rounded: Option<(u32, u32, u32)> = None;
+    // Activations rounded for the float matmul kernels (f32 copy).
+    let mut rounded = prefill_matmul::RoundedCopy::default();
     let mut f16_bufs = prefill_matmul::F16Buffers::default();
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
@@ -450,22 +450,10 @@ pub(crate) fn lower(
                     None => Res::Dummy,
                 };
                 let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
-                    let need = (n * k * 4) as u64;
-                    let ri = match rounded {
-                        Some((ri, _, _)) => {
-                            temp_bytes[ri as usize] = temp_bytes[ri as usize].max(need);
-                            ri
-                        }
-                        None => {
-                            temp_bytes.push(need);
-                            temp_bytes.len() as u32 - 1
-                        }
-                    };
-                    if rounded != Some((ri, x.0, mode)) {
-                        let n_groups = u32_of((n * k).div_ceil(256), "activation groups")?;
-                        let rp = kernels::RoundParams { n_groups, n_vec4: u32_of(n * k / 4, "activations")?, mode };
-                        push(&kernels::round_act(), vec![Res::Act(x.0), Res::Temp(ri)], bytes(&rp), n_groups, None)?;
-                        rounded = Some((ri, x.0, mode));
+                    let (ri, round) = rounded.prepare(x.0, mode, n * k, (n * k * 4) as u64, &mut temp_bytes)?;
+                    if let Some(rp) = round {
+                        let res = vec![Res::Act(x.0), Res::Temp(ri)];
+                        push(&kernels::round_act(), res, bytes(&rp), rp.n_groups, None)?;
                     }
                     Res::Temp(ri)
                 } else {

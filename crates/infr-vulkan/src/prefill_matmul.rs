@@ -11,8 +11,8 @@ use infr_core::WeightId;
 use crate::error::VkResult;
 use crate::features::Coop;
 use crate::features::Features;
-use crate::kernels::{self, CoopOperands, DequantF16Params, MatmulParams, RoundParams};
-use crate::lower::{bytes, Res};
+use crate::kernels::{self, CoopOperands, DequantF16Params, MatmulParams};
+use crate::lower::{bytes, u32_of, Res};
 use crate::pipeline::KernelSpec;
 use crate::weights::GpuWeight;
 
@@ -28,6 +28,43 @@ const MAX_SLICE_BYTES: u64 = 256 << 20;
 /// 5,414, while pp128 was no faster. `INFR_VK_F16_MIN_ROWS` overrides it for tuning.
 fn min_rows() -> usize {
     std::env::var("INFR_VK_F16_MIN_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+}
+
+/// A temporary buffer holding one node's activations rounded as a weight type's matmul
+/// reads them (`round_act.wgsl`), reused while the same node and rounding are asked for
+/// again (q/k/v, gate/up); any other input overwrites it.
+#[derive(Default)]
+pub(crate) struct RoundedCopy {
+    /// The buffer (`Res::Temp` index) and the node and rounding mode it holds now.
+    held: Option<(u32, u32, u32)>,
+}
+
+impl RoundedCopy {
+    /// The buffer for node `x` rounded by `mode` into `bytes` bytes, and the parameters of the
+    /// rounding dispatch to emit first, unless the buffer already holds that.
+    pub fn prepare(
+        &mut self,
+        x: u32,
+        mode: u32,
+        elements: usize,
+        bytes: u64,
+        temp_bytes: &mut Vec<u64>,
+    ) -> VkResult<(u32, Option<kernels::RoundParams>)> {
+        let buf = match self.held {
+            Some((b, _, _)) => b,
+            None => {
+                temp_bytes.push(0);
+                temp_bytes.len() as u32 - 1
+            }
+        };
+        temp_bytes[buf as usize] = temp_bytes[buf as usize].max(bytes);
+        if self.held == Some((buf, x, mode)) {
+            return Ok((buf, None));
+        }
+        self.held = Some((buf, x, mode));
+        let n_groups = u32_of(elements.div_ceil(256), "activation groups")?;
+        Ok((buf, Some(kernels::RoundParams { n_groups, n_vec4: u32_of(elements / 4, "activations")?, mode })))
+    }
 }
 
 /// One dispatch to emit.
@@ -48,7 +85,7 @@ pub(crate) struct Emit {
 /// bandwidth-bound dequantization overlaps the compute-bound matmul).
 #[derive(Default)]
 pub(crate) struct F16Buffers {
-    x16: Option<(u32, u32, u32)>,
+    x16: RoundedCopy,
     w16: [Option<u32>; 2],
     /// The weight already dequantized into buffer `1` by the previous matmul.
     prefetched: Option<(WeightId, usize)>,
@@ -133,26 +170,16 @@ pub(crate) fn lower(
     let k = lw.cols;
     let mut emits = Vec::new();
     let mode = kernels::act_round_mode(lw.layout.ty, k).unwrap_or(kernels::ROUND_F16);
-    let xi = match bufs.x16 {
-        Some((xi, _, _)) => xi,
-        None => {
-            temp_bytes.push(0);
-            temp_bytes.len() as u32 - 1
-        }
-    };
-    temp_bytes[xi as usize] = temp_bytes[xi as usize].max((n * k * 2) as u64);
-    if bufs.x16 != Some((xi, m.x, mode)) {
-        let n_groups = ((n * k).div_ceil(256)) as u32;
-        let rp = RoundParams { n_groups, n_vec4: (n * k / 4) as u32, mode };
+    let (xi, round) = bufs.x16.prepare(m.x, mode, n * k, (n * k * 2) as u64, temp_bytes)?;
+    if let Some(rp) = round {
         emits.push(Emit {
             spec: kernels::round_act16(),
             res: vec![Res::Act(m.x), Res::Temp(xi)],
             push: bytes(&rp),
-            groups: n_groups,
+            groups: rp.n_groups,
             shape: None,
             barrier_after: true,
         });
-        bufs.x16 = Some((xi, m.x, mode));
     }
     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
     let prefetched = bufs.prefetched.take().filter(|&(w, _)| w == m.weight);
