@@ -111,7 +111,8 @@ impl VulkanBackend {
         self.ctx.instance.validation
     }
 
-    /// Validation-layer warnings and errors reported since the last call.
+    /// Validation-layer warnings and errors reported since the last call (by any backend of
+    /// this process: they share one instance).
     pub fn take_validation_messages(&self) -> Vec<String> {
         self.ctx.take_messages()
     }

@@ -117,13 +117,13 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
     let mut edge = String::new();
     for i in 0..fm {
         mma.push_str(&format!(
-            "            let a{i} = coopLoadT<coop_mat{f}x{f}<f16, A>>(&ws[(wr + {}u) * SK + kk], SK);\n",
+            "            let a{i} = coopLoadT<coop_mat{f}x{f}<f16, A>>(&ws[(wr + {}u) * SK8 + kk / 8u][0], SK4);\n",
             f * i
         ));
     }
     for j in 0..fnn {
         mma.push_str(&format!(
-            "            let b{j} = coopLoad<coop_mat{f}x{f}<f16, B>>(&xs[(wc + {}u) * SK + kk], SK);\n",
+            "            let b{j} = coopLoad<coop_mat{f}x{f}<f16, B>>(&xs[(wc + {}u) * SK8 + kk / 8u][0], SK4);\n",
             f * j
         ));
     }

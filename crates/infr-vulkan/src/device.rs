@@ -203,13 +203,22 @@ pub fn validation_requested() -> bool {
     std::env::var("INFR_VK_VALIDATION").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// The system Vulkan loader, loaded once per process and kept: unloading it unloads the
+/// drivers, and the NVIDIA driver cannot be loaded again many times in one process (after
+/// about 20 instance lifetimes `vkCreateInstance` found no driver).
+fn vulkan_loader() -> VkResult<ash::Entry> {
+    static LOADER: std::sync::OnceLock<Result<ash::Entry, String>> = std::sync::OnceLock::new();
+    // SAFETY: loading the system Vulkan loader runs its initialisers; it has no other
+    // preconditions. A missing loader is an error, not a crash.
+    let loaded = LOADER.get_or_init(|| unsafe { ash::Entry::load() }.map_err(|e| e.to_string()));
+    loaded.clone().map_err(VkError::NoLoader)
+}
+
 impl Instance {
     /// Load Vulkan and create an instance; `validation` enables `VK_LAYER_KHRONOS_validation`
     /// when it is installed (a missing layer is logged and ignored).
     pub fn new(validation: bool) -> VkResult<Self> {
-        // SAFETY: loading the system Vulkan loader runs its initialisers; it has no other
-        // preconditions. A missing loader is an error, not a crash.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
+        let entry = vulkan_loader()?;
         // SAFETY: plain queries on a loaded entry.
         let loader_version = unsafe { entry.try_enumerate_instance_version() }
             .vk("vkEnumerateInstanceVersion")?
@@ -458,9 +467,26 @@ fn probe(inst: &Instance, index: usize, pd: vk::PhysicalDevice) -> DeviceCaps {
     }
 }
 
+/// The process's Vulkan instance (one with the validation layer asked for, one without),
+/// created on first use and kept until exit. Destroying an instance lets the loader unload
+/// the driver; the NVIDIA driver could not be loaded again after about 20 instance lifetimes
+/// in one process (`vkCreateInstance`: no driver found), which a server that loads models
+/// repeatedly, or a test binary, would hit.
+pub fn shared_instance(validation: bool) -> VkResult<Arc<Instance>> {
+    static INSTANCES: Mutex<[Option<Arc<Instance>>; 2]> = Mutex::new([None, None]);
+    let mut held = INSTANCES.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = &mut held[usize::from(validation)];
+    if let Some(inst) = slot {
+        return Ok(inst.clone());
+    }
+    let inst = Arc::new(Instance::new(validation)?);
+    *slot = Some(inst.clone());
+    Ok(inst)
+}
+
 /// List the Vulkan devices with their capabilities (`infr devices`).
 pub fn list_device_caps() -> VkResult<Vec<DeviceCaps>> {
-    let inst = Instance::new(false)?;
+    let inst = shared_instance(false)?;
     let pds = inst.physical_devices()?;
     Ok(pds.iter().enumerate().map(|(i, &pd)| inst.probe(i, pd)).collect())
 }
@@ -500,7 +526,7 @@ fn pipeline_stats_requested() -> bool {
 impl Context {
     /// Open device `index` (as numbered by [`list_devices`]).
     pub fn new(index: usize, validation: bool) -> VkResult<Self> {
-        let instance = Arc::new(Instance::new(validation)?);
+        let instance = shared_instance(validation)?;
         let pds = instance.physical_devices()?;
         let &physical =
             pds.get(index).ok_or_else(|| VkError::NoDevice(format!("Vulkan{index} ({} found)", pds.len())))?;
@@ -569,7 +595,8 @@ impl Context {
         Ok(Self { instance, physical, device, queue, queue_family, caps, memory, pipeline_stats })
     }
 
-    /// Validation messages collected so far (drained).
+    /// Validation messages collected so far (drained); the instance is shared by every
+    /// context of the process, so these are its messages, whichever device caused them.
     pub fn take_messages(&self) -> Vec<String> {
         self.instance.sink.take()
     }
