@@ -87,49 +87,6 @@ pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpe
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
-    let spec = if subgroups {
-        // A subgroup takes its keys one at a time, its lanes splitting the head dim: one
-        // coalesced read of a K row per key. (One invocation per key reading its own row
-        // touched a cache line per lane for every word: on an H200 the decode attention at
-        // depth 4096 took ~65 us per layer.)
-        spec.define("KEY_INDEX", "sg_id * sg_n + sg_i").define(
-            "SCORE",
-            "        let kb_mine = slot * pc.kw + kvh * pc.dk;
-        let first = base + sg_id * sg_n;
-        var dot_mine = 0.0;
-        for (var i = 0u; i < sg_n; i++) {
-            if first + i >= end {
-                break;
-            }
-            let kb = subgroupShuffle(kb_mine, i);
-            var part = 0.0;
-            for (var d = 2u * sg_i; d < DKC; d += 2u * sg_n) {
-                let kk = k2(kb + d);
-                part += qs[d] * kk.x + qs[d + 1u] * kk.y;
-            }
-            let total = subgroupAdd(part);
-            if sg_i == i {
-                dot_mine = total;
-            }
-        }
-        if j < end {
-            sc = dot_mine;
-        }",
-        )
-    } else {
-        spec.define("KEY_INDEX", "t").define(
-            "SCORE",
-            "        if j < end {
-            let kb = slot * pc.kw + kvh * pc.dk;
-            var dotv = 0.0;
-            for (var d = 0u; d < DKC; d += 2u) {
-                let kk = k2(kb + d);
-                dotv += qs[d] * kk.x + qs[d + 1u] * kk.y;
-            }
-            sc = dotv;
-        }",
-        )
-    };
     kv_defines(with_workgroup_reductions(spec, subgroups), dtype)
 }
 
@@ -172,9 +129,9 @@ fn with_workgroup_reductions(spec: KernelSpec, subgroups: bool) -> KernelSpec {
             .define("REDUCE_SUM", sg("subgroupAdd", "r + red[i]"))
             .define(
                 "SG_PARAMS",
-                ", @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32",
+                ", @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32",
             )
-            .define("SG_INIT", "    sg_i = sgi;\n    sg_id = sgid;\n    n_sg = nsg;\n    sg_n = sgs;")
+            .define("SG_INIT", "    sg_i = sgi;\n    sg_id = sgid;\n    n_sg = nsg;")
     } else {
         spec.define("REDUCE_MAX", tree("max(red[t], red[t + s])"))
             .define("REDUCE_SUM", tree("red[t] + red[t + s]"))

@@ -30,7 +30,6 @@ fn v1(i: u32) -> f32 {
 var<private> sg_i: u32;
 var<private> sg_id: u32;
 var<private> n_sg: u32;
-var<private> sg_n: u32;
 
 fn reduce_max(t: u32, v: f32) -> f32 {
 {{REDUCE_MAX}}
@@ -78,23 +77,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var m = -1e30;
     var l = 0.0;
     for (var base = begin; base < end; base += WG) {
-        // This invocation's key of the tile (its subgroup numbering where subgroups share
-        // the dot products below).
-        let u = {{KEY_INDEX}};
-        let j = base + u;
+        let j = base + t;
         var sc = -1e30;
         var slot = 0u;
         if j < end {
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
-        }
-{{SCORE}}
-        if j < end {
-            sc *= pc.scale;
+            let kb = slot * pc.kw + kvh * pc.dk;
+            var dotv = 0.0;
+            for (var d = 0u; d < DKC; d += 2u) {
+                let kk = k2(kb + d);
+                dotv += qs[d] * kk.x + qs[d + 1u] * kk.y;
+            }
+            sc = dotv * pc.scale;
             if pc.softcap != 0.0 {
                 sc = tanh_exp(sc / pc.softcap) * pc.softcap;
             }
         }
-        slots[u] = slot;
+        slots[t] = slot;
         let tile_max = reduce_max(t, sc);
         let m_new = max(m, tile_max);
         let alpha = exp(m - m_new);
@@ -102,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if j < end {
             p = exp(sc - m_new);
         }
-        ps[u] = p;
+        ps[t] = p;
         let tile_sum = reduce_sum(t, p);
         l = l * alpha + tile_sum;
         let cnt = min(WG, end - base);
