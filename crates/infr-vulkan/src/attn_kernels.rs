@@ -87,6 +87,41 @@ pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpe
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
+    // K rows are read 16 bytes at a time where the head dim allows (each invocation reads
+    // its own key's row, so every load instruction touches a cache line per lane: a quarter
+    // of the loads of reading 4 bytes at a time).
+    // (`k2` keeps a body valid for the binding type; the score loop reads through `kdot`.)
+    let (k_ty, kstep, k2, kdot) = match dtype {
+        KvDType::F16 if dk % 8 == 0 => (
+            "vec4<u32>",
+            8,
+            "return unpack2x16float(KC[i >> 3u][(i >> 1u) & 3u]);",
+            "let w = KC[i >> 3u];
+    let a = unpack2x16float(w.x);
+    let b = unpack2x16float(w.y);
+    let c = unpack2x16float(w.z);
+    let e = unpack2x16float(w.w);
+    var s = acc + (qs[d] * a.x + qs[d + 1u] * a.y);
+    s += qs[d + 2u] * b.x + qs[d + 3u] * b.y;
+    s += qs[d + 4u] * c.x + qs[d + 5u] * c.y;
+    return s + (qs[d + 6u] * e.x + qs[d + 7u] * e.y);",
+        ),
+        KvDType::F32 if dk % 4 == 0 => (
+            "vec4<f32>",
+            4,
+            "return vec2<f32>(KC[i >> 2u][i & 3u], KC[(i + 1u) >> 2u][(i + 1u) & 3u]);",
+            "let w = KC[i >> 2u];
+    let s = acc + (qs[d] * w.x + qs[d + 1u] * w.y);
+    return s + (qs[d + 2u] * w.z + qs[d + 3u] * w.w);",
+        ),
+        _ => ("{{KV_TY}}", 2, "{{K2}}", "let kk = k2(i);\n    return acc + (qs[d] * kk.x + qs[d + 1u] * kk.y);"),
+    };
+    let spec = spec
+        .define("K_TY", k_ty)
+        .define("V_TY", "{{KV_TY}}")
+        .define("KSTEP", kstep)
+        .define("KDOT", kdot)
+        .define("K2", k2);
     kv_defines(with_workgroup_reductions(spec, subgroups), dtype)
 }
 
@@ -200,7 +235,8 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
         6,
         push_size::<AttnParamsGpu>(),
     )
-    .define("KV_TY", "vec4<u32>")
+    .define("K_TY", "vec4<u32>")
+    .define("V_TY", "vec4<u32>")
     .define("WG", 4 * subgroup_size)
     .define("SGS", subgroup_size)
     .define("F", f)

@@ -10,6 +10,8 @@ const WG: u32 = {{WG}}u;
 const DPT: u32 = {{DPT}}u;
 // The key head dim (pc.dk), as a constant so the score loop unrolls.
 const DKC: u32 = {{DK}}u;
+// K elements per read of the score loop.
+const KSTEP: u32 = {{KSTEP}}u;
 
 var<workgroup> qs: array<f32, {{DK}}>;
 var<workgroup> red: array<f32, {{WG}}>;
@@ -19,6 +21,11 @@ var<workgroup> slots: array<u32, {{WG}}>;
 // Two consecutive K elements at element index i (even).
 fn k2(i: u32) -> vec2<f32> {
     {{K2}}
+}
+
+// `acc` plus the dot of q[d..d+KSTEP] with the K elements from index i.
+fn kdot(acc: f32, i: u32, d: u32) -> f32 {
+    {{KDOT}}
 }
 
 // One V element at index i.
@@ -84,9 +91,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
             let kb = slot * pc.kw + kvh * pc.dk;
             var dotv = 0.0;
-            for (var d = 0u; d < DKC; d += 2u) {
-                let kk = k2(kb + d);
-                dotv += qs[d] * kk.x + qs[d + 1u] * kk.y;
+            for (var d = 0u; d < DKC; d += KSTEP) {
+                dotv = kdot(dotv, kb + d, d);
             }
             sc = dotv * pc.scale;
             if pc.softcap != 0.0 {

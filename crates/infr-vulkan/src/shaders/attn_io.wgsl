@@ -24,8 +24,8 @@ struct Params {
 var<immediate> pc: Params;
 
 @group(0) @binding(0) var<storage, read> Q: array<f32>;
-@group(0) @binding(1) var<storage, read> KC: array<{{KV_TY}}>;
-@group(0) @binding(2) var<storage, read> VC: array<{{KV_TY}}>;
+@group(0) @binding(1) var<storage, read> KC: array<{{K_TY}}>;
+@group(0) @binding(2) var<storage, read> VC: array<{{V_TY}}>;
 @group(0) @binding(3) var<storage, read> S: array<u32>;
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 @group(0) @binding(5) var<storage, read_write> PART: array<f32>;
