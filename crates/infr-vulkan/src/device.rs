@@ -617,3 +617,15 @@ impl Drop for Context {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every caller gets the one instance of its kind (none where no Vulkan loader exists).
+    #[test]
+    fn the_instance_is_shared() {
+        let (Ok(a), Ok(b)) = (shared_instance(false), shared_instance(false)) else { return };
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

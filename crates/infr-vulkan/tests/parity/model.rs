@@ -226,6 +226,23 @@ fn list_devices_reports_capabilities() {
     eprintln!("{} {} {:?}", devs[0].id, devs[0].name, devs[0].features);
 }
 
+/// Backends opened and dropped one after another in one process keep working (with an
+/// instance per backend, the NVIDIA driver could no longer be found after about 20), and
+/// listing devices in between does not disturb them.
+#[test]
+fn many_backends_in_one_process() {
+    let Some(first) = vulkan() else { return };
+    let name = first.caps().name.clone();
+    drop(first);
+    for i in 0..40 {
+        let vk = vulkan().unwrap_or_else(|| panic!("backend {i} of 40 did not open"));
+        assert_eq!(vk.caps().name, name);
+        if i % 10 == 0 {
+            assert!(!infr_vulkan::list_devices().expect("list devices").is_empty());
+        }
+    }
+}
+
 fn run_tiny_model(vk: &mut infr_vulkan::VulkanBackend) {
     let m = model();
     let mut cpu = cpu();
