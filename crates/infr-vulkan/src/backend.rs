@@ -34,6 +34,10 @@ pub struct VulkanOptions {
     /// Most key splits per (token, head) of decode attention; 0 picks them from the shape
     /// (`kernels.vulkan.flash_splits`).
     pub attention_splits: u32,
+    /// Most bytes of one weight slice the f16 prefill matmuls dequantize at once (0: 256
+    /// MiB, which holds a whole matrix of the common models): for tests of the multi-slice
+    /// path that larger models and devices with small buffers take.
+    pub f16_slice_bytes: u64,
 }
 
 /// The Vulkan backend.
@@ -85,7 +89,8 @@ impl VulkanBackend {
                 opts.disable_int8,
                 opts.disable_fusion,
             )
-            .with_max_splits(opts.attention_splits),
+            .with_max_splits(opts.attention_splits)
+            .with_f16_slice_bytes(opts.f16_slice_bytes),
             info,
             ctx,
         })

@@ -19,7 +19,16 @@ pub(crate) struct Features {
     pub max_binding_bytes: u64,
     /// Most key splits of a decode attention row (`None`: automatic).
     pub max_splits: Option<u32>,
+    /// Most bytes of one weight slice the f16 prefill path dequantizes at once
+    /// ([`F16_SLICE_BYTES`] unless a test asks for less).
+    pub f16_slice_bytes: u64,
 }
+
+/// Most bytes of one dequantized weight slice (and of the plan's f16 weight buffer): a
+/// whole weight matrix of the common models is one slice. Smaller slices, sized to stay in
+/// the L2 cache, left too few workgroups per matmul on an H200 (a 4096x12288 down
+/// projection in 1280-row slices ran 3x slower than in one).
+pub const F16_SLICE_BYTES: u64 = 256 << 20;
 
 /// The cooperative-matrix configuration the prefill kernels are built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +82,7 @@ impl Features {
             shared_bytes: caps.shared_memory_bytes,
             max_binding_bytes: caps.max_storage_buffer_range.min(caps.max_allocation_bytes),
             max_splits: None,
+            f16_slice_bytes: F16_SLICE_BYTES,
         }
     }
 }
@@ -81,6 +91,12 @@ impl Features {
     /// Cap the key splits of decode attention (0: automatic).
     pub fn with_max_splits(mut self, max: u32) -> Self {
         self.max_splits = (max > 0).then_some(max);
+        self
+    }
+
+    /// Cap the f16 prefill path's weight slices at `bytes` (0: [`F16_SLICE_BYTES`]).
+    pub fn with_f16_slice_bytes(mut self, bytes: u64) -> Self {
+        self.f16_slice_bytes = if bytes > 0 { bytes.min(F16_SLICE_BYTES) } else { F16_SLICE_BYTES };
         self
     }
 }

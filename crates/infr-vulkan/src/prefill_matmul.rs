@@ -16,12 +16,6 @@ use crate::lower::{bytes, u32_of, Res};
 use crate::pipeline::KernelSpec;
 use crate::weights::GpuWeight;
 
-/// Most bytes of one dequantized weight slice (and of the plan's f16 weight buffer): a
-/// whole weight matrix of the common models is one slice. Smaller slices, sized to stay in
-/// the L2 cache, left too few workgroups per matmul on an H200 (a 4096x12288 down
-/// projection in 1280-row slices ran 3x slower than in one).
-const MAX_SLICE_BYTES: u64 = 256 << 20;
-
 /// Fewest activation rows for which dequantizing the weight first pays (below, the
 /// cooperative kernel that dequantizes tiles on the fly is used). On an H200 (Qwen3-8B
 /// shapes) the f16 path ran pp256 at 4,878 t/s against 4,125 and pp1024 at 6,687 against
@@ -113,7 +107,7 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
 
 /// Bytes a dequantized slice may take on this device.
 fn slice_cap(feat: Features) -> u64 {
-    feat.max_binding_bytes.min(MAX_SLICE_BYTES)
+    feat.max_binding_bytes.min(feat.f16_slice_bytes)
 }
 
 /// Rows per slice of a chunk of `rows` rows with `k` columns: the fewest slices that fit,

@@ -457,6 +457,34 @@ fn norm_into_matmul_wide_rows() {
 /// dimension of 96; the output is compared with the CPU's.
 #[test]
 fn prefill_matmul_chain_matches_cpu() {
+    prefill_chain(infr_vulkan::VulkanOptions { validation: true, ..Default::default() }, &[130, 300]);
+}
+
+/// The chain of [`prefill_matmul_chain_matches_cpu`] with the f16 path's weight slices capped
+/// at 64 KiB (larger models take this path with the default cap): `a` and `b` are
+/// dequantized and multiplied in two and four slices, and `c` (one 128-row tile of it is
+/// already larger) goes to the kernel that dequantizes tiles on the fly. Where the
+/// cooperative kernels run, the capped plan must issue more f16 matmuls than the default.
+#[test]
+fn prefill_matmul_chain_in_small_slices() {
+    let f16_matmuls = |f16_slice_bytes: u64| {
+        let opts =
+            infr_vulkan::VulkanOptions { validation: true, profile: true, f16_slice_bytes, ..Default::default() };
+        let vk = prefill_chain(opts, &[300])?;
+        let coop = vk.uses_coopmat();
+        let n = vk.profile().and_then(|p| p.totals.get("matmul_coop.f16in").map(|t| t.0)).unwrap_or(0);
+        Some((coop, n))
+    };
+    let (Some((coop, whole)), Some((_, sliced))) = (f16_matmuls(0), f16_matmuls(64 << 10)) else { return };
+    eprintln!("f16 matmul dispatches: {whole} whole, {sliced} in slices");
+    if coop && whole > 0 {
+        assert!(sliced > whole, "capped slices issued {sliced} f16 matmuls, whole weights {whole}");
+    }
+}
+
+/// Run the prefill chain for each row count in `ns` on a Vulkan backend opened with `opts`
+/// and on the CPU, comparing outputs; the Vulkan backend afterwards (None without Vulkan).
+fn prefill_chain(opts: infr_vulkan::VulkanOptions, ns: &[usize]) -> Option<infr_vulkan::VulkanBackend> {
     let mut rng = Rng(321);
     let mut w = Weights::default();
     let vocab = 8;
@@ -468,8 +496,8 @@ fn prefill_matmul_chain_matches_cpu() {
     // An inner dimension of 96: not a multiple of the 64-wide k-steps (a partial last step).
     let d = w.add(weight("d", GgmlType::Q8_0, K, 96, &mut rng, 0.05));
     let e = w.add(weight("e", GgmlType::Q8_0, 96, K, &mut rng, 0.1));
-    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)) else { return };
-    for n in [130usize, 300] {
+    let mut p = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts)?;
+    for &n in ns {
         let g = graph(&w, n, n, |g| {
             let x = g.embed(table);
             let y1 = g.linear(x, a, None);
@@ -486,4 +514,5 @@ fn prefill_matmul_chain_matches_cpu() {
         let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
         p.check(&format!("prefill chain n={n}"), &g, &[step], 1e-2, 3e-2);
     }
+    Some(p.vk)
 }
