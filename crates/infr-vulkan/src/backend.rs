@@ -6,7 +6,7 @@ use std::sync::Arc;
 use infr_core::{Backend, BackendError, DeviceInfo, Graph, KvSpec, PlanId, StepInputs, WeightData, WeightId};
 
 use crate::device::{validation_requested, Context, DeviceCaps};
-use crate::error::VkError;
+use crate::error::{VkError, VkResult};
 use crate::memory::{Buffer, MemKind, OneShot};
 use crate::pipeline::Pipelines;
 use crate::plan::{Plan, Resources};
@@ -38,6 +38,10 @@ pub struct VulkanOptions {
     /// MiB, which holds a whole matrix of the common models): for tests of the multi-slice
     /// path that larger models and devices with small buffers take.
     pub f16_slice_bytes: u64,
+    /// Most bytes of device memory the backend's buffers may hold (0: as much as the device
+    /// gives): leaves room for other programs on a shared GPU; an allocation past it is an
+    /// out-of-memory error like the device's own.
+    pub memory_limit: u64,
 }
 
 /// The Vulkan backend.
@@ -63,6 +67,7 @@ impl VulkanBackend {
         let id = format!("Vulkan{}", opts.device);
         let e = |err: VkError| err.into_backend(&id);
         let ctx = Arc::new(Context::new(opts.device, opts.validation || validation_requested()).map_err(e)?);
+        ctx.device_limit.store(opts.memory_limit, std::sync::atomic::Ordering::Relaxed);
         let mut one = OneShot::new(&ctx).map_err(e)?;
         let words = crate::tables::words();
         let mut tables =
@@ -94,6 +99,18 @@ impl VulkanBackend {
             info,
             ctx,
         })
+    }
+
+    /// Lower `graph` with `features` and allocate its plan.
+    fn plan(&mut self, graph: &Graph, features: crate::lower::Features) -> VkResult<Plan> {
+        let kv = self.kv.as_ref().map(|k| &k.spec);
+        let dispatches = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
+        Plan::new(&self.ctx, graph, dispatches, &self.resources(), self.profile.is_some())
+    }
+
+    /// Device-local bytes the backend's buffers hold now (weights, KV cache, plans).
+    pub fn device_bytes(&self) -> u64 {
+        self.ctx.device_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Capabilities of the device.
@@ -186,16 +203,21 @@ impl Backend for VulkanBackend {
     }
 
     fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
-        let e = |err: VkError| err.into_backend(&self.info.id);
-        let dispatches = crate::lower::lower(
-            graph,
-            &self.weights,
-            self.kv.as_ref().map(|k| &k.spec),
-            &mut self.pipelines,
-            self.features,
-        )
-        .map_err(e)?;
-        let plan = Plan::new(&self.ctx, graph, dispatches, &self.resources(), self.profile.is_some()).map_err(e)?;
+        let id = self.info.id.clone();
+        let plan = match self.plan(graph, self.features) {
+            // The f16 prefill path's buffers (dequantized weights, f16 activations) are
+            // extra memory: a plan that does not fit with them may fit without.
+            Err(VkError::OutOfMemory { what, bytes }) if self.features.f16_prefill => {
+                tracing::warn!(
+                    "{}: out of memory planning with f16 prefill matmuls ({what}, {bytes} bytes); \
+                     planning with the kernels that dequantize tiles on the fly",
+                    self.info.id
+                );
+                self.plan(graph, self.features.without_f16_prefill())
+            }
+            r => r,
+        }
+        .map_err(|err| err.into_backend(&id))?;
         self.pipelines.save();
         self.plans.push(plan);
         Ok(PlanId(self.plans.len() as u32 - 1))

@@ -2,6 +2,7 @@
 //! devices for capabilities, and the logical device with its compute queue.
 
 use std::ffi::{c_void, CStr};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -515,6 +516,10 @@ pub struct Context {
     /// Pipelines are built with compiler statistics, logged once per pipeline built
     /// (`INFR_VK_PIPELINE_STATS=1` on a device with `VK_KHR_pipeline_executable_properties`).
     pub pipeline_stats: bool,
+    /// Device-local bytes the buffers of this context hold now.
+    pub device_bytes: AtomicU64,
+    /// Most device-local bytes its buffers may hold (0: no limit but the device's).
+    pub device_limit: AtomicU64,
 }
 
 /// Whether `INFR_VK_PIPELINE_STATS=1` asks for per-pipeline compiler statistics (registers,
@@ -592,7 +597,18 @@ impl Context {
         let queue = unsafe { device.get_device_queue(queue_family, 0) };
         // SAFETY: valid physical device.
         let memory = unsafe { i.get_physical_device_memory_properties(physical) };
-        Ok(Self { instance, physical, device, queue, queue_family, caps, memory, pipeline_stats })
+        Ok(Self {
+            instance,
+            physical,
+            device,
+            queue,
+            queue_family,
+            caps,
+            memory,
+            pipeline_stats,
+            device_bytes: AtomicU64::new(0),
+            device_limit: AtomicU64::new(0),
+        })
     }
 
     /// Validation messages collected so far (drained); the instance is shared by every

@@ -22,6 +22,9 @@ pub(crate) struct Features {
     /// Most bytes of one weight slice the f16 prefill path dequantizes at once
     /// ([`F16_SLICE_BYTES`] unless a test asks for less).
     pub f16_slice_bytes: u64,
+    /// Whether prefill matmuls may run over f16 copies of weights and activations
+    /// (`prefill_matmul.rs`; off again for a plan that does not fit with their buffers).
+    pub f16_prefill: bool,
 }
 
 /// Most bytes of one dequantized weight slice (and of the plan's f16 weight buffer): a
@@ -83,6 +86,7 @@ impl Features {
             max_binding_bytes: caps.max_storage_buffer_range.min(caps.max_allocation_bytes),
             max_splits: None,
             f16_slice_bytes: F16_SLICE_BYTES,
+            f16_prefill: true,
         }
     }
 }
@@ -91,6 +95,12 @@ impl Features {
     /// Cap the key splits of decode attention (0: automatic).
     pub fn with_max_splits(mut self, max: u32) -> Self {
         self.max_splits = (max > 0).then_some(max);
+        self
+    }
+
+    /// The same without the f16 prefill path.
+    pub fn without_f16_prefill(mut self) -> Self {
+        self.f16_prefill = false;
         self
     }
 

@@ -1,6 +1,7 @@
 //! Buffers and their memory: device-local storage for weights, KV cache and activations,
 //! host-visible memory for step inputs, staging and readback, and one-shot transfers.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ash::vk;
@@ -29,6 +30,8 @@ pub struct Buffer {
     pub size: u64,
     mapped: Option<std::ptr::NonNull<u8>>,
     coherent: bool,
+    /// Bytes counted against the context's device-memory limit (device-local buffers).
+    counted: u64,
 }
 
 // SAFETY: the mapped pointer refers to memory owned by this buffer; access goes through `&mut`
@@ -87,6 +90,19 @@ impl Buffer {
                 }
             }
         }
+        // The context's own limit (`VulkanOptions::memory_limit`) on device-local bytes.
+        let counted = if kind == MemKind::DeviceLocal { req.size } else { 0 };
+        let limit = ctx.device_limit.load(Ordering::Relaxed);
+        let held = ctx.device_bytes.fetch_add(counted, Ordering::Relaxed);
+        if limit > 0 && held + counted > limit {
+            ctx.device_bytes.fetch_sub(counted, Ordering::Relaxed);
+            // SAFETY: the buffer is unused.
+            unsafe { d.destroy_buffer(raw, None) };
+            return Err(VkError::OutOfMemory {
+                what: format!("{what} ({held} of the {limit} bytes allowed in use)"),
+                bytes: req.size,
+            });
+        }
         let mut last_err = VkError::Unsupported(format!("no memory type for {what} ({kind:?})"));
         let mut found = None;
         for &ty in &candidates {
@@ -104,13 +120,21 @@ impl Buffer {
             }
         }
         let Some((mem, ty)) = found else {
+            ctx.device_bytes.fetch_sub(counted, Ordering::Relaxed);
             // SAFETY: the buffer is unused.
             unsafe { d.destroy_buffer(raw, None) };
             return Err(last_err);
         };
         let flags = ctx.memory.memory_types[ty as usize].property_flags;
-        let mut buf =
-            Self { ctx: ctx.clone(), raw, mem, size, mapped: None, coherent: flags.contains(F::HOST_COHERENT) };
+        let mut buf = Self {
+            ctx: ctx.clone(),
+            raw,
+            mem,
+            size,
+            mapped: None,
+            coherent: flags.contains(F::HOST_COHERENT),
+            counted,
+        };
         // SAFETY: memory and buffer belong to this device; the memory type satisfies the requirements.
         unsafe { d.bind_buffer_memory(raw, mem, 0) }.vk("vkBindBufferMemory")?;
         if flags.contains(F::HOST_VISIBLE) {
@@ -164,6 +188,7 @@ impl Drop for Buffer {
             self.ctx.device.destroy_buffer(self.raw, None);
             self.ctx.device.free_memory(self.mem, None);
         }
+        self.ctx.device_bytes.fetch_sub(self.counted, Ordering::Relaxed);
     }
 }
 

@@ -97,7 +97,7 @@ impl F16Buffers {
 /// The cooperative configuration when the product of `n` activation rows with `lw` should
 /// run as dequantize + f16 matmul.
 pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop> {
-    let coop = feat.coopmat?;
+    let coop = feat.coopmat.filter(|_| feat.f16_prefill)?;
     let k = lw.cols;
     let x_bytes = (n * k * 2) as u64;
     let fits = x_bytes <= feat.max_binding_bytes && 128 * (k as u64) * 2 <= slice_cap(feat);

@@ -1,6 +1,6 @@
 //! Linear and embedding parity for every weight type.
 
-use infr_core::{Backend, KvDType, WeightData, WeightInfo};
+use infr_core::{Backend, BackendError, Graph, KvDType, WeightData, WeightId, WeightInfo};
 use infr_gguf::TensorData;
 use infr_quant::GgmlType;
 
@@ -485,10 +485,24 @@ fn prefill_matmul_chain_in_small_slices() {
 /// Run the prefill chain for each row count in `ns` on a Vulkan backend opened with `opts`
 /// and on the CPU, comparing outputs; the Vulkan backend afterwards (None without Vulkan).
 fn prefill_chain(opts: infr_vulkan::VulkanOptions, ns: &[usize]) -> Option<infr_vulkan::VulkanBackend> {
+    let (w, _) = chain_weights_and_graph(1);
+    let mut p = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts)?;
+    for &n in ns {
+        let (_, g) = chain_weights_and_graph(n);
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % 8).collect();
+        let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
+        p.check(&format!("prefill chain n={n}"), &g, &[step], 1e-2, 3e-2);
+    }
+    Some(p.vk)
+}
+
+/// The weights of the prefill chain (same on every call) and its graph over `n` tokens:
+/// mixed weight types, a weight used by two consecutive matmuls, a bias, two readers of one
+/// input and an inner dimension of 96.
+fn chain_weights_and_graph(n: usize) -> (Weights, Graph) {
     let mut rng = Rng(321);
     let mut w = Weights::default();
-    let vocab = 8;
-    let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
+    let table = w.add(weight("tok", GgmlType::F32, K, 8, &mut rng, 1.0));
     let a = w.add(weight("a", GgmlType::Q4_K, K, K, &mut rng, 0.1));
     let b = w.add(weight("b", GgmlType::Q6_K, K, 2 * K, &mut rng, 0.05));
     let c = w.add(weight("c", GgmlType::Q8_0, 2 * K, K, &mut rng, 0.05));
@@ -496,23 +510,84 @@ fn prefill_chain(opts: infr_vulkan::VulkanOptions, ns: &[usize]) -> Option<infr_
     // An inner dimension of 96: not a multiple of the 64-wide k-steps (a partial last step).
     let d = w.add(weight("d", GgmlType::Q8_0, K, 96, &mut rng, 0.05));
     let e = w.add(weight("e", GgmlType::Q8_0, 96, K, &mut rng, 0.1));
-    let mut p = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts)?;
-    for &n in ns {
-        let g = graph(&w, n, n, |g| {
-            let x = g.embed(table);
-            let y1 = g.linear(x, a, None);
-            let y2 = g.linear(y1, b, None);
-            let y3 = g.linear(y2, c, Some(bias));
-            let y4 = g.linear(y3, a, None);
-            let y5 = g.linear(y3, a, Some(bias));
-            let y6 = g.linear(y5, d, None);
-            let y7 = g.linear(y6, e, None);
-            let s = g.add(y4, y5);
-            g.add(s, y7)
-        });
-        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % vocab as u32).collect();
-        let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
-        p.check(&format!("prefill chain n={n}"), &g, &[step], 1e-2, 3e-2);
+    let g = graph(&w, n, n, |g| {
+        let x = g.embed(table);
+        let y1 = g.linear(x, a, None);
+        let y2 = g.linear(y1, b, None);
+        let y3 = g.linear(y2, c, Some(bias));
+        let y4 = g.linear(y3, a, None);
+        let y5 = g.linear(y3, a, Some(bias));
+        let y6 = g.linear(y5, d, None);
+        let y7 = g.linear(y6, e, None);
+        let s = g.add(y4, y5);
+        g.add(s, y7)
+    });
+    (w, g)
+}
+
+/// A backend whose memory limit is below a weight refuses that weight with an out-of-memory
+/// error and keeps working: a smaller weight loads afterwards and runs.
+#[test]
+fn memory_limit_refuses_weights_past_it() {
+    let Some(probe) = vulkan() else { return };
+    let base = probe.device_bytes();
+    drop(probe);
+    let opts = infr_vulkan::VulkanOptions { validation: true, memory_limit: base + (256 << 10), ..Default::default() };
+    let Some(mut vk) = vulkan_with(opts) else { return };
+    let mut rng = Rng(77);
+    let big = weight("big", GgmlType::F32, K, 1024, &mut rng, 1.0);
+    match vk.load_weight(WeightId(0), &big) {
+        Err(BackendError::OutOfMemory { what, bytes, .. }) => {
+            eprintln!("refused: {what} ({bytes} bytes)");
+            assert!(bytes >= (K * 1024 * 4) as u64, "{bytes}");
+        }
+        other => panic!("a 1 MiB weight under a 256 KiB limit: {other:?}"),
     }
-    Some(p.vk)
+    let mut w = Weights::default();
+    let table = w.add(weight("tok", GgmlType::F32, K, 8, &mut rng, 1.0));
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let g = graph(&w, 2, 2, |g| g.embed(table));
+    let p = vk.compile(&g).unwrap();
+    let got = Step::simple(vec![3, 5], 0, vec![0]).run(&mut vk, p);
+    let t = dequant(&w.list[0]);
+    let want: Vec<f32> = [3usize, 5].iter().flat_map(|&r| t[r * K..(r + 1) * K].to_vec()).collect();
+    assert_close("embed under a memory limit", &got, &want, 0.0, 0.0);
+}
+
+/// A prefill plan that fits the memory limit only without the f16 path's buffers
+/// (dequantized weights, f16 activations) is planned without them and still matches the
+/// CPU; one that does not fit either way is an out-of-memory error.
+#[test]
+fn prefill_plan_past_the_memory_limit_drops_the_f16_path() {
+    let plain_opts = |memory_limit: u64, f16_slice_bytes: u64| infr_vulkan::VulkanOptions {
+        validation: true,
+        profile: true,
+        memory_limit,
+        f16_slice_bytes,
+        ..Default::default()
+    };
+    // Plan sizes with and without the f16 path (a 1-byte slice cap leaves no matmul eligible).
+    let measure = |f16_slice_bytes: u64| -> Option<(u64, u64)> {
+        let mut vk = prefill_chain(plain_opts(0, f16_slice_bytes), &[])?;
+        let base = vk.device_bytes();
+        vk.compile(&chain_weights_and_graph(300).1).unwrap();
+        Some((base, vk.device_bytes() - base))
+    };
+    let (Some((base, with_f16)), Some((_, without))) = (measure(0), measure(1)) else { return };
+    eprintln!("prefill plan: {with_f16} bytes with the f16 path, {without} without");
+    let f16_dispatches = |vk: &infr_vulkan::VulkanBackend| {
+        vk.profile().and_then(|p| p.totals.get("matmul_coop.f16in").map(|t| t.0)).unwrap_or(0)
+    };
+    let Some(vk) = prefill_chain(plain_opts(base + without, 0), &[300]) else { return };
+    assert_eq!(f16_dispatches(&vk), 0, "the plan under the limit used the f16 path");
+    if with_f16 <= without {
+        eprintln!("the f16 path takes no extra memory here (no cooperative matrices?)");
+    }
+    // Not even the plain plan fits: an out-of-memory error, not a crash.
+    let Some(mut vk) = prefill_chain(plain_opts(base + without / 2, 0), &[]) else { return };
+    match vk.compile(&chain_weights_and_graph(300).1) {
+        Err(BackendError::OutOfMemory { .. }) => {}
+        other => panic!("a plan over the limit: {other:?}"),
+    }
 }
