@@ -23,7 +23,6 @@ mod plan;
 mod prefill_matmul;
 pub mod profile;
 pub mod repack;
-mod spirv_peephole;
 mod tables;
 mod weights;
 

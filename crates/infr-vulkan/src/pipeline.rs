@@ -156,15 +156,7 @@ pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> 
     }
     let popts =
         naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
-    let mut words = naga::back::spv::write_vec(&module, &info, &opts, Some(&popts)).map_err(|e| err(e.to_string()))?;
-    // `INFR_VK_SPIRV_PEEPHOLE=0` keeps naga's output as it is (for measuring the rewrite).
-    if std::env::var("INFR_VK_SPIRV_PEEPHOLE").map_or(true, |v| v != "0") {
-        let n = crate::spirv_peephole::bitcast_half_round_trips(&mut words);
-        if n > 0 {
-            tracing::debug!(kernel = name, rewritten = n, "f16 round trips as bitcasts");
-        }
-    }
-    Ok(words)
+    naga::back::spv::write_vec(&module, &info, &opts, Some(&popts)).map_err(|e| err(e.to_string()))
 }
 
 /// A compute pipeline with its layouts.

@@ -7,9 +7,8 @@
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 
-// The 16 f16 held by two 16-byte words, as four vec4: written as a round trip through f32
-// (exact; naga 30 mistypes a bitcast from u32 to vec2<f16>), which `spirv_peephole.rs`
-// turns into bitcasts in the SPIR-V. Reading the operands as f16 instead (vec4<f16> or
+// The 16 f16 held by two 16-byte words, as four vec4 (through f32, exact: naga 30 mistypes
+// a bitcast from u32 to vec2<f16>). Reading the operands as f16 instead (vec4<f16> or
 // mat2x4<f16> storage, or the words a component at a time) measured ~32% slower on the H200
 // (8B pp512 4,990 against 7,342 t/s): whole 16-byte words are what keeps the loads few.
 fn halves4(w0: u32, w1: u32) -> vec4<f16> {
