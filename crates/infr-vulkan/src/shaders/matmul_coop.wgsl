@@ -43,6 +43,8 @@ const GN: u32 = {{GN}}u;
 const SK: u32 = {{SK}}u;
 const SK8: u32 = SK / 8u;
 const SK4: u32 = SK / 4u;
+// Weight-row tiles per band of the workgroup order (0: weight-row tiles fastest).
+const RASTER: u32 = {{RASTER}}u;
 // Loader units (one row × 16 consecutive k) per row of a slice, and per thread for the W
 // and X slices.
 const KU: u32 = BK / 16u;
@@ -88,8 +90,25 @@ fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgi: u32) {
     let lin = wg_linear(wid, nwg);
-    let tm = lin % pc.tiles_m;
-    let tn = lin / pc.tiles_m;
+    var tm = lin % pc.tiles_m;
+    var tn = lin / pc.tiles_m;
+    if RASTER > 0u {
+        // Bands of RASTER weight-row tiles, activation tiles next within a band: the
+        // workgroups in flight share their W tiles (read once from memory) and the X tiles
+        // of a band (held in L2), as a grouped raster order does.
+        let tiles_n = (pc.n + BN - 1u) / BN;
+        let band = RASTER * tiles_n;
+        if lin < pc.tiles_m * tiles_n {
+            let first = (lin / band) * RASTER;
+            let rows = min(pc.tiles_m - first, RASTER);
+            tm = first + (lin % band) % rows;
+            tn = (lin % band) / rows;
+        } else {
+            // Padding workgroups of a two-dimensional grid: past the activation rows.
+            tm = 0u;
+            tn = tiles_n;
+        }
+    }
     let r0 = tm * BM;
     let c0 = tn * BN;
     // Subgroup (sm, sn) of the GM×GN grid owns weight rows wr.. and activation rows wc...
