@@ -4,7 +4,7 @@ numbers were taken: start `llama-server` on a model, send prompts of random toke
 `timings.prompt_per_second` / `timings.predicted_per_second` from each /completion response.
 
 usage: llama_server_bench.py --server PATH -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0]
-                             [-r 3] [--ngl 99] [--port 18080] [--json OUT]
+                             [-r 3] [--ngl 99] [--port 18080] [--json OUT] [--log FILE]
 
 Tests mirror `infr bench`: pp<P> (prompt P tokens, 1 generated), tg<N> (generation of N tokens
 after a 1-token prompt, or after D context tokens with -d). Only loopback is used; the server is
@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--port", type=int, default=18080)
     ap.add_argument("--vocab", type=int, default=150000)
     ap.add_argument("--json")
+    ap.add_argument("--log", help="append llama-server's log (device, matrix cores, ...) to this file")
     a = ap.parse_args()
     rng = random.Random(1234)
     records = []
@@ -69,7 +70,9 @@ def main():
         ctx = max(a.p, a.d + a.n) + 64
         cmd = [a.server, "-m", model, "-ngl", str(a.ngl), "-c", str(ctx), "-np", "1", "-b", "2048", "-ub", "512",
                "--port", str(a.port), "--host", "127.0.0.1"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # The log goes to a file (or nowhere): an unread pipe would stall the server once full.
+        log = open(a.log, "a") if a.log else subprocess.DEVNULL
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
         try:
             wait_ready(a.port, proc)
             tok = lambda k: [rng.randrange(100, a.vocab) for _ in range(k)]
@@ -94,6 +97,8 @@ def main():
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if a.log:
+                log.close()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(records, f, indent=1)
