@@ -116,9 +116,41 @@ pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpe
         ),
         _ => ("{{KV_TY}}", 2, "{{K2}}", "let kk = k2(i);\n    return acc + (qs[d] * kk.x + qs[d + 1u] * kk.y);"),
     };
+    // V rows likewise, where a row is a power-of-two number of 16-byte reads that divides the
+    // workgroup: invocations split a row's reads and the keys of a tile (see `vadd`).
+    let v_reads = |per: u32| dv % per == 0 && (dv / per).is_power_of_two() && dv / per <= ATTN_WG;
+    let (v_ty, vstep, v1, vadd) = match dtype {
+        KvDType::F16 if v_reads(8) => (
+            "vec4<u32>",
+            8,
+            "return unpack2x16float(VC[i >> 3u][(i >> 1u) & 3u])[i & 1u];",
+            "let w = VC[i >> 3u];
+    let q = array<vec2<f32>, 4>(unpack2x16float(w.x), unpack2x16float(w.y), unpack2x16float(w.z), unpack2x16float(w.w));
+    for (var e = 0u; e < 4u; e++) {
+        va[2u * e] += select(0.0, p * q[e].x, live);
+        va[2u * e + 1u] += select(0.0, p * q[e].y, live);
+    }",
+        ),
+        KvDType::F32 if v_reads(4) => (
+            "vec4<f32>",
+            4,
+            "return VC[i >> 2u][i & 3u];",
+            "let w = VC[i >> 2u];
+    for (var e = 0u; e < 4u; e++) {
+        va[e] += select(0.0, p * w[e], live);
+    }",
+        ),
+        _ => ("{{KV_TY}}", 0, "{{V1}}", ""),
+    };
     let spec = spec
         .define("K_TY", k_ty)
-        .define("V_TY", "{{KV_TY}}")
+        .define("V_TY", v_ty)
+        .define("VSTEP", vstep)
+        .define("RPT", dv.checked_div(vstep).unwrap_or(1))
+        .define("VSUM", (ATTN_WG * vstep).max(1))
+        .define("VA", vstep.max(1))
+        .define("VADD", vadd)
+        .define("V1", v1)
         .define("KSTEP", kstep)
         .define("KDOT", kdot)
         .define("K2", k2);

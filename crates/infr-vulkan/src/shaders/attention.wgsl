@@ -12,11 +12,20 @@ const DPT: u32 = {{DPT}}u;
 const DKC: u32 = {{DK}}u;
 // K elements per read of the score loop.
 const KSTEP: u32 = {{KSTEP}}u;
+// V elements per read of the output loop: VSTEP (16 bytes) with RPT invocations per V row
+// and NG key groups, or 0 where the head dim does not allow it (one element per read).
+const VSTEP: u32 = {{VSTEP}}u;
+const RPT: u32 = {{RPT}}u;
+const NG: u32 = WG / RPT;
 
 var<workgroup> qs: array<f32, {{DK}}>;
 var<workgroup> red: array<f32, {{WG}}>;
 var<workgroup> ps: array<f32, {{WG}}>;
 var<workgroup> slots: array<u32, {{WG}}>;
+// The key groups' partial outputs (VSTEP != 0), folded at the end.
+var<workgroup> vsum: array<f32, {{VSUM}}>;
+// This invocation's VSTEP output dims of its key group (VSTEP != 0).
+var<private> va: array<f32, {{VA}}>;
 
 // Two consecutive K elements at element index i (even).
 fn k2(i: u32) -> vec2<f32> {
@@ -31,6 +40,12 @@ fn kdot(acc: f32, i: u32, d: u32) -> f32 {
 // One V element at index i.
 fn v1(i: u32) -> f32 {
     {{V1}}
+}
+
+// va += p · (VSTEP V elements from index i), masked by `live` (keys past the tile read
+// slot 0, whose values may be anything).
+fn vadd(i: u32, p: f32, live: bool) {
+    {{VADD}}
 }
 
 // Subgroup of this invocation (set by main when the kernel has subgroup operations).
@@ -111,7 +126,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let tile_sum = reduce_sum(t, p);
         l = l * alpha + tile_sum;
         let cnt = min(WG, end - base);
-        for (var ii = 0u; ii < DPT; ii++) {
+        if VSTEP != 0u {
+            // RPT invocations read a V row 16 bytes each; key group t / RPT takes every
+            // NG-th key of the tile (an eighth of the loads of reading one element each).
+            for (var e = 0u; e < VSTEP; e++) {
+                va[e] *= alpha;
+            }
+            let vo = kvh * pc.dv + (t % RPT) * VSTEP;
+            for (var jj = t / RPT; jj < WG; jj += NG) {
+                vadd(slots[jj] * pc.vw + vo, ps[jj], jj < cnt);
+            }
+        }
+        for (var ii = 0u; ii < DPT && VSTEP == 0u; ii++) {
             let d = t + ii * WG;
             if d < pc.dv {
                 var a = acc[ii] * alpha;
@@ -128,6 +154,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         m = m_new;
         workgroupBarrier();
+    }
+    if VSTEP != 0u {
+        for (var e = 0u; e < VSTEP; e++) {
+            vsum[(t / RPT) * pc.dv + (t % RPT) * VSTEP + e] = va[e];
+        }
+        workgroupBarrier();
+        for (var ii = 0u; ii < DPT; ii++) {
+            let d = t + ii * WG;
+            if d < pc.dv {
+                var a = 0.0;
+                for (var g = 0u; g < NG; g++) {
+                    a += vsum[g * pc.dv + d];
+                }
+                acc[ii] = a;
+            }
+        }
     }
     if n_active == 1u {
         let inv = 1.0 / l;
