@@ -68,7 +68,7 @@ pub(crate) struct Emit {
     pub push: Vec<u8>,
     pub groups: u32,
     pub shape: Option<String>,
-    /// False for the next weight's dequantization, which runs alongside this matmul.
+    /// False for a matmul followed by the next weight's dequantization, which runs alongside it.
     pub barrier_after: bool,
 }
 
@@ -190,7 +190,7 @@ pub(crate) fn lower(
             let other = bufs.w16(1 - slot, temp_bytes);
             let nrows = nw.chunks[0].rows;
             temp_bytes[other as usize] = temp_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
-            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other, false));
+            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other, true));
             bufs.prefetched = Some((nw_id, 1 - slot));
         }
     }
@@ -203,8 +203,6 @@ pub(crate) fn lower(
             if prefetched.is_none() {
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
             }
-            // At most one slice here when there is a prefetch (`one_slice`).
-            emits.extend(prefetch.take());
             let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
             let tiles_m = rows.div_ceil(tile.bm);
@@ -225,8 +223,14 @@ pub(crate) fn lower(
                 push: bytes(&mp),
                 groups: tiles_m * tiles_n,
                 shape: Some(shape.clone()),
-                barrier_after: true,
+                barrier_after: prefetch.is_none(),
             });
+            // The next weight's dequantization goes after the product with no barrier between:
+            // the product's workgroups (one per SM on an H200, bound by registers) start first
+            // and the bandwidth-bound dequantization fills the SMs beside them. (Dispatched
+            // first, its many short workgroups took the SMs before the product's.) At most one
+            // slice here when there is a prefetch (`one_slice`).
+            emits.extend(prefetch.take());
             r += rows;
         }
     }
