@@ -45,19 +45,20 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
     const MIN_GROUPS: usize = 96;
     let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
     let (gm, gn, bk) = coop_grid();
+    let raster = coop_raster();
     // Every subgroup needs at least one fragment each way, and the slices must fit.
     let usable =
         |t: &CoopTile| t.bm % (frag * t.gm) == 0 && t.bn % (frag * t.gn) == 0 && t.shared_bytes() <= max_shared;
     let tile = |bm: u32, bn: u32| {
-        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster: coop_raster() };
+        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster };
         if usable(&t) {
             t
         } else {
-            CoopTile { frag, bm, bn, gm: 2, gn: 2, bk: 32, raster: coop_raster() }
+            CoopTile { frag, bm, bn, gm: 2, gn: 2, bk: 32, raster }
         }
     };
     if let Some((bm, bn)) = forced_tile() {
-        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster: coop_raster() };
+        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster };
         if usable(&t) {
             return t;
         }

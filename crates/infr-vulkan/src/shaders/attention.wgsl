@@ -136,20 +136,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var jj = t / RPT; jj < WG; jj += NG) {
                 vadd(slots[jj] * pc.vw + vo, ps[jj], jj < cnt);
             }
-        }
-        for (var ii = 0u; ii < DPT && VSTEP == 0u; ii++) {
-            let d = t + ii * WG;
-            if d < pc.dv {
-                var a = acc[ii] * alpha;
-                let vo = kvh * pc.dv + d;
-                // Constant trip count even for a partial tile (short decode contexts), so
-                // the loads are issued together instead of one memory round trip per key;
-                // keys past the tile read slot 0 and are masked out.
-                for (var jj = 0u; jj < WG; jj++) {
-                    let pv = ps[jj] * v1(slots[jj] * pc.vw + vo);
-                    a += select(0.0, pv, jj < cnt);
+        } else {
+            for (var ii = 0u; ii < DPT; ii++) {
+                let d = t + ii * WG;
+                if d < pc.dv {
+                    var a = acc[ii] * alpha;
+                    let vo = kvh * pc.dv + d;
+                    // Constant trip count even for a partial tile (short decode contexts), so
+                    // the loads are issued together instead of one memory round trip per key;
+                    // keys past the tile read slot 0 and are masked out.
+                    for (var jj = 0u; jj < WG; jj++) {
+                        let pv = ps[jj] * v1(slots[jj] * pc.vw + vo);
+                        a += select(0.0, pv, jj < cnt);
+                    }
+                    acc[ii] = a;
                 }
-                acc[ii] = a;
             }
         }
         m = m_new;
