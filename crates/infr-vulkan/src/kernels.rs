@@ -547,7 +547,7 @@ mod tests {
                     }
                 }
                 check(&dequant_f16(&l).0);
-                let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8 };
+                let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }
         }

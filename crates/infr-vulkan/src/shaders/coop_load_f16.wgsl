@@ -27,18 +27,33 @@ fn unit_word(u: u32, r0: u32, rows: u32, k0: u32) -> vec2<u32> {
     return vec2<u32>((min(r0 + u / KU, rows - 1u) * pc.k + ke) / 8u, u32(ke < pc.k));
 }
 
-fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+// A loader unit as read: two 16-byte words, opened into f16 only when staged, so that the
+// words of the next slices stay in flight while the current ones are multiplied (a
+// conversion next to the load waits for it there: on an H200, 8B pp512 ran at 8,223 t/s
+// with the conversion at the load, 10,339 with the words kept until staged).
+alias WUnit = array<vec4<u32>, 2>;
+alias XUnit = array<vec4<u32>, 2>;
+
+fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
     let w = unit_word(u, r0, pc.m, k0);
     if w.y == 0u {
-        return array<vec4<f16>, 4>();
+        return WUnit();
     }
-    return halves16(W[w.x], W[w.x + 1u]);
+    return WUnit(W[w.x], W[w.x + 1u]);
 }
 
-fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
+fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {
     let w = unit_word(u, c0, pc.n, k0);
     if w.y == 0u {
-        return array<vec4<f16>, 4>();
+        return XUnit();
     }
-    return halves16(X[w.x], X[w.x + 1u]);
+    return XUnit(X[w.x], X[w.x + 1u]);
+}
+
+fn open_w(v: WUnit) -> array<vec4<f16>, 4> {
+    return halves16(v[0], v[1]);
+}
+
+fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
+    return halves16(v[0], v[1]);
 }

@@ -22,15 +22,30 @@ fn deq16_generic(row_blk: u32, sb_base: u32, ke: u32) -> array<vec4<f16>, 4> {
     return out;
 }
 
-fn load_w(u: u32, r0: u32, k0: u32) -> array<vec4<f16>, 4> {
+// Loader units are dequantized (converted) when read.
+alias WUnit = array<vec4<f16>, 4>;
+alias XUnit = array<vec4<f16>, 4>;
+
+fn open_w(v: WUnit) -> array<vec4<f16>, 4> {
+    return v;
+}
+
+fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
+    return v;
+}
+
+fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
     let row = u / KU;
     let ke = k0 + 16u * (u % KU);
+    if ke >= pc.k {
+        return WUnit();
+    }
     let bpr = pc.k / BLOCK;
     let row_blk = min(r0 + row, pc.m - 1u) * bpr;
     {{LOAD_W}}
 }
 
-fn load_x(u: u32, c0: u32, k0: u32) -> array<vec4<f16>, 4> {
+fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {
     let row = u / KU;
     let ke = k0 + 16u * (u % KU);
     let base = min(c0 + row, pc.n - 1u) * (pc.k / 4u) + ke / 4u;

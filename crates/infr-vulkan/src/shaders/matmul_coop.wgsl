@@ -4,9 +4,12 @@
 // (WG = GM·GN × the device's fixed subgroup size, templated from its capabilities); each
 // subgroup owns FM × FN F×F accumulators (BM = F·GM·FM, BN = F·GN·FN). Each k-step of BK
 // stages a BM×BK slice of W and the matching BN×BK slice of X in workgroup memory as f16;
-// the next slices are read from memory into registers while the current ones are
-// multiplied. The loader part supplies the bindings and `load_w` / `load_x` (16 consecutive
-// k of one row each): `coop_load_quant.wgsl` dequantizes W and converts f32 X on the fly,
+// the slices of the next STAGES steps are read from memory into registers while the current
+// ones are multiplied (the kernel waits on memory latency, not on the multiplications:
+// removing the reads took 8B pp512's matmul time from 291 to 185 ms in one profile). The
+// loader part supplies the bindings and `fetch_w` / `fetch_x` (a unit of 16 consecutive k of
+// one row each, as read) with `open_w` / `open_x` (the unit in f16 for staging):
+// `coop_load_quant.wgsl` dequantizes W and converts f32 X on the fly,
 // `coop_load_f16.wgsl` reads operands already in f16 (a weight slice dequantized by
 // `dequant_f16.wgsl`, activations rounded by `round_act16`). Interior tiles without a bias
 // store their accumulators straight to Y; edge tiles go through workgroup memory so rows and
@@ -45,6 +48,10 @@ const SK8: u32 = SK / 8u;
 const SK4: u32 = SK / 4u;
 // Weight-row tiles per band of the workgroup order (0: weight-row tiles fastest).
 const RASTER: u32 = {{RASTER}}u;
+// Steps read ahead into registers (0: each slice is read at the start of its own step), and
+// the k advanced per iteration of the main loop (one step per register set).
+const STAGES: u32 = {{STAGES}}u;
+const STEP: u32 = BK * max(STAGES, 1u);
 // Loader units (one row × 16 consecutive k) per row of a slice, and per thread for the W
 // and X slices.
 const KU: u32 = BK / 16u;
@@ -68,6 +75,46 @@ fn put_x(u: u32, v: array<vec4<f16>, 4>) {
     let o = (u / KU) * SK8 + 2u * (u % KU);
     xs[o] = mat2x4<f16>(v[0], v[1]);
     xs[o + 1u] = mat2x4<f16>(v[2], v[3]);
+}
+
+// This thread's loader units of the W slice at k0 (weight rows from r0), as read.
+fn fetch_ws(t: u32, r0: u32, k0: u32) -> array<WUnit, UA> {
+    var a: array<WUnit, UA>;
+    for (var i = 0u; i < UA; i++) {
+        let u = t + i * WG;
+        if u < KU * BM {
+            a[i] = fetch_w(u, r0, k0);
+        }
+    }
+    return a;
+}
+
+// This thread's loader units of the X slice at k0 (activation rows from c0), as read.
+fn fetch_xs(t: u32, c0: u32, k0: u32) -> array<XUnit, UB> {
+    var b: array<XUnit, UB>;
+    for (var i = 0u; i < UB; i++) {
+        let u = t + i * WG;
+        if u < KU * BN {
+            b[i] = fetch_x(u, c0, k0);
+        }
+    }
+    return b;
+}
+
+// Stage this thread's loader units in workgroup memory.
+fn stage_slices(t: u32, a: array<WUnit, UA>, b: array<XUnit, UB>) {
+    for (var i = 0u; i < UA; i++) {
+        let u = t + i * WG;
+        if u < KU * BM {
+            put_w(u, open_w(a[i]));
+        }
+    }
+    for (var i = 0u; i < UB; i++) {
+        let u = t + i * WG;
+        if u < KU * BN {
+            put_x(u, open_x(b[i]));
+        }
+    }
 }
 
 // Write one F×F accumulator (weight rows rr.., activation rows cc..) of an edge tile
@@ -117,54 +164,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // No early return for padding workgroups (c0 >= n): cooperative operations need uniform
     // control flow; their loads are clamped and their stores masked below.
 {{ACC_DECL}}
-    var ra: array<array<vec4<f16>, 4>, UA>;
-    var rb: array<array<vec4<f16>, 4>, UB>;
-    for (var i = 0u; i < UA; i++) {
-        let u = t + i * WG;
-        if u < KU * BM {
-            ra[i] = load_w(u, r0, 0u);
-        }
+    // Register sets of the steps in flight: set 0 for the first step of an iteration, set 1
+    // for the second (STAGES = 2).
+    var ra0: array<WUnit, UA>;
+    var rb0: array<XUnit, UB>;
+    var ra1: array<WUnit, UA>;
+    var rb1: array<XUnit, UB>;
+    if STAGES > 0u {
+        ra0 = fetch_ws(t, r0, 0u);
+        rb0 = fetch_xs(t, c0, 0u);
     }
-    for (var i = 0u; i < UB; i++) {
-        let u = t + i * WG;
-        if u < KU * BN {
-            rb[i] = load_x(u, c0, 0u);
-        }
+    if STAGES > 1u {
+        ra1 = fetch_ws(t, r0, BK);
+        rb1 = fetch_xs(t, c0, BK);
     }
-    for (var k0 = 0u; k0 < pc.k; k0 += BK) {
-        for (var i = 0u; i < UA; i++) {
-            let u = t + i * WG;
-            if u < KU * BM {
-                put_w(u, ra[i]);
-            }
+    for (var k0 = 0u; k0 < pc.k; k0 += STEP) {
+        if STAGES == 0u {
+            ra0 = fetch_ws(t, r0, k0);
+            rb0 = fetch_xs(t, c0, k0);
         }
-        for (var i = 0u; i < UB; i++) {
-            let u = t + i * WG;
-            if u < KU * BN {
-                put_x(u, rb[i]);
-            }
-        }
+        stage_slices(t, ra0, rb0);
         workgroupBarrier();
-        // Read the next slice while this one is multiplied.
-        let kn = k0 + BK;
-        if kn < pc.k {
-            for (var i = 0u; i < UA; i++) {
-                let u = t + i * WG;
-                if u < KU * BM {
-                    ra[i] = load_w(u, r0, kn);
-                }
-            }
-            for (var i = 0u; i < UB; i++) {
-                let u = t + i * WG;
-                if u < KU * BN {
-                    rb[i] = load_x(u, c0, kn);
-                }
-            }
+        if STAGES > 0u && k0 + STEP < pc.k {
+            ra0 = fetch_ws(t, r0, k0 + STEP);
+            rb0 = fetch_xs(t, c0, k0 + STEP);
         }
         for (var kk = 0u; kk < BK; kk += F) {
 {{MMA}}
         }
         workgroupBarrier();
+        // The second step of an iteration past k (an odd number of steps) multiplies zeros:
+        // the loaders return zeros past k, and a condition on k0 here would not be uniform
+        // control flow to naga (it does not track a loop variable's uniformity).
+        if STAGES > 1u {
+            stage_slices(t, ra1, rb1);
+            workgroupBarrier();
+            // Unconditionally: past k the loaders return the zeros the next iteration needs.
+            ra1 = fetch_ws(t, r0, k0 + BK + STEP);
+            rb1 = fetch_xs(t, c0, k0 + BK + STEP);
+            for (var kk = 0u; kk < BK; kk += F) {
+{{MMA}}
+            }
+            workgroupBarrier();
+        }
     }
     // Direct stores need 16-byte aligned columns.
     let interior = r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;

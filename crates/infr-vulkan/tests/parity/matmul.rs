@@ -454,7 +454,7 @@ fn norm_into_matmul_wide_rows() {
 /// product's weight was dequantized while the previous product ran (two alternating buffers,
 /// no barrier between the two dispatches). Mixed weight types, a weight used by two
 /// consecutive matmuls (dequantized once), a bias, two readers of one input and an inner
-/// dimension of 96; the output is compared with the CPU's.
+/// dimension of 160; the output is compared with the CPU's.
 #[test]
 fn prefill_matmul_chain_matches_cpu() {
     prefill_chain(infr_vulkan::VulkanOptions { validation: true, ..Default::default() }, &[130, 300]);
@@ -498,7 +498,7 @@ fn prefill_chain(opts: infr_vulkan::VulkanOptions, ns: &[usize]) -> Option<infr_
 
 /// The weights of the prefill chain (same on every call) and its graph over `n` tokens:
 /// mixed weight types, a weight used by two consecutive matmuls, a bias, two readers of one
-/// input and an inner dimension of 96.
+/// input and an inner dimension of 160.
 fn chain_weights_and_graph(n: usize) -> (Weights, Graph) {
     let mut rng = Rng(321);
     let mut w = Weights::default();
@@ -507,9 +507,10 @@ fn chain_weights_and_graph(n: usize) -> (Weights, Graph) {
     let b = w.add(weight("b", GgmlType::Q6_K, K, 2 * K, &mut rng, 0.05));
     let c = w.add(weight("c", GgmlType::Q8_0, 2 * K, K, &mut rng, 0.05));
     let bias = w.add(weight("bias", GgmlType::F32, K, 1, &mut rng, 1.0));
-    // An inner dimension of 96: not a multiple of the 64-wide k-steps (a partial last step).
-    let d = w.add(weight("d", GgmlType::Q8_0, K, 96, &mut rng, 0.05));
-    let e = w.add(weight("e", GgmlType::Q8_0, 96, K, &mut rng, 0.1));
+    // An inner dimension of 160: an odd number of 64-wide k-steps, the last one partial (the
+    // read-ahead of two steps runs one step wholly past k).
+    let d = w.add(weight("d", GgmlType::Q8_0, K, 160, &mut rng, 0.05));
+    let e = w.add(weight("e", GgmlType::Q8_0, 160, K, &mut rng, 0.1));
     let g = graph(&w, n, n, |g| {
         let x = g.embed(table);
         let y1 = g.linear(x, a, None);
