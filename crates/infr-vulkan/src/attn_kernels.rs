@@ -225,8 +225,8 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
     }
     let f = frag;
     let ty = |elem: &str, role: &str| format!("coop_mat{f}x{f}<{elem}, {role}>");
-    let (mut q, mut o_decl, mut s_tile, mut pv, mut store) =
-        (String::new(), String::new(), String::new(), String::new(), String::new());
+    let (mut q, mut o_decl, mut s_tile, mut pv, mut store, mut rescale) =
+        (String::new(), String::new(), String::new(), String::new(), String::new(), String::new());
     s_tile.push_str("        var s0 = zero;\n        var s1 = zero;\n");
     for i in 0..d / f {
         let c = f * i;
@@ -254,8 +254,19 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
         store.push_str(&format!(
             "    coopStore(o{i}, &ss[sb], F);
     workgroupBarrier();
-    store_rows(sb, sgi, tok0 + F * sgid, h, pt0, {c}u);
+    store_rows(sb, sgi, F * sgid, tok0 + F * sgid, h, pt0, {c}u);
     workgroupBarrier();\n"
+        ));
+        // Through the two halves of the subgroup's score tile in turn: a half is stored again
+        // only after the barrier that follows the load of the other.
+        let half = if i % 2 == 0 { "sb" } else { "sb1" };
+        rescale.push_str(&format!(
+            "            coopStore(o{i}, &ss[{half}], F);
+            workgroupBarrier();
+            scale_rows({half}, sgi, F * sgid);
+            workgroupBarrier();
+            o{i} = coopLoad<{c_ty}>(&ss[{half}], F);\n",
+            c_ty = ty("f32", "C")
         ));
     }
     s_tile.push_str(
@@ -279,7 +290,8 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
     .define("O_DECL", o_decl)
     .define("S_TILE", s_tile)
     .define("PV", pv)
-    .define("O_STORE", store);
+    .define("O_STORE", store)
+    .define("O_RESCALE", rescale);
     Some(spec)
 }
 

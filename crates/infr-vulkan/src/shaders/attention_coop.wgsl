@@ -1,14 +1,19 @@
 // Cooperative-matrix attention for prefill over the paged f16 KV cache. A workgroup takes
 // BR = 4·F consecutive tokens of one head (F = the fragment edge, 16 or 8), four subgroups
-// of F query rows each; keys come in tiles of BC = 2·F shared by the whole workgroup. Two
-// passes over the keys: the first computes each row's softmax max and sum from S = Q·Kᵀ,
-// the second recomputes S, forms the normalized probabilities P in f16 and accumulates
-// O = P·V in f32 cooperative matrices, so the output never needs rescaling. Each tile
-// starts with one cache-slot lookup per key (a table in workgroup memory); K and V rows are
-// then copied 8 dims (16 bytes) at a time into row-major tiles, which S = Q·Kᵀ reads as a
-// column-major operand and P·V as a row-major one. A row is handled here only when its
-// sequence's page table is that of the block's first token (all rows of a prefill chunk of
-// one sequence); `attention.wgsl` runs after this kernel and computes exactly the other rows.
+// of F query rows each; keys come in tiles of BC = 2·F shared by the whole workgroup. One
+// pass over the keys with an online softmax (Milakov & Gimelshein 2018, as FlashAttention-2
+// uses it) whose offset moves lazily: a tile's probabilities are exp(s − c) for a per-row
+// offset c that is raised only when a score exceeds it by more than RESCALE_AT, so that the
+// f32 cooperative-matrix outputs (which have no per-row scaling) are rescaled through
+// workgroup memory only on those rare tiles, not on every one; the outputs are divided by
+// the row sums at the end (softmax is exact for any offset: exp(s − c) / Σ exp(s − c)).
+// (With two passes, max and sum first and then O, the 8B pp512 attention took 37.7 ms of an
+// H200 profile, and 26.0 ms when the first pass was skipped.) The cache slots of a tile's
+// keys (a table in workgroup memory) are looked up while the previous tile's rows are
+// copied; K and V rows are copied 8 dims (16 bytes) at a time into row-major tiles, which
+// S = Q·Kᵀ reads as a column-major operand and P·V as a row-major one. A row is handled here only when its sequence's page table is that of the
+// block's first token (all rows of a prefill chunk of one sequence); `attention.wgsl` runs
+// after this kernel and computes exactly the other rows.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -27,6 +32,9 @@ const VOFF: u32 = BC * KS;
 // 16-byte units per row of a head.
 const D8: u32 = D / 8u;
 const NO_SLOT: u32 = 0xffffffffu;
+// How far (in natural-log units) a score may exceed its row's offset before the offset is
+// raised: probabilities stay below e^8 ≈ 2981, well inside f16.
+const RESCALE_AT: f32 = 8.0;
 
 // K tile then V tile (row-major, stride KS); at the start, the block's query rows
 // (BR·KS ≤ 2·BC·KS).
@@ -36,8 +44,14 @@ var<workgroup> kv: array<f16, {{KV_LEN}}>;
 var<workgroup> ss: array<f32, {{SS_LEN}}>;
 // Per subgroup: F×BC f16 probabilities, row-major.
 var<workgroup> ps: array<f16, {{SS_LEN}}>;
-// Cache slot of each key of the tile (NO_SLOT past the block's last key).
-var<workgroup> slots: array<u32, BC>;
+// Per subgroup and row: the factor its outputs are multiplied by (a rescale, or 1 / the row
+// sum at the end).
+var<workgroup> row_scale: array<f32, 4 * F>;
+// Per subgroup: 1 when some row of it must rescale its outputs this tile.
+var<workgroup> rescale_flags: vec4<u32>;
+// Cache slot of each key of the tile (NO_SLOT past the block's last key), in two halves: the
+// next tile's slots are looked up while this tile's K and V rows are copied.
+var<workgroup> slots: array<u32, 2 * BC>;
 // The block's key range: x the first key (atomic min), y the end (atomic max). Every
 // workgroup variable is a multiple of 16 bytes so that the f16/f32 tiles stay 16-byte
 // aligned, as cooperative-matrix loads and stores require (VUID-RuntimeSpirv-
@@ -47,22 +61,23 @@ var<workgroup> kr: array<atomic<u32>, 4>;
 // The same range as plain values, for a uniform load.
 var<workgroup> krange: vec4<u32>;
 
-// The cache slots of keys kb..kb+BC (threads t < BC, one key each).
-fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32) {
+// The cache slots of keys kb..kb+BC into the half of `slots` at `half` (threads t < BC, one
+// key each).
+fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32, half: u32) {
     if t < BC {
         let j = kb + t;
         var slot = NO_SLOT;
         if j < khi {
             slot = S[pt0 + j / pc.page_size] * pc.page_size + j % pc.page_size;
         }
-        slots[t] = slot;
+        slots[half + t] = slot;
     }
 }
 
 // Eight dims of one key of kv head `kvh` into row `key` of the tile at `off` (zeros for a key
 // past the end).
-fn copy8(cache_is_v: bool, off: u32, key: u32, d8: u32, kvh: u32) {
-    let slot = slots[key];
+fn copy8(cache_is_v: bool, off: u32, half: u32, key: u32, d8: u32, kvh: u32) {
+    let slot = slots[half + key];
     var w = vec4<u32>(0u);
     if slot != NO_SLOT {
         if cache_is_v {
@@ -86,13 +101,12 @@ fn copy8(cache_is_v: bool, off: u32, key: u32, d8: u32, kvh: u32) {
     kv[o + 7u] = f16(d.y);
 }
 
-// The tile's K rows (and V rows when `with_v`), after `find_slots` and a barrier.
-fn load_tile(t: u32, kvh: u32, with_v: bool) {
+// The tile's K and V rows, from the slots in the half of `slots` at `half` (looked up
+// before the last barrier).
+fn load_tile(t: u32, kvh: u32, half: u32) {
     for (var i = t; i < BC * D8; i += WG) {
-        copy8(false, 0u, i / D8, i % D8, kvh);
-        if with_v {
-            copy8(true, VOFF, i / D8, i % D8, kvh);
-        }
+        copy8(false, 0u, half, i / D8, i % D8, kvh);
+        copy8(true, VOFF, half, i / D8, i % D8, kvh);
     }
 }
 
@@ -167,73 +181,95 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sb = sgid * F * BC;
     workgroupBarrier();
 
-    // Pass 1: row max and sum.
-    var m = -1e30;
+    // This lane's row offset and its share of the row sum (over its columns of each tile).
+    var off = -1e30;
     var l = 0.0;
+    find_slots(t, pt0, klo, khi, 0u);
+    var half = 0u;
     for (var kb = klo; kb < khi; kb += BC) {
-        find_slots(t, pt0, kb, khi);
+        // The tile's slots are visible, and the previous tile's readers of kv and ps are done.
         workgroupBarrier();
-        load_tile(t, kvh, false);
+        load_tile(t, kvh, half);
+        half = BC - half;
+        find_slots(t, pt0, kb + BC, khi, half);
         workgroupBarrier();
 {{S_TILE}}
         workgroupBarrier();
+        // The row's largest score in this tile (every lane of the row agrees on it).
+        var mt = -1e30;
         for (var c = part * (BC / LPR); c < (part + 1u) * (BC / LPR); c++) {
             let j = kb + c;
             if handled && j >= lo && j <= pos {
-                let s = score(sb, r, c);
-                let mn = max(m, s);
-                l = l * exp(m - mn) + exp(s - mn);
-                m = mn;
+                mt = max(mt, score(sb, r, c));
             }
         }
-        workgroupBarrier();
-    }
-    for (var x = 1u; x < LPR; x <<= 1u) {
-        let mo = subgroupShuffleXor(m, x);
-        let lo2 = subgroupShuffleXor(l, x);
-        let mn = max(m, mo);
-        l = l * exp(m - mn) + lo2 * exp(mo - mn);
-        m = mn;
-    }
-    var inv_l = 0.0;
-    if l > 0.0 {
-        inv_l = 1.0 / l;
-    }
-
-    // Pass 2: O = softmax(S)·V.
-    for (var kb = klo; kb < khi; kb += BC) {
-        find_slots(t, pt0, kb, khi);
-        workgroupBarrier();
-        load_tile(t, kvh, true);
-        workgroupBarrier();
-{{S_TILE}}
-        workgroupBarrier();
+        for (var x = 1u; x < LPR; x <<= 1u) {
+            mt = max(mt, subgroupShuffleXor(mt, x));
+        }
+        var alpha = 1.0;
+        if mt > off + RESCALE_AT {
+            alpha = exp(off - mt);
+            off = mt;
+        }
+        // Outputs (and sums) so far are rescaled only where there are any.
+        let rescale = alpha != 1.0 && l > 0.0;
+        l *= alpha;
         for (var c = part * (BC / LPR); c < (part + 1u) * (BC / LPR); c++) {
             let j = kb + c;
             var p = 0.0;
             if handled && j >= lo && j <= pos {
-                p = exp(score(sb, r, c) - m) * inv_l;
+                p = exp(score(sb, r, c) - off);
             }
+            l += p;
             ps[sb + r * BC + c] = f16(p);
         }
-        workgroupBarrier();
+        let any_rescale = subgroupAny(rescale);
+        if part == 0u {
+            row_scale[sgid * F + r] = alpha;
+        }
+        if sgi == 0u {
+            rescale_flags[sgid] = u32(any_rescale);
+        }
+        // Also the barrier that makes the probabilities visible.
+        let flags = workgroupUniformLoad(&rescale_flags);
+        if any(flags != vec4<u32>(0u)) {
+{{O_RESCALE}}
+        }
         let p0 = coopLoadT<coop_mat{{F}}x{{F}}<f16, A>>(&ps[sb], BC);
         let pb1 = sb + F;
         let p1 = coopLoadT<coop_mat{{F}}x{{F}}<f16, A>>(&ps[pb1], BC);
 {{PV}}
-        workgroupBarrier();
+    }
+    for (var x = 1u; x < LPR; x <<= 1u) {
+        l += subgroupShuffleXor(l, x);
+    }
+    if part == 0u {
+        var inv_l = 0.0;
+        if l > 0.0 {
+            inv_l = 1.0 / l;
+        }
+        row_scale[sgid * F + r] = inv_l;
     }
 
     // Outputs through `ss` (column-major fragments), masked per row.
 {{O_STORE}}
 }
 
-// Write one F×F output fragment staged column-major at ss[sb..] (columns d0..d0+F-1).
-fn store_rows(sb: u32, sgi: u32, tok_base: u32, h: u32, pt0: u32, d0: u32) {
+// Multiply the rows of the F×F fragment staged column-major at ss[fb..] by their factors in
+// `row_scale` (this subgroup's rows from sr).
+fn scale_rows(fb: u32, sgi: u32, sr: u32) {
+    for (var e = sgi; e < F * F; e += SGS) {
+        ss[fb + e] *= row_scale[sr + e % F];
+    }
+}
+
+// Write one F×F output fragment staged column-major at ss[sb..] (columns d0..d0+F-1), its
+// rows multiplied by their factors in `row_scale` (this subgroup's rows from sr).
+fn store_rows(sb: u32, sgi: u32, sr: u32, tok_base: u32, h: u32, pt0: u32, d0: u32) {
     for (var e = sgi; e < F * F; e += SGS) {
         let tk = tok_base + e % F;
         if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
-            O[(tk * pc.n_head + h) * pc.dv + d0 + e / F] = ss[sb + e];
+            O[(tk * pc.n_head + h) * pc.dv + d0 + e / F] = ss[sb + e] * row_scale[sr + e % F];
         }
     }
 }

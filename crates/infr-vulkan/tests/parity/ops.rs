@@ -428,6 +428,54 @@ fn attention_prefill_blocks_scalar() {
     prefill_blocks(true);
 }
 
+/// Scores that rise steeply along the keys (each 32-key tile's largest score ~14 above the
+/// previous tile's), so that the cooperative kernel's lazy softmax offset moves on nearly
+/// every tile and the outputs accumulated so far are rescaled: queries all `a`, the keys of
+/// token t all `b·t`, tokens rising every 5 positions.
+#[test]
+fn attention_prefill_rising_scores() {
+    let mut rng = Rng(23);
+    let (nh, nkv, d) = (4u32, 2u32, 128u32);
+    let f32_table = |name: &str, cols: usize, value: &dyn Fn(usize) -> f32| {
+        let v: Vec<f32> = (0..cols * VOCAB).map(|i| value(i / cols)).collect();
+        infr_core::WeightData {
+            name: name.into(),
+            info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![cols, VOCAB] },
+            bytes: infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&v).to_vec()),
+        }
+    };
+    let mut w = Weights::default();
+    let tq = w.add(f32_table("q", (nh * d) as usize, &|_| 0.4));
+    let tk = w.add(f32_table("k", (nkv * d) as usize, &|t| 0.5 * t as f32));
+    let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
+    let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
+    let params = prefill_params(nh, nkv, d, None, None);
+    let n = 80u32;
+    let g = graph(&w, n as usize, n as usize, |g| {
+        let (q, k, v) = embed_qkv(g, tq, tk, tv);
+        g.attention(q, k, v, params)
+    });
+    let step = Step::simple((0..n).map(|i| i / 5).collect(), 0, vec![9, 3, 14, 0, 7, 11]);
+    p.check("prefill rising scores", &g, &[step], 2e-3, 2e-3);
+}
+
+/// Attention of layer 0 over `nh` query heads and `nkv` KV heads of dim `d`, writing the KV.
+fn prefill_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Option<u32>) -> AttnParams {
+    AttnParams {
+        kv_layer: 0,
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: d,
+        head_dim_v: d,
+        scale: 1.0 / (d as f32).sqrt(),
+        softcap,
+        window,
+        write_kv: true,
+    }
+}
+
 fn prefill_blocks(disable_coopmat: bool) {
     for (window, softcap, d) in [(None, None, 128u32), (Some(37), Some(20.0), 128), (None, Some(30.0), 64)] {
         let mut rng = Rng(18);
@@ -439,17 +487,7 @@ fn prefill_blocks(disable_coopmat: bool) {
         let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
         let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
         let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-        let params = AttnParams {
-            kv_layer: 0,
-            n_head: nh,
-            n_kv_head: nkv,
-            head_dim_k: d,
-            head_dim_v: d,
-            scale: 1.0 / (d as f32).sqrt(),
-            softcap,
-            window,
-            write_kv: true,
-        };
+        let params = prefill_params(nh, nkv, d, softcap, window);
         let build = |n: usize| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);
