@@ -43,8 +43,9 @@ impl CoopTile {
 
 /// The tile for an `m` (weight rows) × `n` (activation rows) product with `frag`×`frag`
 /// fragments: the largest tile that still gives at least `min_groups` workgroups (small
-/// products want more, smaller workgroups to fill the device).
-pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
+/// products want more, smaller workgroups to fill the device). `f16_operands`: the product
+/// reads f16 operands ([`CoopOperands::F16`]), which sets how far it reads ahead.
+pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32, f16_operands: bool) -> CoopTile {
     const MIN_GROUPS: usize = 96;
     let groups = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
     let (gm, gn, bk) = coop_grid();
@@ -53,7 +54,7 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
     let usable =
         |t: &CoopTile| t.bm % (frag * t.gm) == 0 && t.bn % (frag * t.gn) == 0 && t.shared_bytes() <= max_shared;
     let tile = |bm: u32, bn: u32| {
-        let stages = coop_stages(bm, bn);
+        let stages = coop_stages(bm, bn, f16_operands);
         let t = CoopTile { frag, bm, bn, gm, gn, bk, raster, stages };
         if usable(&t) {
             t
@@ -62,7 +63,7 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32) -> CoopTile {
         }
     };
     if let Some((bm, bn)) = forced_tile() {
-        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster, stages: coop_stages(bm, bn) };
+        let t = CoopTile { frag, bm, bn, gm, gn, bk, raster, stages: coop_stages(bm, bn, f16_operands) };
         if usable(&t) {
             return t;
         }
@@ -114,17 +115,21 @@ fn coop_raster() -> u32 {
     std::env::var("INFR_VK_COOP_RASTER").ok().and_then(|v| v.trim().parse().ok()).filter(|&g| g <= 64).unwrap_or(8)
 }
 
-/// k-steps the cooperative matmul reads ahead for a `bm`×`bn` tile: one for tiles of 128×128
-/// and larger, two for smaller ones, whose workgroups read fewer units per step (the second
-/// register set is cheap) and whose grids are the small products that have few workgroups
-/// per SM to hide memory latency with. On an H200, two calls of one session (five samples
-/// each): 8B pp512 (128×128 tiles) ~10,450 t/s with this rule against ~9,900 with two steps
-/// everywhere (232 registers against 173), pp2048 8,660 against 8,265; 0.6B pp512 51,295 /
-/// 51,503 with this rule, 49,422 / 49,679 with one step everywhere, 51,662 / 52,360 with two.
-/// `INFR_VK_COOP_STAGES=0|1|2` forces a depth for tuning.
-fn coop_stages(bm: u32, bn: u32) -> u32 {
+/// k-steps the cooperative matmul reads ahead for a `bm`×`bn` tile. With f16 operands: one
+/// for tiles of 128×128 and larger, two for smaller ones, whose workgroups read fewer units
+/// per step (the second register set is cheap) and whose grids are the small products that
+/// have few workgroups per SM to hide memory latency with. On an H200, two calls of one
+/// session (five samples each): 8B pp512 (128×128 tiles) ~10,450 t/s with this rule against
+/// ~9,900 with two steps everywhere (232 registers against 173), pp2048 8,660 against 8,265;
+/// 0.6B pp512 51,295 / 51,503 with this rule, 49,422 / 49,679 with one step everywhere,
+/// 51,662 / 52,360 with two. Quantized operands are dequantized as they are read, so a unit
+/// read ahead waits for its load there anyway: one step (8B pp200 3,159 t/s against 2,752
+/// with the f16 rule and 2,787 with two steps; pp128 2,913 against 3,065 and 3,125; 0.6B
+/// pp200 18,178 against 17,687 and 17,611). `INFR_VK_COOP_STAGES=0|1|2` forces a depth for
+/// tuning.
+fn coop_stages(bm: u32, bn: u32, f16_operands: bool) -> u32 {
     let forced = std::env::var("INFR_VK_COOP_STAGES").ok().and_then(|v| v.trim().parse().ok()).filter(|&s| s <= 2);
-    forced.unwrap_or(if bm * bn >= 128 * 128 { 1 } else { 2 })
+    forced.unwrap_or(if !f16_operands || bm * bn >= 128 * 128 { 1 } else { 2 })
 }
 
 /// What the cooperative matmul reads: a quantized (or float) weight with f32 activations,
@@ -286,7 +291,7 @@ mod tests {
     #[test]
     fn f16_matmul_compiles_for_both_fragment_sizes() {
         for f in [8, 16] {
-            for tile in [coop_tile(4096, 512, f, 49152), coop_tile(64, 64, f, 32768)] {
+            for tile in [coop_tile(4096, 512, f, 49152, true), coop_tile(64, 64, f, 32768, true)] {
                 let spec = matmul_coop(CoopOperands::F16, 32, tile);
                 crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
                 // And the order without bands, and every read-ahead depth.

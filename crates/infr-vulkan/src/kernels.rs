@@ -540,10 +540,17 @@ mod tests {
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
                 for f in [16, 8] {
-                    let tiles =
-                        [coop_tile(4096, 512, f, 49152), coop_tile(1024, 512, f, 49152), coop_tile(64, 64, f, 32768)];
+                    let tiles = [
+                        coop_tile(4096, 512, f, 49152, false),
+                        coop_tile(1024, 512, f, 49152, false),
+                        coop_tile(64, 64, f, 32768, false),
+                    ];
                     for tile in tiles {
-                        check(&matmul_coop(CoopOperands::Quantized(&l), 32, tile));
+                        // Every read-ahead depth (INFR_VK_COOP_STAGES), though quantized
+                        // operands read one step ahead by default.
+                        for stages in 0..=2 {
+                            check(&matmul_coop(CoopOperands::Quantized(&l), 32, CoopTile { stages, ..tile }));
+                        }
                     }
                 }
                 check(&dequant_f16(&l).0);

@@ -434,7 +434,7 @@ pub(crate) fn lower(
                     Some(s) => (s, n as u32, VEC_R),
                     None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
                         Some(c) => {
-                            let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes);
+                            let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
                             let ops = kernels::CoopOperands::Quantized(&lw.layout);
                             (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
                         }

@@ -203,7 +203,7 @@ pub(crate) fn lower(
             if prefetched.is_none() {
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
             }
-            let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes);
+            let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes, true);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
             let tiles_m = rows.div_ceil(tile.bm);
             let tiles_n = (n as u32).div_ceil(tile.bn);
