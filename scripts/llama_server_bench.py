@@ -50,6 +50,19 @@ def completion(port, ids, n_predict):
     return post(port, "/completion", body)["timings"]
 
 
+def timed(port, make_ids, n_predict, key, attempts=5):
+    """One sample of `key` from a completion of a fresh random prompt. A random-weight model
+    can generate bytes that llama-server's output parser rejects (HTTP 500, "does not match
+    the expected Content-only format"); such a request is retried with a new prompt."""
+    for attempt in range(attempts):
+        try:
+            return completion(port, make_ids(), n_predict)[key]
+        except urllib.error.HTTPError as e:
+            if e.code != 500 or attempt == attempts - 1:
+                raise
+            print(f"llama-server answered {e.code}; retrying with a new prompt", file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", required=True)
@@ -76,13 +89,13 @@ def main():
         try:
             wait_ready(a.port, proc)
             tok = lambda k: [rng.randrange(100, a.vocab) for _ in range(k)]
-            completion(a.port, tok(32), 4)  # warm-up
+            timed(a.port, lambda: tok(32), 4, "predicted_per_second")  # warm-up
             tests = []
             if a.p > 0:
-                tests.append(("pp%d" % a.p, lambda: completion(a.port, tok(a.p), 1)["prompt_per_second"]))
+                tests.append(("pp%d" % a.p, lambda: timed(a.port, lambda: tok(a.p), 1, "prompt_per_second")))
             if a.n > 0:
                 name = "tg%d" % a.n + (" @ d%d" % a.d if a.d else "")
-                tests.append((name, lambda: completion(a.port, tok(max(a.d, 1)), a.n)["predicted_per_second"]))
+                tests.append((name, lambda: timed(a.port, lambda: tok(max(a.d, 1)), a.n, "predicted_per_second")))
             for name, fn in tests:
                 fn()  # warm-up of this test's shapes (llama-bench also runs one first)
                 samples = [fn() for _ in range(a.r)]
