@@ -133,8 +133,9 @@ pub(crate) struct F16Matmul<'a> {
     pub out: Res,
 }
 
-/// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`.
-fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32, barrier_after: bool) -> Emit {
+/// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`
+/// (a barrier after it: when it runs beside a matmul, that matmul is dispatched first).
+fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32) -> Emit {
     let k = lw.cols;
     let dp = DequantF16Params { k: k as u32, rows, row0, soff: lw.chunks[ci].soff_words };
     let (spec, per_thread) = kernels::dequant_f16(&lw.layout);
@@ -145,7 +146,7 @@ fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi
         push: bytes(&dp),
         groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
         shape: Some(format!("{}x{}", lw.rows, lw.cols)),
-        barrier_after,
+        barrier_after: true,
     }
 }
 
@@ -190,7 +191,7 @@ pub(crate) fn lower(
             let other = bufs.w16(1 - slot, temp_bytes);
             let nrows = nw.chunks[0].rows;
             temp_bytes[other as usize] = temp_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
-            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other, true));
+            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other));
             bufs.prefetched = Some((nw_id, 1 - slot));
         }
     }
@@ -201,7 +202,7 @@ pub(crate) fn lower(
             let rows = slice.min(ch.rows - r);
             temp_bytes[wi as usize] = temp_bytes[wi as usize].max(rows as u64 * k as u64 * 2);
             if prefetched.is_none() {
-                emits.push(dequant(lw, m.weight, ci, r, rows, wi, true));
+                emits.push(dequant(lw, m.weight, ci, r, rows, wi));
             }
             let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes, true);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
