@@ -55,8 +55,9 @@ impl TextModel {
         self.eog.clone()
     }
 
-    /// Render a conversation with the generation prompt and tokenize it (special tokens
-    /// parsed; BOS added unless the template already wrote it). Tool definitions, calls and
+    /// Render a conversation with the generation prompt and tokenize it (the template's
+    /// special tokens parsed, the client's text never; BOS added unless the template already
+    /// wrote it). Tool definitions, calls and
     /// results are adapted to templates that cannot render them (see [`polyfill`]).
     pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
         Ok(self.chat_prompt_with(messages, tools, Map::new())?.ids)
@@ -66,23 +67,22 @@ impl TextModel {
     /// `enable_thinking`), also saying whether the prompt leaves reasoning open.
     pub fn chat_prompt_with(
         &self,
-        mut messages: Vec<ChatMessage>,
+        messages: Vec<ChatMessage>,
         tools: Option<Vec<Value>>,
         kwargs: Map<String, Value>,
     ) -> Result<ChatPrompt, ApiError> {
-        polyfill::adapt(&mut messages, tools.as_deref(), self.caps);
+        // Client text never becomes control tokens: only the template's own markers are
+        // parsed as special tokens (see `ChatTemplate::render_tokens`).
         let req = ChatRequest { messages, tools, add_generation_prompt: true, kwargs };
-        let text = self.template.render(&req).map_err(|e| ApiError::BadRequest {
-            message: format!("chat template: {e}"),
-            param: Some("messages".into()),
-        })?;
-        let mut ids = self.tok.encode(&text, true, true);
-        // A template that writes the BOS text itself would give two BOS tokens (llama.cpp drops one).
-        if let Some(bos) = self.tok.bos() {
-            if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
-                ids.remove(0);
-            }
-        }
+        let caps = self.caps;
+        let p = self
+            .template
+            .render_tokens(&self.tok, req, |r| polyfill::adapt(&mut r.messages, r.tools.as_deref(), caps))
+            .map_err(|e| ApiError::BadRequest {
+                message: format!("chat template: {e}"),
+                param: Some("messages".into()),
+            })?;
+        let (ids, text) = (p.ids, p.text);
         Ok(ChatPrompt { ids, reasoning_open: prompt_opens_reasoning(&text) })
     }
 

@@ -31,6 +31,7 @@ mod bpe;
 pub mod chat;
 mod decode;
 mod error;
+mod guard;
 mod pretokenize;
 mod special;
 mod split;
@@ -44,6 +45,7 @@ use rustc_hash::FxHashMap;
 
 pub use decode::{Decoder, StreamDecoder};
 pub use error::TokenizerError;
+pub use guard::SpecialGuard;
 pub use vocab::TokenizerKind;
 
 use decode::Pieces;
@@ -58,6 +60,8 @@ pub struct Tokenizer {
     /// Special-token matcher with `parse_special = true` / `false`.
     specials: Matcher,
     user_defined: Matcher,
+    /// Texts of the control tokens, for [`SpecialGuard`].
+    controls: guard::ControlTexts,
 }
 
 impl Tokenizer {
@@ -75,7 +79,8 @@ impl Tokenizer {
         let pieces = Pieces::new(&vocab);
         let specials = Matcher::new(&vocab, true)?;
         let user_defined = Matcher::new(&vocab, false)?;
-        Ok(Tokenizer { vocab, bpe, pieces, specials, user_defined })
+        let controls = guard::ControlTexts::new(&vocab)?;
+        Ok(Tokenizer { vocab, bpe, pieces, specials, user_defined, controls })
     }
 
     /// Tokenize like `llama_tokenize(vocab, text, add_special, parse_special)`.
@@ -84,11 +89,54 @@ impl Tokenizer {
     /// `add_eos_token`); `parse_special` turns control-token text such as `<|im_start|>` into the
     /// token instead of spelling it out (user-defined tokens are always matched).
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
-        let v = &self.vocab;
-        let mut out = Vec::with_capacity(text.len() / 3 + 2);
         let mut frags = Vec::new();
         let matcher = if parse_special { &self.specials } else { &self.user_defined };
         matcher.partition(text, &mut frags);
+        self.encode_fragments(&frags, text.len(), add_special)
+    }
+
+    /// A guard for the untrusted strings of one prompt (see [`SpecialGuard`]).
+    pub fn guard(&self) -> SpecialGuard<'_> {
+        SpecialGuard::new(&self.controls)
+    }
+
+    /// Tokenize a rendered prompt whose untrusted parts went through `guard`: the prompt's own
+    /// special-token texts become tokens (as `encode(text, add_special, true)`), while the
+    /// guarded parts are tokenized as plain text (as with `parse_special = false`). Without
+    /// any guarded control text this is exactly `encode(text, add_special, true)`.
+    pub fn encode_guarded(&self, text: &str, add_special: bool, guard: &SpecialGuard<'_>) -> Vec<u32> {
+        if guard.is_empty() {
+            return self.encode(text, add_special, true);
+        }
+        let mut frags = Vec::new();
+        self.specials.partition(text, &mut frags);
+        // The template's special tokens are cut out first; each remaining stretch gets its
+        // guarded texts back and is partitioned as plain text (user-defined tokens only).
+        let restored: Vec<Option<String>> = frags
+            .iter()
+            .map(|f| match f {
+                Fragment::Text(t) => guard.restore(t),
+                Fragment::Token(_) => None,
+            })
+            .collect();
+        let mut all = Vec::with_capacity(frags.len());
+        let mut sub = Vec::new();
+        for (f, r) in frags.iter().zip(&restored) {
+            match r {
+                Some(r) => {
+                    self.user_defined.partition(r, &mut sub);
+                    all.extend_from_slice(&sub);
+                }
+                None => all.push(*f),
+            }
+        }
+        self.encode_fragments(&all, text.len(), add_special)
+    }
+
+    /// Tokenize partitioned text: special tokens as they are, text fragments by the model.
+    fn encode_fragments(&self, frags: &[Fragment<'_>], text_len: usize, add_special: bool) -> Vec<u32> {
+        let v = &self.vocab;
+        let mut out = Vec::with_capacity(text_len / 3 + 2);
         if add_special && v.add_bos {
             out.extend(v.ids.bos);
         }
@@ -97,7 +145,7 @@ impl Tokenizer {
                 let mut scratch = spm::Scratch::default();
                 let mut buf = Vec::new();
                 let mut prev_special = true;
-                for f in frags {
+                for &f in frags {
                     match f {
                         Fragment::Token(id) => {
                             out.push(id);
@@ -119,7 +167,7 @@ impl Tokenizer {
                 let mut scratch = bpe::Scratch::default();
                 let mut words = Vec::new();
                 let mut escaped = Vec::new();
-                for f in frags {
+                for &f in frags {
                     match f {
                         Fragment::Token(id) => out.push(id),
                         Fragment::Text(t) => {

@@ -57,6 +57,7 @@ mod error;
 mod pyfmt;
 mod time;
 mod types;
+mod untrusted;
 
 use std::io;
 use std::time::SystemTime;
@@ -114,6 +115,16 @@ impl Default for ChatTemplateOptions {
             now: None,
         }
     }
+}
+
+/// A rendered and tokenized chat prompt ([`ChatTemplate::render_tokens`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTokens {
+    /// The prompt's token ids.
+    pub ids: Vec<u32>,
+    /// The rendered text, with client strings' control-token texts still as placeholders
+    /// (for inspecting the template's own markers, e.g. an open `<think>`).
+    pub text: String,
 }
 
 /// A parsed chat template with its special tokens, ready to render conversations.
@@ -238,6 +249,31 @@ impl ChatTemplate {
     /// (string content is then wrapped into a text part).
     pub fn requires_typed_content(&self) -> bool {
         self.typed_content
+    }
+
+    /// Renders `req` and tokenizes the prompt so that only the template's own text yields
+    /// special tokens: every string of the request (messages, tools, kwargs) goes through a
+    /// [`crate::SpecialGuard`] first, so control-token text a client wrote (`<|im_end|>`,
+    /// `<start_of_turn>`) is tokenized as plain text. `adapt` runs on the guarded request
+    /// before rendering (the server rewrites tool conversations there). A BOS that the
+    /// template wrote itself is not doubled (llama.cpp drops the extra one).
+    pub fn render_tokens(
+        &self,
+        tok: &crate::Tokenizer,
+        mut req: ChatRequest,
+        adapt: impl FnOnce(&mut ChatRequest),
+    ) -> Result<PromptTokens, ChatTemplateError> {
+        let mut guard = tok.guard();
+        req.map_strings(&mut |s| guard.protect(s));
+        adapt(&mut req);
+        let text = self.render(&req)?;
+        let mut ids = tok.encode_guarded(&text, true, &guard);
+        if let Some(bos) = tok.bos() {
+            if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
+                ids.remove(0);
+            }
+        }
+        Ok(PromptTokens { ids, text })
     }
 
     /// Renders `req` into the prompt text.
