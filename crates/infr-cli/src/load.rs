@@ -12,8 +12,20 @@ use infr_tokenizer::Tokenizer;
 /// reference (`org/repo[:quant]`, `org/repo:file.gguf`, `hf:`…) resolved from the shared
 /// Hugging Face cache, downloading it when missing (unless offline).
 pub fn model_path(model: &str) -> Result<PathBuf> {
-    let resolved = infr_hub::resolve_blocking(model, infr_hub::HubOptions::from_env())
-        .with_context(|| format!("model '{model}'"))?;
+    // Commands without device flags still honour the config file and `INFR_*` environment.
+    let cfg = infr_config::ConfigBuilder::new().resolve()?.config;
+    model_path_with(model, &cfg)
+}
+
+/// [`model_path`] with the hub settings of a resolved configuration (`model.offline`,
+/// `model.hf_endpoint`; tokens and the cache location come from the usual `HF_*` variables).
+pub fn model_path_with(model: &str, cfg: &infr_config::Config) -> Result<PathBuf> {
+    let mut hub = infr_hub::HubOptions::from_env();
+    hub.offline = cfg.model.offline;
+    if let Some(e) = cfg.model.hf_endpoint.as_deref().filter(|e| !e.trim().is_empty()) {
+        hub.endpoint = e.trim().trim_end_matches('/').to_owned();
+    }
+    let resolved = infr_hub::resolve_blocking(model, hub).with_context(|| format!("model '{model}'"))?;
     match resolved.paths.into_iter().next() {
         Some(p) => Ok(p),
         None => bail!("model '{model}' resolved to no file"),
@@ -46,6 +58,11 @@ pub struct DeviceArgs {
     /// CPU threads (0 = all cores). Config key `device.threads`.
     #[arg(short = 't', long = "threads")]
     pub threads: Option<u32>,
+    /// Layers on the GPU, as llama.cpp's `-ngl`: 0 runs the model on the CPU, -1 (default) or
+    /// at least the model's layer count puts every layer on the device; a partial split is
+    /// refused (not supported yet). Config key `device.gpu_layers`.
+    #[arg(long = "ngl", visible_aliases = ["gpu-layers", "n-gpu-layers"], allow_negative_numbers = true)]
+    pub gpu_layers: Option<i32>,
     /// Use the plain reference kernels on the CPU (slow; for checking the fast ones).
     #[arg(long)]
     pub reference: bool,
@@ -76,19 +93,21 @@ impl DeviceArgs {
     pub fn resolve(&self, mut flags: Flags) -> Result<infr_config::Config> {
         flags.opt("device.dev", "--dev", self.dev.clone());
         flags.opt("device.threads", "--threads", self.threads);
+        flags.opt("device.gpu_layers", "--gpu-layers", self.gpu_layers);
         let mut b = infr_config::ConfigBuilder::new().file(self.config.clone()).set_args(&self.sets);
         for (key, flag, value) in flags.0 {
             b = b.flag_named(key, flag, value);
         }
         let r = b.resolve()?;
         tracing::debug!("configuration:\n{}", r.explain());
+        infr_core::set_profiling(r.config.prof.ops, r.config.prof.op_shapes);
         Ok(r.config)
     }
 }
 
-/// Build the backend for the configured device.
+/// Build the backend for the configured device (`device.gpu_layers = 0` means the CPU).
 pub fn backend(cfg: &infr_config::Config, reference: bool) -> Result<Box<dyn Backend>> {
-    let dev = cfg.device.dev.to_ascii_lowercase();
+    let dev = if cfg.device.gpu_layers == 0 { "cpu".to_owned() } else { cfg.device.dev.to_ascii_lowercase() };
     let threads = cfg.device.threads as usize;
     let cpu = || -> Result<Box<dyn Backend>> {
         let tier = if reference { KernelTier::Reference } else { KernelTier::Fast };
@@ -116,14 +135,13 @@ pub fn backend(cfg: &infr_config::Config, reference: bool) -> Result<Box<dyn Bac
 }
 
 fn vulkan(device: usize, cfg: &infr_config::Config) -> Result<Box<dyn Backend>> {
-    let k = &cfg.kernels.vulkan;
     let opts = infr_vulkan::VulkanOptions {
         device,
-        validation: k.validation,
-        disable_coopmat: !k.coopmat,
-        disable_int8: !k.int_dot,
-        disable_fusion: !k.fusion,
-        attention_splits: k.flash_splits,
+        validation: cfg.kernels.vulkan.validation,
+        disable_coopmat: !cfg.kernels.vulkan.coopmat,
+        disable_int8: !cfg.kernels.vulkan.int_dot,
+        disable_fusion: !cfg.kernels.vulkan.fusion,
+        attention_splits: cfg.kernels.vulkan.flash_splits,
         profile: cfg.prof.ops,
         ..Default::default()
     };
@@ -149,9 +167,18 @@ pub fn kv_dtype(s: &str) -> Result<KvDType> {
     })
 }
 
-/// Load model + backend into a runner.
-pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, opts: RunnerOptions) -> Result<Runner> {
+/// Load model + backend into a runner (the KV page size comes from `kv.page_size`).
+pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, mut opts: RunnerOptions) -> Result<Runner> {
+    opts.page_size = cfg.kv.page_size;
     let model = infr_models::load_model(w)?;
+    let ngl = cfg.device.gpu_layers;
+    let n_layer = model.info.n_layer;
+    if ngl > 0 && (ngl as usize) < n_layer {
+        bail!(
+            "--gpu-layers {ngl} of {n_layer} layers: splitting a model between the GPU and the CPU is not \
+             supported yet; use 0 (CPU) or -1 (every layer on the device)"
+        );
+    }
     let backend = backend(cfg, d.reference)?;
     Ok(Runner::new(model, w, backend, opts)?)
 }

@@ -10,8 +10,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "infr", version, about, propagate_version = true)]
 struct Cli {
-    /// Log filter (`info`, `debug`, `infr_engine=trace`…); also `RUST_LOG`.
-    #[arg(long, visible_alias = "log-level", global = true, env = "INFR_LOG")]
+    /// Log filter (`info`, `debug`, `infr_engine=trace`…); also config key `log.level`
+    /// (env `INFR_LOG`) and `RUST_LOG`.
+    #[arg(long, visible_alias = "log-level", global = true)]
     log: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -66,10 +67,34 @@ fn restore_sigpipe() {
     }
 }
 
+/// llama.cpp's multi-letter flags written with one dash (`-ngl 99`, `-np 4`, `-ub 512`,
+/// `-ctk q8_0`, `-fa 1`, `-pg 512,128`), which clap would read as bundles of short flags,
+/// rewritten to their `--` form.
+const SINGLE_DASH_LONG: &[&str] = &["ngl", "np", "ub", "ctk", "fa", "pg"];
+
+fn llama_style_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    args.into_iter()
+        .map(|a| {
+            let Some(s) = a.to_str() else { return a };
+            let Some(rest) = s.strip_prefix('-').filter(|r| !r.starts_with('-')) else { return a };
+            let name = rest.split('=').next().unwrap_or(rest);
+            if SINGLE_DASH_LONG.contains(&name) {
+                format!("-{s}").into()
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
-    init_tracing(cli.log.as_deref());
+    let cli = Cli::parse_from(llama_style_args(std::env::args_os()));
+    // `--log` wins; else `log.level` from the config file or `INFR_LOG_LEVEL` / `INFR_LOG`.
+    let configured = infr_config::ConfigBuilder::new().resolve().ok().and_then(|r| {
+        (r.source("log.level") != Some(&infr_config::Source::Default)).then(|| r.config.log.level.clone())
+    });
+    init_tracing(cli.log.as_deref().or(configured.as_deref()));
     let result = match cli.command {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Tokenize(a) => cmd::tokenize::tokenize(a),
@@ -90,5 +115,24 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_cpp_single_dash_flags_parse() {
+        let args = |v: &[&str]| llama_style_args(v.iter().map(std::ffi::OsString::from));
+        let got = args(&["infr", "serve", "m.gguf", "-ngl", "99", "-np=4", "-c", "512", "--ngl", "1", "-n", "-1"]);
+        let want: Vec<std::ffi::OsString> =
+            ["infr", "serve", "m.gguf", "--ngl", "99", "--np=4", "-c", "512", "--ngl", "1", "-n", "-1"]
+                .iter()
+                .map(std::ffi::OsString::from)
+                .collect();
+        assert_eq!(got, want);
+        assert!(Cli::try_parse_from(args(&["infr", "run", "m.gguf", "-ngl", "0", "-ub", "64", "-ctk", "f32"])).is_ok());
+        assert!(Cli::try_parse_from(args(&["infr", "bench", "-m", "m.gguf", "-pg", "512,128", "-fa", "1"])).is_ok());
     }
 }

@@ -38,16 +38,15 @@ fn defaults_match_the_spec() {
     let r = ok(isolated(d.path()));
     let c = &r.config;
     assert_eq!(c, &Config::defaults());
-    assert_eq!((c.context.size, c.context.batch, c.context.ubatch), (4096, 2048, 512));
+    assert_eq!((c.context.size, c.context.ubatch), (4096, 512));
     assert_eq!((c.sampling.temperature, c.sampling.top_k, c.sampling.top_p, c.sampling.min_p), (0.8, 40, 0.95, 0.05));
     assert_eq!((c.sampling.repeat_penalty, c.sampling.repeat_last_n, c.sampling.max_tokens), (1.0, 64, -1));
     assert_eq!(c.sampling.seed, Seed::Random);
     assert_eq!((c.device.dev.as_str(), c.device.threads, c.device.gpu_layers), ("auto", 0, -1));
-    assert_eq!((c.kv.r#type, c.kv.spill_to_host, c.kv.page_size), (KvType::F16, false, 256));
+    assert_eq!((c.kv.r#type, c.kv.page_size), (KvType::F16, 256));
     assert_eq!((c.server.host.as_str(), c.server.port, c.server.parallel), ("127.0.0.1", 8080, 4));
     assert_eq!((c.server.queue_size, c.server.request_timeout_s, c.server.metrics), (64, 600, false));
     assert_eq!(c.server.api_key, None);
-    assert_eq!(c.cache.expert_cache, None);
     let v = &c.kernels.vulkan;
     assert_eq!((v.flash_splits, v.coopmat, v.int_dot, v.validation), (0, true, true, false));
     assert_eq!((c.prof.ops, c.prof.op_shapes, c.log.level.as_str()), (false, false, "info"));
@@ -61,17 +60,17 @@ fn four_layers_later_wins_with_provenance() {
     let file = write(
         d.path(),
         "infr.toml",
-        "[context]\nsize = 1000\nbatch = 1000\nubatch = 1000\n[sampling]\ntemperature = 1\n",
+        "[context]\nsize = 1000\nubatch = 1000\n[kv]\npage_size = 1000\n[sampling]\ntemperature = 1\n",
     );
     let r = ok(isolated(d.path())
-        .env(env(&[("INFR_CONTEXT_BATCH", "2000"), ("INFR_CONTEXT_UBATCH", "2000"), ("INFR_CTX", "2000")]))
+        .env(env(&[("INFR_KV_PAGE_SIZE", "2000"), ("INFR_CONTEXT_UBATCH", "2000"), ("INFR_CTX", "2000")]))
         .set_args(&["context.ubatch=3000", "context.size=3000"])
         .flag("context.size", 4000u32));
     let c = &r.config.context;
-    assert_eq!((c.size, c.batch, c.ubatch), (4000, 2000, 3000));
+    assert_eq!((c.size, c.ubatch, r.config.kv.page_size), (4000, 3000, 2000));
     assert_eq!(r.config.sampling.temperature, 1.0);
     assert_eq!(r.source("sampling.temperature"), Some(&Source::File(file.clone())));
-    assert_eq!(r.source("context.batch"), Some(&Source::Env("INFR_CONTEXT_BATCH".into())));
+    assert_eq!(r.source("kv.page_size"), Some(&Source::Env("INFR_KV_PAGE_SIZE".into())));
     assert_eq!(r.source("context.ubatch"), Some(&Source::Set("context.ubatch=3000".into())));
     assert_eq!(r.source("context.size"), Some(&Source::Flag("--ctx-size".into())));
     assert_eq!(r.source("server.port"), Some(&Source::Default));
@@ -81,7 +80,7 @@ fn four_layers_later_wins_with_provenance() {
     assert!(text.contains(&format!("# config file: {}", file.display())), "{text}");
     let line = |k: &str| text.lines().find(|l| l.starts_with(k)).unwrap_or_default().to_string();
     assert!(line("context.size =").contains("4000") && line("context.size =").ends_with("# flag --ctx-size"), "{text}");
-    assert!(line("context.batch =").ends_with("# env INFR_CONTEXT_BATCH"), "{text}");
+    assert!(line("kv.page_size =").ends_with("# env INFR_KV_PAGE_SIZE"), "{text}");
     assert!(line("context.ubatch =").ends_with("# --set context.ubatch=3000"), "{text}");
     assert!(line("sampling.temperature =").contains(&format!("# file {}", file.display())), "{text}");
     assert!(line("server.port =").ends_with("# default"), "{text}");
@@ -176,7 +175,6 @@ fn env_aliases_and_foreign_names() {
     let d = tmp();
     let r = ok(isolated(d.path()).env(env(&[
         ("INFR_API_KEY", "sekrit"),
-        ("INFR_CACHE", "19g"),
         ("INFR_PROF_OPS", "1"),
         ("INFR_PROF_OP_SHAPES", "true"),
         ("INFR_DEV", "Vulkan0"),
@@ -186,11 +184,9 @@ fn env_aliases_and_foreign_names() {
     ])));
     let c = &r.config;
     assert_eq!(c.server.api_key.as_deref(), Some("sekrit"));
-    assert_eq!(c.cache.expert_cache, Some(SizeSpec::Bytes(19 << 30)));
     assert!(c.prof.ops && c.prof.op_shapes && c.model.offline);
     assert_eq!((c.device.dev.as_str(), c.context.size), ("Vulkan0", 8192));
     assert_eq!(c.model.hf_endpoint.as_deref(), Some("http://mirror.local"));
-    assert_eq!(r.source("cache.expert_cache"), Some(&Source::Env("INFR_CACHE".into())));
     // The secret is never printed.
     assert!(!r.explain().contains("sekrit"));
 
@@ -248,15 +244,11 @@ fn sizes_and_seeds_parse() {
     assert_eq!(SizeSpec::Bytes(19 << 30).to_string(), "19g");
     assert_eq!(SizeSpec::Percent(80.0).resolve(1000), 800);
     let d = tmp();
-    let r = ok(isolated(d.path()).set_args(&["cache.expert_cache=80%", "sampling.seed=42"]));
-    assert_eq!(r.config.cache.expert_cache, Some(SizeSpec::Percent(80.0)));
+    let r = ok(isolated(d.path()).set_args(&["sampling.seed=42"]));
     assert_eq!(r.config.sampling.seed, Seed::Fixed(42));
-    write(d.path(), "infr.toml", "[sampling]\nseed = -1\n[cache]\nexpert_cache = 1073741824\n");
+    write(d.path(), "infr.toml", "[sampling]\nseed = -1\n");
     let r = ok(isolated(d.path()));
     assert_eq!(r.config.sampling.seed, Seed::Random);
-    assert_eq!(r.config.cache.expert_cache, Some(SizeSpec::Bytes(1 << 30)));
-    let msg = isolated(d.path()).set_args(&["cache.expert_cache=lots"]).resolve().err().map(|e| e.to_string());
-    assert!(msg.unwrap_or_default().starts_with("cache.expert_cache: expected a size"));
 }
 
 #[test]

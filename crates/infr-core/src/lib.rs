@@ -17,6 +17,6 @@ pub use graph::{
     Activation, AttnParams, Graph, GraphBuilder, Node, Op, RopeMode, RopeParams, RopeScaling, TensorId, WeightId,
 };
 pub use infr_quant::GgmlType;
-pub use profile::{prof_by_shape, prof_enabled, OpLabel, Profile, ProfileOnDrop};
+pub use profile::{prof_by_shape, prof_enabled, set_profiling, OpLabel, Profile, ProfileOnDrop};
 pub use top_k::{top_k, top_k_rows};
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

@@ -6,14 +6,26 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static PROF_OPS: AtomicBool = AtomicBool::new(false);
+static PROF_SHAPES: AtomicBool = AtomicBool::new(false);
+
+/// Turn per-op profiling on or off for backends created from now on (the configuration's
+/// `prof.ops` and `prof.op_shapes`, which `INFR_PROF_OPS` / `INFR_PROF_OP_SHAPES` set).
+pub fn set_profiling(ops: bool, by_shape: bool) {
+    PROF_OPS.store(ops, Ordering::Relaxed);
+    PROF_SHAPES.store(by_shape, Ordering::Relaxed);
+}
+
 /// Whether per-op profiling is on.
 pub fn prof_enabled() -> bool {
-    std::env::var("INFR_PROF_OPS").is_ok_and(|v| v == "1")
+    PROF_OPS.load(Ordering::Relaxed)
 }
 
 /// Whether matmuls are itemized by shape.
 pub fn prof_by_shape() -> bool {
-    std::env::var("INFR_PROF_OP_SHAPES").is_ok_and(|v| v == "1")
+    PROF_SHAPES.load(Ordering::Relaxed)
 }
 
 /// Label of one measured dispatch.

@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 
-/// Whether per-op profiling is on.
+/// Whether per-op profiling is on (`infr_core::set_profiling`).
 pub fn enabled() -> bool {
-    std::env::var("INFR_PROF_OPS").is_ok_and(|v| v == "1")
+    infr_core::prof_enabled()
 }
 
 /// Whether matmuls are itemized by shape.
 pub fn by_shape() -> bool {
-    std::env::var("INFR_PROF_OP_SHAPES").is_ok_and(|v| v == "1")
+    infr_core::prof_by_shape()
 }
 
 /// Label of one dispatch in a profile.

@@ -38,9 +38,6 @@ pub struct Args {
     /// Repetitions.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
-    /// Layers on the GPU (accepted for compatibility; the device decides).
-    #[arg(long = "ngl", visible_alias = "n-gpu-layers", default_value_t = 99)]
-    pub ngl: i32,
     /// Flash attention (accepted for compatibility).
     #[arg(long = "fa", visible_alias = "flash-attn", default_value_t = 0)]
     pub fa: i32,
@@ -221,7 +218,7 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
                 "n_threads": threads.as_deref().and_then(|t| t.parse::<u64>().ok()).unwrap_or(0),
                 "type_k": a.kv_type,
                 "type_v": a.kv_type,
-                "n_gpu_layers": a.ngl,
+                "n_gpu_layers": a.device.gpu_layers.unwrap_or(99),
                 "flash_attn": a.fa != 0,
                 "n_prompt": t.n_prompt,
                 "n_gen": t.n_gen,

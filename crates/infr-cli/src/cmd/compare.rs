@@ -221,7 +221,6 @@ pub fn run(a: Args) -> Result<()> {
             tests: bench::TestArgs { models: vec![path.to_string_lossy().into_owned()], ..a.tests.clone() },
             pg: Vec::new(),
             reps: a.reps,
-            ngl: 99,
             fa: 0,
             ubatch: a.ubatch,
             batch: 2048,

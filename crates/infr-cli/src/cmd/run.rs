@@ -94,17 +94,17 @@ impl Args {
 }
 
 /// Sampling settings from the configuration.
-pub fn sampling_of(c: &infr_config::SamplingConfig) -> SamplingParams {
+pub fn sampling_of(cfg: &infr_config::Config) -> SamplingParams {
     SamplingParams {
-        temperature: c.temperature,
-        top_k: c.top_k,
-        top_p: c.top_p,
-        min_p: c.min_p,
-        repeat_penalty: c.repeat_penalty,
-        repeat_last_n: c.repeat_last_n,
-        presence_penalty: c.presence_penalty,
-        frequency_penalty: c.frequency_penalty,
-        seed: match c.seed {
+        temperature: cfg.sampling.temperature,
+        top_k: cfg.sampling.top_k,
+        top_p: cfg.sampling.top_p,
+        min_p: cfg.sampling.min_p,
+        repeat_penalty: cfg.sampling.repeat_penalty,
+        repeat_last_n: cfg.sampling.repeat_last_n,
+        presence_penalty: cfg.sampling.presence_penalty,
+        frequency_penalty: cfg.sampling.frequency_penalty,
+        seed: match cfg.sampling.seed {
             infr_config::Seed::Fixed(s) => Some(s),
             infr_config::Seed::Random => None,
         },
@@ -120,7 +120,8 @@ struct Interrupt {
 
 /// Run `infr run`.
 pub fn run(a: Args) -> Result<()> {
-    let w = load::open_weights(&a.model)?;
+    let cfg = a.config()?;
+    let w = load::open_path(&load::model_path_with(&a.model, &cfg)?)?;
     let tok = load::tokenizer(&w)?;
     let meta = infr_core::WeightSource::metadata(&w);
     let template = if a.raw {
@@ -130,8 +131,7 @@ pub fn run(a: Args) -> Result<()> {
         let eos = special_token_text(meta, "tokenizer.ggml.eos_token_id")?.unwrap_or_default();
         ChatTemplate::from_metadata(meta, &bos, &eos)?
     };
-    let cfg = a.config()?;
-    let sampling = sampling_of(&cfg.sampling);
+    let sampling = sampling_of(&cfg);
     sampling.validate()?;
     let n_ctx = cfg.context.size as usize;
     let opts = RunnerOptions {
@@ -248,19 +248,10 @@ fn initial_messages(system: &Option<String>, user: &str) -> Vec<ChatMessage> {
     m
 }
 
-/// Render the conversation with the template and tokenize it (special tokens parsed; BOS added
-/// only when the template did not already write it).
+/// Render the conversation with the template and tokenize it (the template's special tokens
+/// parsed, the typed text never; BOS added only when the template did not already write it).
 fn encode_chat(tok: &Tokenizer, t: &ChatTemplate, messages: &[ChatMessage]) -> Result<Vec<u32>> {
-    let req = ChatRequest::new(messages.to_vec());
-    let text = t.render(&req)?;
-    let mut ids = tok.encode(&text, true, true);
-    // A template that writes the BOS text itself would give two BOS tokens (llama.cpp removes the extra one).
-    if let Some(bos) = tok.bos() {
-        if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
-            ids.remove(0);
-        }
-    }
-    Ok(ids)
+    Ok(t.render_tokens(tok, ChatRequest::new(messages.to_vec()), |_| {})?.ids)
 }
 
 fn print_stats(s: &GenerationStats) {

@@ -17,8 +17,12 @@ use crate::load::{self, DeviceArgs};
 /// Arguments of `infr serve` (flags named as llama.cpp's `llama-server`).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model: a .gguf path or `org/repo[:quant]` (pulled into the Hugging Face cache when missing).
-    pub model: String,
+    /// Model: a .gguf path or `org/repo[:quant]` (pulled into the Hugging Face cache when
+    /// missing); also `-m`, or config key `model.path_or_ref`.
+    pub model: Option<String>,
+    /// The model, as llama-server's `-m` (same as the positional MODEL).
+    #[arg(short = 'm', long = "model", conflicts_with = "model")]
+    pub model_flag: Option<String>,
     /// Address to listen on (default 127.0.0.1, loopback; 0.0.0.0 accepts other machines).
     /// Config key `server.host`.
     #[arg(long)]
@@ -71,6 +75,7 @@ pub struct Args {
 /// Run `infr serve`.
 pub fn run(a: Args) -> Result<()> {
     let mut f = load::Flags::default();
+    f.opt("model.path_or_ref", "--model", a.model.clone().or_else(|| a.model_flag.clone()));
     f.opt("server.host", "--host", a.host.clone());
     f.opt("server.port", "--port", a.port);
     f.opt("server.parallel", "--parallel", a.parallel);
@@ -83,18 +88,20 @@ pub fn run(a: Args) -> Result<()> {
     f.opt("server.metrics", "--metrics", a.metrics.then_some(true));
     f.opt("server.reasoning_format", "--reasoning-format", a.reasoning_format.clone());
     let cfg = a.device.resolve(f)?;
-    let s = &cfg.server;
-    let parallel = s.parallel as usize;
+    let Some(model) = cfg.model.path_or_ref.clone() else {
+        bail!("no model: give MODEL (a .gguf path or org/repo[:quant]), -m, or model.path_or_ref in infr.toml")
+    };
+    let parallel = cfg.server.parallel as usize;
     let ctx = cfg.context.size as usize;
-    let (host, port) = (s.host.clone(), s.port);
-    let api_key = s.api_key.clone().filter(|k| !k.is_empty());
+    let (host, port) = (cfg.server.host.clone(), cfg.server.port);
+    let api_key = cfg.server.api_key.clone().filter(|k| !k.is_empty());
     if parallel == 0 {
         bail!("--parallel must be at least 1");
     }
     if ctx / parallel < 16 {
         bail!("--ctx-size {ctx} leaves {} tokens per slot with --parallel {parallel}", ctx / parallel);
     }
-    let path = load::model_path(&a.model)?;
+    let path = load::model_path_with(&model, &cfg)?;
     let w = load::open_path(&path)?;
     let tok = load::tokenizer(&w)?;
     let meta = infr_core::WeightSource::metadata(&w);
@@ -103,9 +110,9 @@ pub fn run(a: Args) -> Result<()> {
     let runner = load::runner(&w, &a.device, &cfg, slot_runner_options(ctx, parallel, base))?;
     let device = format!("{} ({})", runner.device().id, runner.device().name);
     let sched_opts = SchedulerOptions {
-        queue_capacity: (s.queue_size as usize).max(1),
+        queue_capacity: (cfg.server.queue_size as usize).max(1),
         prefill_chunk: a.prefill_chunk.max(1),
-        default_timeout: (s.request_timeout_s > 0).then(|| Duration::from_secs(s.request_timeout_s)),
+        default_timeout: (cfg.server.request_timeout_s > 0).then(|| Duration::from_secs(cfg.server.request_timeout_s)),
     };
     let sched = Scheduler::spawn(runner, sched_opts)?;
     let model_id = a.alias.clone().unwrap_or_else(|| model_stem(&path));
@@ -113,13 +120,13 @@ pub fn run(a: Args) -> Result<()> {
         model_id: model_id.clone(),
         model_path: path.display().to_string(),
         api_key: api_key.clone(),
-        default_sampling: crate::cmd::run::sampling_of(&cfg.sampling),
-        reasoning_format: match s.reasoning_format {
+        default_sampling: crate::cmd::run::sampling_of(&cfg),
+        reasoning_format: match cfg.server.reasoning_format {
             infr_config::ReasoningFormat::None => ReasoningFormat::None,
             infr_config::ReasoningFormat::Deepseek => ReasoningFormat::Deepseek,
             infr_config::ReasoningFormat::Auto => ReasoningFormat::Auto,
         },
-        metrics: s.metrics,
+        metrics: cfg.server.metrics,
     };
     let n_ctx = sched.n_ctx();
     let scheduler_thread = sched.thread();
