@@ -137,6 +137,15 @@ pub trait Backend: Send {
     /// The device this backend runs on.
     fn device(&self) -> &DeviceInfo;
 
+    /// Whether this backend can run `op` as the graph gives it: `Err` says why not (which
+    /// shape or parameter). The engine asks before loading a model and refuses it up front,
+    /// naming the op, instead of failing at the first step. Ops not yet implemented by a
+    /// backend answer here; the default is that every op runs.
+    fn supports(&self, op: &crate::Op) -> Result<(), String> {
+        let _ = op;
+        Ok(())
+    }
+
     /// Upload (and repack) one weight under `id`.
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError>;
 

@@ -17,6 +17,9 @@ pub enum EngineError {
     /// A sequence id that does not exist.
     #[error("unknown sequence {0}")]
     UnknownSequence(u32),
+    /// The model needs an op the device cannot run (checked before its weights are loaded).
+    #[error("{device} cannot run this model: op '{op}' ({layer}) is not supported there: {why}")]
+    UnsupportedOp { device: String, op: &'static str, layer: String, why: String },
     /// Invalid arguments (empty input, bad sampling parameter…).
     #[error("{0}")]
     Invalid(String),

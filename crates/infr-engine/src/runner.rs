@@ -73,6 +73,20 @@ impl Runner {
         if opts.n_ctx == 0 || opts.n_seq == 0 || opts.ubatch == 0 || opts.page_size == 0 {
             return Err(EngineError::Invalid("context, sequences, ubatch and page size must be positive".into()));
         }
+        // Refuse a model whose graph needs an op the device lacks before uploading anything:
+        // a decode step and a full prefill chunk hold every op the model uses.
+        for n_tokens in [1, opts.ubatch.min(opts.n_ctx)] {
+            for node in &model.graph(n_tokens, 1).nodes {
+                if let Err(why) = backend.supports(&node.op) {
+                    return Err(EngineError::UnsupportedOp {
+                        device: backend.device().id.clone(),
+                        op: node.op.name(),
+                        layer: node.label.clone().unwrap_or_default(),
+                        why,
+                    });
+                }
+            }
+        }
         for (id, name) in model.weights.iter() {
             let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
             backend.load_weight(id, &data)?;

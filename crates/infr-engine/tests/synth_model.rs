@@ -62,3 +62,59 @@ fn synth_fast_and_reference_kernels_agree() {
         assert!(diff <= 0.05 * scale, "{}: max diff {diff} vs max |logit| {scale}", q.name());
     }
 }
+
+/// A CPU backend that claims not to run one op: stands in for a device that lacks a kernel.
+struct WithoutOp(CpuBackend, &'static str);
+
+impl infr_core::Backend for WithoutOp {
+    fn device(&self) -> &infr_core::DeviceInfo {
+        self.0.device()
+    }
+    fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
+        if op.name() == self.1 {
+            return Err("no kernel for it on this test device".into());
+        }
+        self.0.supports(op)
+    }
+    fn load_weight(
+        &mut self,
+        id: infr_core::WeightId,
+        w: &infr_core::WeightData,
+    ) -> Result<(), infr_core::BackendError> {
+        panic!("weight {} uploaded although the model needs an unsupported op ({})", id.0, w.name)
+    }
+    fn init_kv(&mut self, spec: &infr_core::KvSpec) -> Result<(), infr_core::BackendError> {
+        self.0.init_kv(spec)
+    }
+    fn compile(&mut self, g: &infr_core::Graph) -> Result<infr_core::PlanId, infr_core::BackendError> {
+        self.0.compile(g)
+    }
+    fn execute(
+        &mut self,
+        plan: infr_core::PlanId,
+        inputs: &infr_core::StepInputs<'_>,
+    ) -> Result<Vec<f32>, infr_core::BackendError> {
+        self.0.execute(plan, inputs)
+    }
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), infr_core::BackendError> {
+        self.0.copy_kv_pages(pairs)
+    }
+}
+
+#[test]
+fn a_model_needing_an_unsupported_op_is_refused_up_front() {
+    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_0, None).unwrap();
+    let path = std::env::temp_dir().join(format!("infr-synth-unsupported-{}.gguf", std::process::id()));
+    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
+    let w = GgufWeights::open(&path).unwrap();
+    let model = infr_models::load_model(&w).unwrap();
+    let cpu = CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
+    let err =
+        Runner::new(model, &w, Box::new(WithoutOp(cpu, "glu")), RunnerOptions { n_ctx: 64, ..Default::default() })
+            .err()
+            .expect("the runner must refuse the model");
+    let msg = err.to_string();
+    assert!(msg.contains("'glu'") && msg.contains("blk.0") && msg.contains("CPU"), "{msg}");
+    drop(w);
+    let _ = std::fs::remove_file(&path);
+}

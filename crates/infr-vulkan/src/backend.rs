@@ -183,6 +183,10 @@ impl Backend for VulkanBackend {
         &self.info
     }
 
+    fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
+        crate::lower::supports(op)
+    }
+
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {
         // Replacing a weight frees buffers that recorded plans may bind: wait, then re-record lazily.
         if self.weights.contains_key(&id) {

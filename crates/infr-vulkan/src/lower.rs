@@ -136,6 +136,18 @@ fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
     n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
 }
 
+/// Whether the lowering can run `op` (the shape rules its kernels have, checked before a
+/// model is loaded; see `Backend::supports`).
+pub(crate) fn supports(op: &Op) -> Result<(), String> {
+    match op {
+        Op::Rope { params, .. } => rope_gpu(params).map(|_| ()).map_err(|e| e.to_string()),
+        Op::Attention { params: ap, .. } if ap.head_dim_k % 2 != 0 || ap.head_dim_v % 2 != 0 => {
+            Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A lowered graph: its dispatches and the extra buffers they need.
 pub(crate) struct Lowered {
     pub dispatches: Vec<Dispatch>,
