@@ -260,11 +260,16 @@ fn apply_env(
     entries: &mut BTreeMap<String, Entry>,
     warn: &mut impl FnMut(String),
 ) -> Result<(), ConfigError> {
-    let lookup = |name: &str| env.iter().rev().find(|(n, v)| n == name && !v.is_empty()).map(|(_, v)| v.clone());
+    // An empty variable counts as unset, except for secrets: `INFR_API_KEY=` is taken as an
+    // (empty) key so that the server can refuse it rather than start open without a word.
+    let lookup = |name: &str, keep_empty: bool| {
+        env.iter().rev().find(|(n, v)| n == name && (keep_empty || !v.is_empty())).map(|(_, v)| v.clone())
+    };
     let mut known: Vec<String> = Vec::new();
     for spec in KEYS {
         let names = spec.env_names();
-        let present: Vec<(String, String)> = names.iter().filter_map(|n| lookup(n).map(|v| (n.clone(), v))).collect();
+        let present: Vec<(String, String)> =
+            names.iter().filter_map(|n| lookup(n, spec.secret).map(|v| (n.clone(), v))).collect();
         known.extend(names);
         let Some((name, value)) = present.first().cloned() else { continue };
         for (other, v) in present.iter().skip(1) {

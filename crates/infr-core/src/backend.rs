@@ -146,6 +146,14 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// Bytes of memory this backend could still allocate for weights and the KV cache, if it
+    /// knows (host RAM available for the CPU; the device-local heap less what the backend
+    /// holds, within its memory limit, for a GPU). The engine refuses a context that cannot
+    /// fit before allocating anything.
+    fn memory_available(&self) -> Option<u64> {
+        None
+    }
+
     /// Upload (and repack) one weight under `id`.
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError>;
 

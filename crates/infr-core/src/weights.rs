@@ -12,6 +12,15 @@ pub struct WeightInfo {
     pub dims: Vec<usize>,
 }
 
+impl WeightInfo {
+    /// Bytes of the tensor in its GGUF blocks (0 where the shape is not block aligned).
+    pub fn bytes(&self) -> u64 {
+        let cols = self.dims.first().copied().unwrap_or(0);
+        let rows: u64 = self.dims.iter().skip(1).map(|&d| d as u64).product();
+        self.ty.row_bytes(cols).map_or(0, |b| b as u64 * rows)
+    }
+}
+
 /// A weight ready to upload: name, type, shape and its bytes in ggml block format.
 #[derive(Debug, Clone)]
 pub struct WeightData {

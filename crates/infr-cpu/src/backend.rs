@@ -61,6 +61,9 @@ impl Default for CpuOptions {
     }
 }
 
+/// Most worker threads per core the CPU backend starts (`-t` beyond is capped, with a warning).
+pub const MAX_THREADS_PER_CORE: usize = 4;
+
 /// The CPU backend.
 pub struct CpuBackend {
     info: DeviceInfo,
@@ -104,24 +107,31 @@ fn cpu_features() -> Vec<String> {
     f
 }
 
+/// A `/proc/meminfo` field in bytes (Linux), if readable.
+fn meminfo_bytes(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
 fn host_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    meminfo_bytes("MemTotal").unwrap_or(0)
 }
 
 impl CpuBackend {
     /// A CPU backend with its own thread pool.
     pub fn new(opts: CpuOptions) -> Result<Self, BackendError> {
-        let threads =
-            if opts.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { opts.threads };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = match opts.threads {
+            0 => cores,
+            // More threads than this only contend for the cores (and thousands exhaust the
+            // process's thread limit).
+            t if t > MAX_THREADS_PER_CORE * cores => {
+                tracing::warn!("{t} threads asked for on {cores} cores: using {}", MAX_THREADS_PER_CORE * cores);
+                MAX_THREADS_PER_CORE * cores
+            }
+            t => t,
+        };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("infr-cpu-{i}"))
@@ -154,6 +164,10 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    fn memory_available(&self) -> Option<u64> {
+        meminfo_bytes("MemAvailable")
     }
 
     fn load_weight(&mut self, id: WeightId, w: &WeightData) -> Result<(), BackendError> {
@@ -216,5 +230,20 @@ impl Backend for CpuBackend {
 
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?.copy_pages(pairs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hardening issue, defect 11: `-t 100000` is capped instead of spawning that many threads.
+    #[test]
+    fn thread_count_is_capped() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let b = CpuBackend::new(CpuOptions { threads: 100_000, tier: KernelTier::Fast }).expect("backend");
+        let want = format!("threads {}", MAX_THREADS_PER_CORE * cores);
+        assert!(b.device().features.contains(&want), "{:?}", b.device().features);
+        assert_eq!(b.pool.current_num_threads(), MAX_THREADS_PER_CORE * cores);
     }
 }

@@ -13,9 +13,20 @@ pub(crate) enum KvStore {
 
 impl KvStore {
     fn new(dtype: KvDType, n: usize) -> Result<Self, BackendError> {
+        // An allocation the host cannot make is an error, not an abort.
+        fn zeroed<T: Clone>(n: usize, zero: T) -> Result<Vec<T>, BackendError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| BackendError::OutOfMemory {
+                device: "CPU".into(),
+                what: "KV cache".into(),
+                bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+            })?;
+            v.resize(n, zero);
+            Ok(v)
+        }
         match dtype {
-            KvDType::F32 => Ok(KvStore::F32(vec![0.0; n])),
-            KvDType::F16 => Ok(KvStore::F16(vec![f16::ZERO; n])),
+            KvDType::F32 => Ok(KvStore::F32(zeroed(n, 0.0)?)),
+            KvDType::F16 => Ok(KvStore::F16(zeroed(n, f16::ZERO)?)),
             KvDType::Q8_0 => Err(BackendError::Unsupported { backend: "cpu".into(), what: "q8_0 KV cache".into() }),
         }
     }

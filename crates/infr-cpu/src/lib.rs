@@ -13,5 +13,5 @@ mod ops;
 mod plan;
 mod simd;
 
-pub use backend::{CpuBackend, CpuOptions};
+pub use backend::{CpuBackend, CpuOptions, MAX_THREADS_PER_CORE};
 pub use matmul::{act_type_for, KernelTier};

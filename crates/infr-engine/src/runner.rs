@@ -87,13 +87,32 @@ impl Runner {
                 }
             }
         }
+        let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);
+        let n_pages = u32::try_from(pages_per_seq.saturating_mul(opts.n_seq)).map_err(|_| {
+            EngineError::Invalid(format!("a context of {} x {} tokens is too large", opts.n_seq, opts.n_ctx))
+        })?;
+        let spec = KvSpec { layers: model.kv_layers(), n_pages, page_size: opts.page_size, dtype: opts.kv_dtype };
+        // Refuse what cannot fit before allocating anything (a huge --ctx-size would
+        // otherwise abort the process in the allocator or exhaust the device).
+        if let Some(available) = backend.memory_available() {
+            let weights: u64 = model.weights.iter().map(|(id, _)| model.weights.info(id).bytes()).sum();
+            let kv = spec.bytes();
+            if weights.saturating_add(kv) > available {
+                const MIB: u64 = 1 << 20;
+                return Err(EngineError::DoesNotFit {
+                    device: backend.device().id.clone(),
+                    available_mib: available / MIB,
+                    weights_mib: weights.div_ceil(MIB),
+                    kv_mib: kv.div_ceil(MIB),
+                    n_ctx: opts.n_ctx,
+                    seqs: opts.n_seq,
+                });
+            }
+        }
         for (id, name) in model.weights.iter() {
             let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
             backend.load_weight(id, &data)?;
         }
-        let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);
-        let n_pages = (pages_per_seq * opts.n_seq) as u32;
-        let spec = KvSpec { layers: model.kv_layers(), n_pages, page_size: opts.page_size, dtype: opts.kv_dtype };
         backend.init_kv(&spec)?;
         tracing::debug!(n_pages, page_size = opts.page_size, kv_bytes = spec.bytes(), "KV cache allocated");
         Ok(Self {

@@ -118,3 +118,20 @@ fn a_model_needing_an_unsupported_op_is_refused_up_front() {
     drop(w);
     let _ = std::fs::remove_file(&path);
 }
+
+/// Hardening issue, defect 2: a context far beyond memory is refused with the numbers before
+/// anything is allocated, instead of aborting the process in the allocator.
+#[test]
+fn a_context_that_cannot_fit_is_refused_with_numbers() {
+    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_0, None).unwrap();
+    let path = std::env::temp_dir().join(format!("infr-synth-hugectx-{}.gguf", std::process::id()));
+    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
+    let w = GgufWeights::open(&path).unwrap();
+    let model = infr_models::load_model(&w).unwrap();
+    let cpu = Box::new(CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap());
+    let opts = RunnerOptions { n_ctx: i32::MAX as usize, ..Default::default() };
+    let msg = Runner::new(model, &w, cpu, opts).err().expect("must not fit").to_string();
+    assert!(msg.contains("MiB available") && msg.contains("--ctx-size") && msg.contains("2147483647"), "{msg}");
+    drop(w);
+    let _ = std::fs::remove_file(&path);
+}

@@ -176,6 +176,25 @@ impl Hparams {
                 )));
             }
         }
+        // Corrupt but parseable values would load and then generate garbage or nothing.
+        if !(rms_eps.is_finite() && rms_eps > 0.0) {
+            return Err(ModelError::BadHparam(format!(
+                "{} = {rms_eps} (must be a positive number)",
+                k.name("attention.layer_norm_rms_epsilon")
+            )));
+        }
+        if !(rope_freq_base.is_finite() && rope_freq_base > 0.0) {
+            return Err(ModelError::BadHparam(format!(
+                "{} = {rope_freq_base} (must be a positive number)",
+                k.name("rope.freq_base")
+            )));
+        }
+        if !(rope_freq_scale.is_finite() && rope_freq_scale > 0.0) {
+            return Err(ModelError::BadHparam(format!(
+                "{} gives a RoPE frequency scale of {rope_freq_scale} (must be a positive number)",
+                k.name("rope.scaling.factor")
+            )));
+        }
         if n_rot > head_dim_k || n_rot % 2 != 0 {
             return Err(ModelError::BadHparam(format!("rope.dimension_count = {n_rot} with head dim {head_dim_k}")));
         }
@@ -213,5 +232,42 @@ impl Hparams {
             return Err(ModelError::BadHparam("vocabulary size unknown".into()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(extra: &[(&str, Value)]) -> Metadata {
+        let mut m = Metadata::new();
+        m.insert("general.architecture", Value::String("llama".into()));
+        m.insert("llama.embedding_length", Value::U32(64));
+        m.insert("llama.block_count", Value::U32(2));
+        m.insert("llama.attention.head_count", Value::U32(4));
+        m.insert("llama.vocab_size", Value::U32(100));
+        for (k, v) in extra {
+            m.insert(*k, v.clone());
+        }
+        m
+    }
+
+    /// Hardening issue, defect 12: corrupt but parseable hyper-parameters are refused at load,
+    /// naming the key, instead of loading a model that generates nothing.
+    #[test]
+    fn corrupt_hyper_parameters_are_refused() {
+        assert!(Hparams::read(&meta(&[])).is_ok());
+        let cases = [
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(f32::NAN)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(-1e-5)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(f32::INFINITY)),
+            ("llama.rope.freq_base", Value::F32(0.0)),
+            ("llama.rope.freq_base", Value::F32(f32::NAN)),
+            ("llama.rope.scaling.factor", Value::F32(f32::INFINITY)),
+        ];
+        for (key, v) in cases {
+            let err = Hparams::read(&meta(&[(key, v.clone())])).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(key), "{key} = {v:?}: {err:?}");
+        }
     }
 }

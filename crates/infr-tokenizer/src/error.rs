@@ -54,6 +54,16 @@ pub enum TokenizerError {
         /// The compiler's message.
         message: String,
     },
+    /// `tokenizer.ggml.bos_token_id` / `eos_token_id` names a token past the vocabulary.
+    #[error("{key} = {id} is outside the vocabulary of {n_vocab} tokens")]
+    SpecialIdOutOfRange {
+        /// The metadata key.
+        key: &'static str,
+        /// The id it holds.
+        id: u64,
+        /// Tokens in the vocabulary.
+        n_vocab: usize,
+    },
     /// The model asks for BOS/EOS to be added but does not say which token that is.
     #[error("{flag} is true but the model has no valid {what} token")]
     MissingSpecialToken {

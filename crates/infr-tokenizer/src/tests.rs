@@ -396,8 +396,22 @@ fn malformed_metadata_is_an_error() {
     m.insert("tokenizer.ggml.merges", strs(&["a b"]));
     m.insert("tokenizer.ggml.add_bos_token", Value::Bool(true));
     assert!(matches!(expect_err(&m), TokenizerError::MissingSpecialToken { what: "BOS", .. }));
+    // A BOS/EOS id past the vocabulary is a corrupt file (hardening issue, defect 12).
     m.insert("tokenizer.ggml.bos_token_id", Value::U32(7));
-    assert!(matches!(expect_err(&m), TokenizerError::MissingSpecialToken { .. }), "out-of-range id is ignored");
+    assert!(
+        matches!(
+            expect_err(&m),
+            TokenizerError::SpecialIdOutOfRange { key: "tokenizer.ggml.bos_token_id", id: 7, n_vocab: 3 }
+        ),
+        "out-of-range BOS id"
+    );
+    let mut e = bpe_meta("qwen2");
+    e.insert("tokenizer.ggml.eos_token_id", Value::U32(1_000_000));
+    assert!(matches!(expect_err(&e), TokenizerError::SpecialIdOutOfRange { key: "tokenizer.ggml.eos_token_id", .. }));
+    // Other special ids past the vocabulary are ignored, as llama.cpp does.
+    e.insert("tokenizer.ggml.eos_token_id", Value::U32(0));
+    e.insert("tokenizer.ggml.padding_token_id", Value::U32(1_000_000));
+    assert!(Tokenizer::from_metadata(&e).is_ok());
     m.insert("tokenizer.ggml.bos_token_id", Value::I32(-1));
     assert!(matches!(expect_err(&m), TokenizerError::MissingSpecialToken { .. }), "-1 means none");
     m.insert("tokenizer.ggml.bos_token_id", Value::U32(2));

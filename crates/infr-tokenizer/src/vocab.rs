@@ -295,6 +295,10 @@ impl Vocab {
             if let Some(v) = meta.u64(key)? {
                 if v < n as u64 {
                     *slot(&mut ids) = Some(v as u32);
+                } else if matches!(key, "tokenizer.ggml.bos_token_id" | "tokenizer.ggml.eos_token_id") {
+                    // Without a real BOS/EOS the model would run but never stop (or start)
+                    // right: a corrupt file is refused instead.
+                    return Err(TokenizerError::SpecialIdOutOfRange { key, id: v, n_vocab: n });
                 }
             }
         }

@@ -183,6 +183,12 @@ impl Backend for VulkanBackend {
         &self.info
     }
 
+    fn memory_available(&self) -> Option<u64> {
+        let limit = self.ctx.device_limit.load(std::sync::atomic::Ordering::Relaxed);
+        let total = if limit > 0 { limit.min(self.info.memory_bytes) } else { self.info.memory_bytes };
+        Some(total.saturating_sub(self.device_bytes()))
+    }
+
     fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
         crate::lower::supports(op)
     }

@@ -94,7 +94,12 @@ pub fn run(a: Args) -> Result<()> {
     let parallel = cfg.server.parallel as usize;
     let ctx = cfg.context.size as usize;
     let (host, port) = (cfg.server.host.clone(), cfg.server.port);
-    let api_key = cfg.server.api_key.clone().filter(|k| !k.is_empty());
+    // An empty key (`--api-key ''`, `INFR_API_KEY=`) would leave the server open while the
+    // user believes it is protected: refuse to start.
+    if cfg.server.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("server.api_key is set but empty: give a real key, or unset it to serve without authentication");
+    }
+    let api_key = cfg.server.api_key.clone();
     if parallel == 0 {
         bail!("--parallel must be at least 1");
     }
