@@ -101,37 +101,34 @@ impl infr_core::Backend for WithoutOp {
     }
 }
 
-#[test]
-fn a_model_needing_an_unsupported_op_is_refused_up_front() {
+/// The message of `Runner::new`'s error for the tiny Qwen3 synth model on `backend` with
+/// `opts` (the runner must refuse it).
+fn refusal(tag: &str, backend: Box<dyn infr_core::Backend>, opts: RunnerOptions) -> String {
     let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_0, None).unwrap();
-    let path = std::env::temp_dir().join(format!("infr-synth-unsupported-{}.gguf", std::process::id()));
+    let path = std::env::temp_dir().join(format!("infr-synth-{tag}-{}.gguf", std::process::id()));
     synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
     let w = GgufWeights::open(&path).unwrap();
     let model = infr_models::load_model(&w).unwrap();
-    let cpu = CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
-    let err =
-        Runner::new(model, &w, Box::new(WithoutOp(cpu, "glu")), RunnerOptions { n_ctx: 64, ..Default::default() })
-            .err()
-            .expect("the runner must refuse the model");
-    let msg = err.to_string();
-    assert!(msg.contains("'glu'") && msg.contains("blk.0") && msg.contains("CPU"), "{msg}");
+    let msg = Runner::new(model, &w, backend, opts).err().expect("the runner must refuse the model").to_string();
     drop(w);
     let _ = std::fs::remove_file(&path);
+    msg
+}
+
+#[test]
+fn a_model_needing_an_unsupported_op_is_refused_up_front() {
+    let cpu = CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
+    let opts = RunnerOptions { n_ctx: 64, ..Default::default() };
+    let msg = refusal("unsupported", Box::new(WithoutOp(cpu, "glu")), opts);
+    assert!(msg.contains("'glu'") && msg.contains("blk.0") && msg.contains("CPU"), "{msg}");
 }
 
 /// Hardening issue, defect 2: a context far beyond memory is refused with the numbers before
 /// anything is allocated, instead of aborting the process in the allocator.
 #[test]
 fn a_context_that_cannot_fit_is_refused_with_numbers() {
-    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_0, None).unwrap();
-    let path = std::env::temp_dir().join(format!("infr-synth-hugectx-{}.gguf", std::process::id()));
-    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
-    let w = GgufWeights::open(&path).unwrap();
-    let model = infr_models::load_model(&w).unwrap();
     let cpu = Box::new(CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap());
     let opts = RunnerOptions { n_ctx: i32::MAX as usize, ..Default::default() };
-    let msg = Runner::new(model, &w, cpu, opts).err().expect("must not fit").to_string();
+    let msg = refusal("hugectx", cpu, opts);
     assert!(msg.contains("MiB available") && msg.contains("--ctx-size") && msg.contains("2147483647"), "{msg}");
-    drop(w);
-    let _ = std::fs::remove_file(&path);
 }
