@@ -73,18 +73,17 @@ impl Runner {
         if opts.n_ctx == 0 || opts.n_seq == 0 || opts.ubatch == 0 || opts.page_size == 0 {
             return Err(EngineError::Invalid("context, sequences, ubatch and page size must be positive".into()));
         }
-        // Refuse a model whose graph needs an op the device lacks before uploading anything:
-        // a decode step and a full prefill chunk hold every op the model uses.
-        for n_tokens in [1, opts.ubatch.min(opts.n_ctx)] {
-            for node in &model.graph(n_tokens, 1).nodes {
-                if let Err(why) = backend.supports(&node.op) {
-                    return Err(EngineError::UnsupportedOp {
-                        device: backend.device().id.clone(),
-                        op: node.op.name(),
-                        layer: node.label.clone().unwrap_or_default(),
-                        why,
-                    });
-                }
+        // Refuse a model whose graph needs an op the device lacks before uploading anything.
+        // A step of any shape holds the same ops with the same parameters, so a one-token
+        // graph answers for all of them.
+        for node in &model.graph(1, 1).nodes {
+            if let Err(why) = backend.supports(&node.op) {
+                return Err(EngineError::UnsupportedOp {
+                    device: backend.device().id.clone(),
+                    op: node.op.name(),
+                    layer: node.label.clone().unwrap_or_default(),
+                    why,
+                });
             }
         }
         let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);

@@ -57,8 +57,8 @@ impl TextModel {
 
     /// Render a conversation with the generation prompt and tokenize it (the template's
     /// special tokens parsed, the client's text never; BOS added unless the template already
-    /// wrote it). Tool definitions, calls and
-    /// results are adapted to templates that cannot render them (see [`polyfill`]).
+    /// wrote it). Tool definitions, calls and results are adapted to templates that cannot
+    /// render them (see [`polyfill`]).
     pub fn chat_prompt(&self, messages: Vec<ChatMessage>, tools: Option<Vec<Value>>) -> Result<Vec<u32>, ApiError> {
         Ok(self.chat_prompt_with(messages, tools, Map::new())?.ids)
     }
@@ -82,8 +82,7 @@ impl TextModel {
                 message: format!("chat template: {e}"),
                 param: Some("messages".into()),
             })?;
-        let (ids, text) = (p.ids, p.text);
-        Ok(ChatPrompt { ids, reasoning_open: prompt_opens_reasoning(&text) })
+        Ok(ChatPrompt { reasoning_open: prompt_opens_reasoning(&p.text), ids: p.ids })
     }
 
     /// The grammar constraint that forces a tool call for `setup` (`tool_choice` required or

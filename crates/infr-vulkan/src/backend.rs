@@ -85,7 +85,7 @@ impl VulkanBackend {
             dummy,
             one,
             pipelines,
-            profile: (opts.profile || crate::profile::enabled()).then(Profile::default),
+            profile: (opts.profile || infr_core::prof_enabled()).then(Profile::default),
             generation: 0,
             features: crate::lower::Features::of(
                 &ctx.caps,

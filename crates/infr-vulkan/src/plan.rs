@@ -509,7 +509,7 @@ impl Plan {
                 let period = self.ctx.caps.timestamp_period_ns as f64;
                 let ns: Vec<f64> = ts.windows(2).map(|w| w[1].saturating_sub(w[0]) as f64 * period).collect();
                 let labels: Vec<_> = self.dispatches.iter().map(|x| x.label.clone()).collect();
-                p.add_submit(&labels, &ns, crate::profile::enabled());
+                p.add_submit(&labels, &ns, infr_core::prof_enabled());
             }
         }
         Ok(())

@@ -4,16 +4,6 @@
 
 use std::collections::BTreeMap;
 
-/// Whether per-op profiling is on (`infr_core::set_profiling`).
-pub fn enabled() -> bool {
-    infr_core::prof_enabled()
-}
-
-/// Whether matmuls are itemized by shape.
-pub fn by_shape() -> bool {
-    infr_core::prof_by_shape()
-}
-
 /// Label of one dispatch in a profile.
 #[derive(Debug, Clone)]
 pub struct OpLabel {
@@ -47,7 +37,7 @@ pub struct Profile {
 impl Profile {
     /// Add one submit's durations (`ns[i]` for `labels[i]`); prints them when `print`.
     pub fn add_submit(&mut self, labels: &[OpLabel], ns: &[f64], print: bool) {
-        let shapes = by_shape();
+        let shapes = infr_core::prof_by_shape();
         self.submits += 1;
         let total: f64 = ns.iter().sum();
         if print {
