@@ -74,6 +74,63 @@ pub struct AttnParams {
     pub write_kv: bool,
 }
 
+/// How router logits become the weights of the chosen experts (`llama_expert_gating_func_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeGating {
+    /// Softmax over all experts, then the chosen experts' probabilities (Qwen3-MoE, Gemma 4).
+    Softmax,
+    /// Sigmoid of each chosen expert's logit (Llama 4).
+    Sigmoid,
+    /// Softmax over the chosen experts' logits only (gpt-oss).
+    SoftmaxChosen,
+}
+
+/// Where an expert's gate and up projections live: two 3-D tensors, or one fused
+/// `ffn_gate_up_exps` whose rows `[0, n_ff)` of each expert are the gate and `[n_ff, 2 n_ff)` the up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertGateUp {
+    Separate { gate: WeightId, up: WeightId },
+    Fused(WeightId),
+}
+
+/// A dense gated FFN that every token goes through beside the routed experts (the "shared
+/// expert"), optionally gated per token by `sigmoid(x · gate_inp)` (Qwen2-MoE, Qwen3.5-MoE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedExpert {
+    pub gate: WeightId,
+    pub up: WeightId,
+    pub down: WeightId,
+    /// A vector of the input width: the per-token gate's weights.
+    pub gate_inp: Option<WeightId>,
+}
+
+/// Parameters of a mixture-of-experts FFN (mirrors llama.cpp `build_moe_ffn`).
+///
+/// Expert weights stay in their GGUF layout: 3-D tensors `{n_in, rows, n_expert}` whose
+/// expert `e` is rows `e * rows .. (e + 1) * rows` of the flattened matrix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeParams {
+    pub n_expert: u32,
+    /// Experts chosen per token (top-k of the router logits).
+    pub n_used: u32,
+    /// Hidden width of one expert.
+    pub n_ff: u32,
+    pub gating: MoeGating,
+    /// Divide the chosen weights by their sum (`norm_w`).
+    pub renorm: bool,
+    /// Scale each expert's input by its weight instead of its output (Llama 4,
+    /// `weight_before_ffn`).
+    pub weight_before: bool,
+    pub gate_up: ExpertGateUp,
+    pub down: WeightId,
+    pub act: Activation,
+    /// A vector of `n_expert` scales multiplying each chosen expert's weight (Gemma 4's
+    /// `ffn_down_exps.scale`).
+    pub expert_scale: Option<WeightId>,
+    /// The shared expert added to the routed sum.
+    pub shared: Option<SharedExpert>,
+}
+
 /// One semantic op. Inputs are earlier nodes; shapes are checked by [`GraphBuilder`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -101,6 +158,10 @@ pub enum Op {
     Softcap { x: TensorId, cap: f32 },
     /// Keep only the step's output rows (`StepInputs::output_rows`).
     OutputRows { x: TensorId },
+    /// Mixture-of-experts FFN of `x` routed by `logits` (`[rows, n_expert]`, computed by the
+    /// model from whatever its router reads): top-k, gating, the chosen experts' gated FFNs,
+    /// their weighted sum, plus the shared expert.
+    Moe { x: TensorId, logits: TensorId, params: MoeParams },
 }
 
 impl Op {
@@ -117,6 +178,7 @@ impl Op {
             Op::Attention { q, k, v, .. } => vec![q, k, v],
             Op::Add { a, b } | Op::Mul { a, b } => vec![a, b],
             Op::Glu { gate, up, .. } => vec![gate, up],
+            Op::Moe { x, logits, .. } => vec![x, logits],
         }
     }
 
@@ -134,6 +196,7 @@ impl Op {
             Op::Glu { .. } => "glu",
             Op::Softcap { .. } => "softcap",
             Op::OutputRows { .. } => "output_rows",
+            Op::Moe { .. } => "moe",
         }
     }
 }
@@ -306,6 +369,38 @@ impl<'w> GraphBuilder<'w> {
     pub fn softcap(&mut self, x: TensorId, cap: f32) -> TensorId {
         let (r, c) = self.shape(x);
         self.push(Op::Softcap { x, cap }, r, c)
+    }
+
+    /// Mixture-of-experts FFN (see [`Op::Moe`]).
+    pub fn moe(&mut self, x: TensorId, logits: TensorId, p: MoeParams) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(self.shape(logits), (rows, p.n_expert as usize), "moe: router logits shape");
+        assert!(p.n_used >= 1 && p.n_used <= p.n_expert, "moe: {} of {} experts", p.n_used, p.n_expert);
+        let (ne, ff) = (p.n_expert as usize, p.n_ff as usize);
+        let dims = |w: WeightId| (self.weight_shape)(w);
+        match p.gate_up {
+            ExpertGateUp::Separate { gate, up } => {
+                assert_eq!(dims(gate), vec![cols, ff, ne], "moe: gate_exps shape");
+                assert_eq!(dims(up), vec![cols, ff, ne], "moe: up_exps shape");
+            }
+            ExpertGateUp::Fused(gu) => assert_eq!(dims(gu), vec![cols, 2 * ff, ne], "moe: gate_up_exps shape"),
+        }
+        let down = dims(p.down);
+        assert!(down.len() == 3 && down[0] == ff && down[2] == ne, "moe: down_exps shape {down:?}");
+        let out = down[1];
+        if let Some(s) = p.expert_scale {
+            assert_eq!(dims(s)[0], ne, "moe: expert scale length");
+        }
+        if let Some(sh) = p.shared {
+            let g = dims(sh.gate);
+            assert!(g.len() == 2 && g[0] == cols, "moe: shared gate shape {g:?}");
+            assert_eq!(dims(sh.up), g, "moe: shared up shape");
+            assert_eq!(dims(sh.down), vec![g[1], out], "moe: shared down shape");
+            if let Some(gi) = sh.gate_inp {
+                assert_eq!(dims(gi)[0], cols, "moe: shared gate input length");
+            }
+        }
+        self.push(Op::Moe { x, logits, params: p }, rows, out)
     }
 
     /// Keep the output rows only.

@@ -28,13 +28,28 @@ pub(crate) struct CpuWeight {
     pub f32: Option<Vec<f32>>,
     /// The same matrix in a 16-row interleaved layout, when this CPU has kernels for it.
     pub packed: Option<crate::simd::pack::PackedWeight>,
+    /// For a 3-D expert weight `{cols, rows, n_expert}`: one view per expert on the same
+    /// bytes (no copy), each `rows` rows.
+    pub experts: Vec<CpuWeight>,
 }
 
 impl CpuWeight {
     /// A weight of `rows` rows of `cols` values, in its GGUF blocks.
     pub(crate) fn new(ty: GgmlType, cols: usize, rows: usize, bytes: TensorData, f32: Option<Vec<f32>>) -> Self {
         let row_bytes = ty.row_bytes(cols).unwrap_or(0);
-        Self { ty, cols, rows, row_bytes, bytes, f32, packed: None }
+        Self { ty, cols, rows, row_bytes, bytes, f32, packed: None, experts: Vec::new() }
+    }
+
+    /// Split a 3-D weight into per-expert views of `rows_per_expert` rows each.
+    pub(crate) fn with_experts(mut self, n_expert: usize) -> Self {
+        let per = self.rows / n_expert;
+        self.experts = (0..n_expert)
+            .map(|e| {
+                let bytes = self.bytes.slice(e * per * self.row_bytes..(e + 1) * per * self.row_bytes);
+                CpuWeight::new(self.ty, self.cols, per, bytes, None)
+            })
+            .collect();
+        self
     }
 
     /// Repack a matmul weight for the 16-row kernels if this CPU has them for its type
@@ -44,6 +59,19 @@ impl CpuWeight {
             self.packed = crate::simd::pack::pack(self.ty, &self.bytes, self.rows, self.row_bytes);
         }
     }
+}
+
+/// The matrices a mixture-of-experts op multiplies with (expert tensors and shared expert).
+pub(crate) fn moe_matrices(p: &infr_core::MoeParams) -> Vec<WeightId> {
+    let mut ids = match p.gate_up {
+        infr_core::ExpertGateUp::Separate { gate, up } => vec![gate, up],
+        infr_core::ExpertGateUp::Fused(gu) => vec![gu],
+    };
+    ids.push(p.down);
+    if let Some(sh) = &p.shared {
+        ids.extend([sh.gate, sh.up, sh.down]);
+    }
+    ids
 }
 
 /// Options for the CPU backend.
@@ -192,7 +220,13 @@ impl Backend for CpuBackend {
             None
         };
         let bytes = w.bytes.clone();
-        self.weights.insert(id, CpuWeight::new(w.info.ty, cols, rows, bytes, f32));
+        let mut cw = CpuWeight::new(w.info.ty, cols, rows, bytes, f32);
+        if let [_, _, n_expert] = w.info.dims[..] {
+            if n_expert > 1 {
+                cw = cw.with_experts(n_expert);
+            }
+        }
+        self.weights.insert(id, cw);
         Ok(())
     }
 
@@ -208,9 +242,15 @@ impl Backend for CpuBackend {
             let weights = &mut self.weights;
             self.pool.install(|| {
                 for node in &graph.nodes {
-                    if let infr_core::Op::Linear { weight, .. } = &node.op {
-                        if let Some(w) = weights.get_mut(weight) {
+                    let ids = match &node.op {
+                        infr_core::Op::Linear { weight, .. } => vec![*weight],
+                        infr_core::Op::Moe { params: p, .. } => moe_matrices(p),
+                        _ => Vec::new(),
+                    };
+                    for id in ids {
+                        if let Some(w) = weights.get_mut(&id) {
                             w.pack_for_matmul();
+                            w.experts.iter_mut().for_each(CpuWeight::pack_for_matmul);
                         }
                     }
                 }

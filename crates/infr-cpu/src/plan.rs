@@ -9,7 +9,7 @@ use infr_core::{BackendError, Graph, Op, OpLabel, Profile, StepInputs, WeightId}
 use crate::backend::CpuWeight;
 use crate::kv::KvCache;
 use crate::matmul::{self, act_type_for, KernelTier};
-use crate::ops::{attention, elementwise, norm, rope};
+use crate::ops::{attention, elementwise, moe, norm, rope};
 
 /// A graph checked against the loaded weights.
 pub(crate) struct Plan {
@@ -58,6 +58,37 @@ impl Plan {
                 Op::Rope { params, .. } => {
                     if let Some(f) = params.freq_factors {
                         need_vec(f, params.n_rot as usize / 2)?;
+                    }
+                }
+                Op::Moe { x, params: p, .. } => {
+                    let cols = graph.node(*x).cols;
+                    for id in crate::backend::moe_matrices(p) {
+                        let w = weights.get(&id).ok_or_else(|| missing(id))?;
+                        let k = w.cols;
+                        if act_type_for(w.ty).row_bytes(k).is_none() {
+                            return Err(BackendError::Unsupported {
+                                backend: "cpu".into(),
+                                what: format!("{} expert matmul with {k} columns", w.ty),
+                            });
+                        }
+                    }
+                    let is_experts =
+                        |id: &WeightId| weights.get(id).is_some_and(|w| w.experts.len() == p.n_expert as usize);
+                    let ok = match p.gate_up {
+                        infr_core::ExpertGateUp::Separate { gate, up } => is_experts(&gate) && is_experts(&up),
+                        infr_core::ExpertGateUp::Fused(gu) => is_experts(&gu),
+                    };
+                    if !ok || !is_experts(&p.down) {
+                        return Err(BackendError::InvalidInput(format!(
+                            "moe: expert weights are not {} experts",
+                            p.n_expert
+                        )));
+                    }
+                    if let Some(s) = p.expert_scale {
+                        need_vec(s, p.n_expert as usize)?;
+                    }
+                    if let Some(gi) = p.shared.and_then(|s| s.gate_inp) {
+                        need_vec(gi, cols)?;
                     }
                 }
                 _ => {}
@@ -224,6 +255,11 @@ impl Plan {
                     let mut v = take(*x, &mut bufs);
                     elementwise::softcap(&mut v, *cap);
                     v
+                }
+                Op::Moe { x, logits, params } => {
+                    let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                    let lb = bufs[logits.0 as usize].as_deref().expect("buffer alive");
+                    moe::moe(weights, tier, xb, lb, params, node.cols)?
                 }
                 Op::OutputRows { x } => {
                     let src = bufs[x.0 as usize].as_deref().expect("buffer alive");

@@ -49,3 +49,20 @@ fn qwen3_vulkan_matches_llama_cpp() {
         check("qwen3", b);
     }
 }
+
+#[test]
+fn qwen3moe_cpu_matches_llama_cpp() {
+    check("qwen3moe", cpu());
+}
+
+#[test]
+fn qwen3moe_reference_kernels_match_llama_cpp() {
+    check("qwen3moe", Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Reference }).unwrap()));
+}
+
+#[test]
+fn qwen3moe_vulkan_matches_llama_cpp() {
+    if let Some(b) = common::vulkan() {
+        check("qwen3moe", b);
+    }
+}

@@ -168,6 +168,13 @@ impl TensorData {
         let len = v.len();
         Self { bytes: Bytes::Owned(Arc::new(v)), start: 0, len }
     }
+
+    /// A sub-range of these bytes sharing the same storage (one expert of a 3-D weight).
+    /// Panics if the range is outside the tensor.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Self {
+        assert!(range.start <= range.end && range.end <= self.len, "slice {range:?} of {} bytes", self.len);
+        Self { bytes: self.bytes.clone(), start: self.start + range.start, len: range.end - range.start }
+    }
 }
 
 impl std::ops::Deref for TensorData {

@@ -13,6 +13,7 @@ mod llama;
 mod model;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 mod registry;
 pub mod synth;
 mod tensors;

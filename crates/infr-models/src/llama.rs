@@ -3,7 +3,7 @@
 
 use infr_core::{Activation, GraphBuilder, KvLayerSpec, RopeMode, WeightSource};
 
-use crate::builders::{self, blk, AttnConfig, AttnWeights, GatedFfn, OutputHead};
+use crate::builders::{self, blk, AttnConfig, AttnWeights, Ffn, MoeHparams, MoeStyle, OutputHead};
 use crate::{Architecture, Hparams, ModelError, TensorLoader};
 
 /// One pre-norm decoder layer.
@@ -12,7 +12,7 @@ pub(crate) struct DenseLayer {
     pub attn_norm: infr_core::WeightId,
     pub attn: AttnWeights,
     pub ffn_norm: infr_core::WeightId,
-    pub ffn: GatedFfn,
+    pub ffn: Ffn,
     pub cfg: AttnConfig,
 }
 
@@ -31,6 +31,8 @@ pub(crate) struct DenseOptions {
     pub rope_mode: RopeMode,
     /// Per-head RMS norms on Q and K (Qwen3).
     pub qk_norm: bool,
+    /// Every layer's FFN is a mixture of experts routed this way (Qwen3-MoE).
+    pub moe: Option<MoeStyle>,
 }
 
 /// Load a dense decoder with standard tensor names.
@@ -46,6 +48,10 @@ pub(crate) fn load_dense(
     let keys = hp.keys(src.metadata());
     let kq_scale = keys.f("attention.scale")?.filter(|&s| s != 0.0).unwrap_or(1.0 / (hp.head_dim_k as f32).sqrt());
     let rope = builders::rope_params(hp, opt.rope_mode, hp.rope_freq_base, hp.rope_freq_scale, freq_factors);
+    let moe_hp = match opt.moe {
+        Some(_) => Some(MoeHparams::read(hp, src)?),
+        None => None,
+    };
     let mut layers = Vec::with_capacity(hp.n_layer);
     let mut kv = Vec::with_capacity(hp.n_layer);
     for il in 0..hp.n_layer {
@@ -73,7 +79,10 @@ pub(crate) fn load_dense(
             attn_norm: tl.require(&blk(il, "attn_norm.weight"), &[hp.n_embd])?,
             attn: builders::load_attention(tl, hp, il, opt.qk_norm)?,
             ffn_norm: tl.require(&blk(il, "ffn_norm.weight"), &[hp.n_embd])?,
-            ffn: builders::load_gated_ffn(tl, hp, il, Activation::Silu)?,
+            ffn: match (opt.moe, &moe_hp) {
+                (Some(style), Some(mh)) => Ffn::Moe(builders::load_moe(tl, hp, mh, il, style)?),
+                _ => Ffn::Dense(builders::load_gated_ffn(tl, hp, il, Activation::Silu)?),
+            },
             cfg,
         });
     }
@@ -113,5 +122,5 @@ pub(crate) fn load(
     if hp.n_rot != hp.head_dim_k {
         return Err(ModelError::BadHparam(format!("invalid n_rot {}, expected {}", hp.n_rot, hp.head_dim_k)));
     }
-    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Normal, qk_norm: false })?))
+    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Normal, qk_norm: false, moe: None })?))
 }

@@ -13,5 +13,5 @@ pub(crate) fn load(
     src: &dyn WeightSource,
     tl: &mut TensorLoader<'_>,
 ) -> Result<Box<dyn Architecture>, ModelError> {
-    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Neox, qk_norm: false })?))
+    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Neox, qk_norm: false, moe: None })?))
 }

@@ -12,5 +12,5 @@ pub(crate) fn load(
     src: &dyn WeightSource,
     tl: &mut TensorLoader<'_>,
 ) -> Result<Box<dyn Architecture>, ModelError> {
-    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Neox, qk_norm: true })?))
+    Ok(Box::new(load_dense(hp, src, tl, DenseOptions { rope_mode: RopeMode::Neox, qk_norm: true, moe: None })?))
 }

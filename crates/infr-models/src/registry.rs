@@ -2,13 +2,18 @@
 
 use infr_core::WeightSource;
 
-use crate::{gemma3, llama, qwen2, qwen3, Architecture, Hparams, Model, ModelError, TensorLoader};
+use crate::{gemma3, llama, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader};
 
 type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
 
 /// Every architecture we run, by its GGUF name.
-const ARCHITECTURES: &[(&str, Loader)] =
-    &[("llama", llama::load), ("qwen2", qwen2::load), ("qwen3", qwen3::load), ("gemma3", gemma3::load)];
+const ARCHITECTURES: &[(&str, Loader)] = &[
+    ("llama", llama::load),
+    ("qwen2", qwen2::load),
+    ("qwen3", qwen3::load),
+    ("qwen3moe", qwen3moe::load),
+    ("gemma3", gemma3::load),
+];
 
 /// Names of the supported architectures.
 pub fn supported_architectures() -> Vec<&'static str> {

@@ -733,6 +733,7 @@ pub(crate) fn lower(
                 let (spec, res, p, groups) = elementwise(Elt::Glu(*act), io, cells, 0.0, 0.0)?;
                 push(&spec, res, p, groups, None)?;
             }
+            Op::Moe { .. } => return Err(VkError::Unsupported("mixture-of-experts".into())),
             Op::OutputRows { x } => {
                 let p =
                     kernels::GatherParams { cols: node.cols as u32, n_out: node.rows as u32, rows_off: st.output_rows };

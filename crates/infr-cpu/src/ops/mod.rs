@@ -2,5 +2,6 @@
 
 pub(crate) mod attention;
 pub(crate) mod elementwise;
+pub(crate) mod moe;
 pub(crate) mod norm;
 pub(crate) mod rope;

@@ -2,9 +2,11 @@
 
 mod attention;
 mod ffn;
+mod moe;
 
 pub use attention::{load_attention, AttnConfig, AttnWeights};
 pub use ffn::{load_gated_ffn, GatedFfn};
+pub use moe::{load_moe, Ffn, MoeFfn, MoeHparams, MoeStyle};
 
 /// Name of a per-layer tensor, `blk.{il}.{name}`.
 pub fn blk(il: usize, name: &str) -> String {
