@@ -23,6 +23,9 @@ pub struct ModelInfo {
     pub n_ctx_train: usize,
     pub n_embd: usize,
     pub n_layer: usize,
+    /// Experts per MoE layer and experts chosen per token (0 for a dense model).
+    pub n_expert: usize,
+    pub n_expert_used: usize,
 }
 
 /// A model ready to build graphs for.
@@ -57,6 +60,8 @@ impl Model {
             n_ctx_train: hp.n_ctx_train,
             n_embd: hp.n_embd,
             n_layer: hp.n_layer,
+            n_expert: hp.keys(src.metadata()).u("expert_count").ok().flatten().unwrap_or(0),
+            n_expert_used: hp.keys(src.metadata()).u("expert_used_count").ok().flatten().unwrap_or(0),
         }
     }
 }

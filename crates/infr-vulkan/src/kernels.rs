@@ -313,7 +313,7 @@ pub(crate) fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
 /// Entry-point parameters and code of the workgroup reduction of `R*C` accumulators into
 /// `total` (valid in threads `t < R*C`): subgroupAdd when the device has subgroup
 /// arithmetic, a shared-memory tree otherwise.
-fn with_reduce(spec: KernelSpec, subgroups: bool) -> KernelSpec {
+pub(crate) fn with_reduce(spec: KernelSpec, subgroups: bool) -> KernelSpec {
     if subgroups {
         spec.define(
             "SG_PARAMS",
@@ -554,6 +554,8 @@ mod tests {
                     }
                 }
                 check(&dequant_f16(&l).0);
+                check(&crate::moe_kernels::matmul_moe(&l, false));
+                check(&crate::moe_kernels::matmul_moe(&l, true));
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }
@@ -582,5 +584,10 @@ mod tests {
         }
         check(&quantize_act());
         check(&round_act());
+        check(&crate::moe_kernels::moe_route());
+        check(&crate::moe_kernels::moe_combine());
+        for act in [Activation::Silu, Activation::GeluTanh] {
+            check(&crate::moe_kernels::moe_glu(act));
+        }
     }
 }

@@ -18,6 +18,7 @@ mod fusion;
 mod kernels;
 mod lower;
 pub mod memory;
+mod moe_kernels;
 pub mod pipeline;
 mod plan;
 mod prefill_matmul;

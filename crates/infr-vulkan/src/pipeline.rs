@@ -43,6 +43,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("kv_write", include_str!("shaders/kv_write.wgsl")),
     ("elementwise", include_str!("shaders/elementwise.wgsl")),
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
+    ("matmul_moe", include_str!("shaders/matmul_moe.wgsl")),
+    ("moe_route", include_str!("shaders/moe_route.wgsl")),
+    ("moe_glu", include_str!("shaders/moe_glu.wgsl")),
+    ("moe_combine", include_str!("shaders/moe_combine.wgsl")),
     ("topk", include_str!("shaders/topk.wgsl")),
 ];
 

@@ -69,10 +69,15 @@ pub fn run(a: Args) -> Result<()> {
     println!("  parameters    {} in {} tensors", human_count(n_params), g.tensor_count());
     println!("  bits/weight   {:.2}", g.tensor_bytes_total() as f64 * 8.0 / n_params.max(1) as f64);
     match infr_models::load_model(&w) {
-        Ok(m) => println!(
-            "  runnable      yes: {} layers, width {}, context {}, vocab {}",
-            m.info.n_layer, m.info.n_embd, m.info.n_ctx_train, m.info.n_vocab
-        ),
+        Ok(m) => {
+            println!(
+                "  runnable      yes: {} layers, width {}, context {}, vocab {}",
+                m.info.n_layer, m.info.n_embd, m.info.n_ctx_train, m.info.n_vocab
+            );
+            if m.info.n_expert > 0 {
+                println!("  experts       {} per MoE layer, {} used per token", m.info.n_expert, m.info.n_expert_used);
+            }
+        }
         Err(e) => println!("  runnable      no: {e}"),
     }
 

@@ -5,4 +5,5 @@
 mod common;
 mod matmul;
 mod model;
+mod moe;
 mod ops;

@@ -17,6 +17,8 @@ use crate::weights::GpuWeight;
 
 pub(crate) use crate::features::Features;
 
+mod moe;
+
 /// A buffer a dispatch binds, resolved to a `vk::Buffer` range when recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Res {
@@ -144,6 +146,7 @@ pub(crate) fn supports(op: &Op) -> Result<(), String> {
         Op::Attention { params: ap, .. } if ap.head_dim_k % 2 != 0 || ap.head_dim_v % 2 != 0 => {
             Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
         }
+        Op::Moe { params, .. } => moe::unsupported(params).map_or(Ok(()), Err),
         _ => Ok(()),
     }
 }
@@ -278,6 +281,7 @@ pub(crate) fn lower(
     // Activations rounded for the float matmul kernels (f32 copy).
     let mut rounded = prefill_matmul::RoundedCopy::default();
     let mut f16_bufs = prefill_matmul::F16Buffers::default();
+    let mut moe_temps = None;
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
@@ -733,7 +737,20 @@ pub(crate) fn lower(
                 let (spec, res, p, groups) = elementwise(Elt::Glu(*act), io, cells, 0.0, 0.0)?;
                 push(&spec, res, p, groups, None)?;
             }
-            Op::Moe { .. } => return Err(VkError::Unsupported("mixture-of-experts".into())),
+            Op::Moe { x, logits, params } => {
+                let m = moe::MoeNode {
+                    x: *x,
+                    logits: *logits,
+                    p: params,
+                    n_tokens: node.rows,
+                    cols: graph.node(*x).cols,
+                    out_cols: node.cols,
+                    out: me,
+                };
+                for e in moe::lower(&m, weights, feat, &mut moe_temps, &mut temp_bytes, &mut rounded)? {
+                    push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
+                }
+            }
             Op::OutputRows { x } => {
                 let p =
                     kernels::GatherParams { cols: node.cols as u32, n_out: node.rows as u32, rows_off: st.output_rows };

@@ -1,0 +1,251 @@
+//! Lowering of the mixture-of-experts op: routing on the device, the chosen experts' gated
+//! FFNs over (token, slot) pairs reading their rows of the 3-D expert tensors in place, the
+//! shared expert, and the weighted sum. The routed buffers are plan temporaries shared by
+//! every MoE node of a plan (the nodes run one after another).
+
+use std::collections::HashMap;
+
+use infr_core::{ExpertGateUp, MoeGating, MoeParams, TensorId, WeightId};
+
+use super::{bytes, u32_of, Features, Res};
+use crate::error::{VkError, VkResult};
+use crate::kernels;
+use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_R};
+use crate::prefill_matmul::{Emit, RoundedCopy};
+use crate::weights::GpuWeight;
+
+/// The plan temporaries (`Res::Temp` indices) of the MoE nodes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MoeTemps {
+    /// Expert ids then weight bits of every (token, slot) pair.
+    route: u32,
+    /// Gate and up outputs side by side.
+    gu: u32,
+    /// The gated activation, and its copy rounded for the down projection.
+    h: u32,
+    hr: u32,
+    /// Routed experts' down outputs (weighted), and the shared expert's.
+    y: u32,
+    sy: u32,
+}
+
+impl MoeTemps {
+    fn new(temp_bytes: &mut Vec<u64>) -> Self {
+        let mut next = || {
+            temp_bytes.push(16);
+            temp_bytes.len() as u32 - 1
+        };
+        Self { route: next(), gu: next(), h: next(), hr: next(), y: next(), sy: next() }
+    }
+}
+
+/// One MoE node as the lowering sees it.
+pub(super) struct MoeNode<'a> {
+    pub x: TensorId,
+    pub logits: TensorId,
+    pub p: &'a MoeParams,
+    pub n_tokens: usize,
+    pub cols: usize,
+    pub out_cols: usize,
+    pub out: Res,
+}
+
+/// Why the Vulkan lowering cannot run this MoE op, if it cannot (checked up front).
+pub(super) fn unsupported(p: &MoeParams) -> Option<String> {
+    (p.n_used > MOE_MAX_USED).then(|| format!("mixture-of-experts with {} experts per token", p.n_used))
+}
+
+/// Emit the dispatches of one MoE node.
+pub(super) fn lower(
+    m: &MoeNode<'_>,
+    weights: &HashMap<WeightId, GpuWeight>,
+    feat: Features,
+    temps: &mut Option<MoeTemps>,
+    temp_bytes: &mut Vec<u64>,
+    rounded: &mut RoundedCopy,
+) -> VkResult<Vec<Emit>> {
+    let p = m.p;
+    if let Some(why) = unsupported(p) {
+        return Err(VkError::Unsupported(why));
+    }
+    let w =
+        |id: &WeightId| weights.get(id).ok_or_else(|| VkError::Unsupported(format!("moe: weight {} not loaded", id.0)));
+    let one_chunk = |id: &WeightId| -> VkResult<&GpuWeight> {
+        let gw = w(id)?;
+        if gw.chunks.len() != 1 {
+            return Err(VkError::Unsupported(format!("moe: weight {} spans {} buffers", id.0, gw.chunks.len())));
+        }
+        Ok(gw)
+    };
+    let vec_of = |id: &WeightId, len: usize| -> VkResult<Res> {
+        if w(id)?.vec_len() != Some(len) {
+            return Err(VkError::Unsupported(format!("moe: weight {} is not a vector of {len}", id.0)));
+        }
+        Ok(Res::WeightVec(*id))
+    };
+    let (n, k, ff, cols, out) = (m.n_tokens, p.n_used as usize, p.n_ff as usize, m.cols, m.out_cols);
+    let pairs = n * k;
+    let t = *temps.get_or_insert_with(|| MoeTemps::new(temp_bytes));
+    let mut grow = |i: u32, b: usize| temp_bytes[i as usize] = temp_bytes[i as usize].max(b as u64 * 4);
+    let fs = p.shared.map_or(0, |s| w(&s.gate).map_or(0, |g| g.rows));
+    grow(t.route, 2 * pairs);
+    grow(t.gu, (pairs * 2 * ff).max(n * 2 * fs));
+    grow(t.h, (pairs * ff).max(n * fs));
+    grow(t.hr, (pairs * ff).max(n * fs));
+    grow(t.y, pairs * out);
+    grow(t.sy, n * out);
+    let mut emits = Vec::new();
+    let emit = |emits: &mut Vec<Emit>, spec, res, push, groups, shape: Option<String>| {
+        emits.push(Emit { spec, res, push, groups, shape, barrier_after: true });
+    };
+
+    let rp = mk::MoeRouteParams {
+        n_tokens: u32_of(n, "tokens")?,
+        n_expert: p.n_expert,
+        k: p.n_used,
+        gating: match p.gating {
+            MoeGating::Softmax => 0,
+            MoeGating::Sigmoid => 1,
+            MoeGating::SoftmaxChosen => 2,
+        },
+        renorm: p.renorm as u32,
+        has_scale: p.expert_scale.is_some() as u32,
+    };
+    let scale = match &p.expert_scale {
+        Some(s) => vec_of(s, p.n_expert as usize)?,
+        None => Res::Dummy,
+    };
+    let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
+    emit(&mut emits, mk::moe_route(), res, bytes(&rp), u32_of(n.div_ceil(64), "tokens")?, None);
+
+    // The input of a matmul with weight `gw` over `k_in` columns, rounded as llama.cpp's CPU
+    // rounds activations for that weight type.
+    let input = |emits: &mut Vec<Emit>, rounded: &mut RoundedCopy, temp_bytes: &mut Vec<u64>, gw: &GpuWeight| {
+        let elems = n * cols;
+        match kernels::act_round_mode(gw.layout.ty, cols) {
+            Some(mode) => {
+                let (ri, round) = rounded.prepare(m.x.0, mode, elems, (elems * 4) as u64, temp_bytes)?;
+                if let Some(rp) = round {
+                    let res = vec![Res::Act(m.x.0), Res::Temp(ri)];
+                    emit(emits, kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
+                }
+                VkResult::Ok(Res::Temp(ri))
+            }
+            None => Ok(Res::Act(m.x.0)),
+        }
+    };
+    // Round `elems` values of temp `from` into `hr` for a matmul over `k_in` columns of `gw`.
+    let round_h = |emits: &mut Vec<Emit>, gw: &GpuWeight, k_in: usize, elems: usize| -> VkResult<Res> {
+        Ok(match kernels::act_round_mode(gw.layout.ty, k_in) {
+            Some(mode) => {
+                let rp = kernels::RoundParams {
+                    n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
+                    n_vec4: u32_of(elems / 4, "activations")?,
+                    mode,
+                };
+                let res = vec![Res::Temp(t.h), Res::Temp(t.hr)];
+                emit(emits, kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
+                Res::Temp(t.hr)
+            }
+            None => Res::Temp(t.h),
+        })
+    };
+
+    // Routed experts: gate and up (side by side in `gu`), activation, down.
+    let gate_up: Vec<(WeightId, usize, usize, &str)> = match p.gate_up {
+        ExpertGateUp::Separate { gate, up } => vec![(gate, ff, 0, "gate_exps"), (up, ff, ff, "up_exps")],
+        ExpertGateUp::Fused(gu) => vec![(gu, 2 * ff, 0, "gate_up_exps")],
+    };
+    let expert_matmul = |emits: &mut Vec<Emit>, id: WeightId, x: Res, y: Res, mp: mk::MoeMatmulParams, role: &str| {
+        let gw = one_chunk(&id)?;
+        let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, tiles_m: mp.m.div_ceil(MOE_R), ..mp };
+        let groups = mp.tiles_m.checked_mul(mp.n_pairs).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
+        let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
+        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables];
+        emit(emits, mk::matmul_moe(&gw.layout, feat.subgroups), res, bytes(&mp), groups, Some(shape));
+        VkResult::Ok(())
+    };
+    let n_pairs = u32_of(pairs, "routed pairs")?;
+    for (id, rows, col0, role) in gate_up {
+        let x = input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?;
+        let mp = mk::MoeMatmulParams {
+            k: cols as u32,
+            m: rows as u32,
+            n_pairs,
+            out_stride: 2 * p.n_ff,
+            out_col0: col0 as u32,
+            soff: 0,
+            x_div: p.n_used,
+            scale: p.weight_before as u32,
+            tiles_m: 0,
+        };
+        expert_matmul(&mut emits, id, x, Res::Temp(t.gu), mp, role)?;
+    }
+    let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
+    let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
+    emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
+    let h = round_h(&mut emits, one_chunk(&p.down)?, ff, pairs * ff)?;
+    let mp = mk::MoeMatmulParams {
+        k: p.n_ff,
+        m: out as u32,
+        n_pairs,
+        out_stride: out as u32,
+        out_col0: 0,
+        soff: 0,
+        x_div: 1,
+        scale: !p.weight_before as u32,
+        tiles_m: 0,
+    };
+    expert_matmul(&mut emits, p.down, h, Res::Temp(t.y), mp, "down_exps")?;
+
+    // Shared expert: the plain generic matmul over every token.
+    let mut shared = (Res::Dummy, Res::Dummy);
+    if let Some(sh) = &p.shared {
+        let dense = |emits: &mut Vec<Emit>, id: WeightId, x: Res, y: Res, k_in: usize, stride: usize, col0: usize| {
+            let gw = one_chunk(&id)?;
+            let c = kernels::matmul_cols(n);
+            let tiles_m = (gw.rows as u32).div_ceil(kernels::MATMUL_R);
+            let groups = tiles_m * (n as u32).div_ceil(c);
+            let mp = kernels::MatmulParams {
+                k: k_in as u32,
+                m: gw.rows as u32,
+                n: n as u32,
+                out_stride: stride as u32,
+                out_col0: col0 as u32,
+                soff: gw.chunks[0].soff_words,
+                has_bias: 0,
+                tiles_m,
+            };
+            let shape = format!("shexp {}x{k_in} n={n}", gw.rows);
+            let res = vec![Res::WeightChunk(id, 0), x, y, Res::Dummy, Res::Tables];
+            emit(emits, kernels::matmul_generic(&gw.layout, c, feat.subgroups), res, bytes(&mp), groups, Some(shape));
+            VkResult::Ok(())
+        };
+        for (id, col0) in [(sh.gate, 0), (sh.up, fs)] {
+            let x = input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?;
+            dense(&mut emits, id, x, Res::Temp(t.gu), cols, 2 * fs, col0)?;
+        }
+        let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
+        let groups = u32_of((n * fs).div_ceil(64), "activations")?;
+        emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
+        let h = round_h(&mut emits, one_chunk(&sh.down)?, fs, n * fs)?;
+        dense(&mut emits, sh.down, h, Res::Temp(t.sy), fs, out, 0)?;
+        let gate = match &sh.gate_inp {
+            Some(g) => vec_of(g, cols)?,
+            None => Res::Dummy,
+        };
+        shared = (Res::Temp(t.sy), gate);
+    }
+
+    let cp = mk::MoeCombineParams {
+        n_tokens: n as u32,
+        k: p.n_used,
+        out_cols: out as u32,
+        in_cols: cols as u32,
+        has_shared: p.shared.is_some() as u32,
+        gated: p.shared.is_some_and(|s| s.gate_inp.is_some()) as u32,
+    };
+    let res = vec![Res::Temp(t.y), shared.0, Res::Act(m.x.0), shared.1, m.out];
+    emit(&mut emits, mk::moe_combine(), res, bytes(&cp), u32_of(n, "tokens")?, None);
+    Ok(emits)
+}

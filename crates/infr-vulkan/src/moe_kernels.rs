@@ -1,0 +1,100 @@
+//! Kernel specs and push constants of the mixture-of-experts FFN (`shaders/matmul_moe.wgsl`,
+//! `moe_route.wgsl`, `moe_glu.wgsl`, `moe_combine.wgsl`).
+
+use bytemuck::{Pod, Zeroable};
+use infr_core::Activation;
+
+use crate::kernels::{dequant_parts, elt_body, push_size, with_layout, with_reduce, Elt, MATMUL_WG};
+use crate::pipeline::KernelSpec;
+use crate::repack::GpuLayout;
+
+/// Most experts per token the routing kernel keeps (real models use up to 10).
+pub const MOE_MAX_USED: u32 = 32;
+
+/// Weight rows per workgroup of the expert matmul.
+pub const MOE_R: u32 = 2;
+
+/// Push constants of `moe_route.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeRouteParams {
+    pub n_tokens: u32,
+    pub n_expert: u32,
+    pub k: u32,
+    /// 0 softmax, 1 sigmoid, 2 softmax over the chosen.
+    pub gating: u32,
+    pub renorm: u32,
+    pub has_scale: u32,
+}
+
+/// Push constants of `matmul_moe.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeMatmulParams {
+    /// Input width.
+    pub k: u32,
+    /// Rows of one expert.
+    pub m: u32,
+    pub n_pairs: u32,
+    pub out_stride: u32,
+    pub out_col0: u32,
+    pub soff: u32,
+    /// Pairs per input row (k experts per token reading the token's row, or 1).
+    pub x_div: u32,
+    /// Multiply by the pair's routing weight.
+    pub scale: u32,
+    pub tiles_m: u32,
+}
+
+/// Push constants of `moe_glu.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeGluParams {
+    pub n_pairs: u32,
+    pub n_ff: u32,
+}
+
+/// Push constants of `moe_combine.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeCombineParams {
+    pub n_tokens: u32,
+    pub k: u32,
+    pub out_cols: u32,
+    pub in_cols: u32,
+    pub has_shared: u32,
+    pub gated: u32,
+}
+
+/// Top-k routing and gating. Bindings: logits, expert scales, route.
+pub fn moe_route() -> KernelSpec {
+    KernelSpec::new("moe_route", &["common", "moe_route"], 3, push_size::<MoeRouteParams>())
+        .define("MAX_K", MOE_MAX_USED)
+}
+
+/// The expert matmul for a weight layout. Bindings: W, X, Y, route, tables.
+pub fn matmul_moe(l: &GpuLayout, subgroups: bool) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_moe.{}", l.ty),
+        parts: dequant_parts(l, "matmul_moe"),
+        defines: Vec::new(),
+        bindings: 5,
+        push_bytes: push_size::<MoeMatmulParams>(),
+    }
+    .define("WG", MATMUL_WG)
+    .define("R", MOE_R)
+    .define("RED", MATMUL_WG * MOE_R);
+    with_reduce(with_layout(spec, l), subgroups)
+}
+
+/// Gated activation over side-by-side gate and up halves. Bindings: GU, H.
+pub fn moe_glu(act: Activation) -> KernelSpec {
+    let (name, body) = elt_body(Elt::Glu(act));
+    KernelSpec::new(format!("moe_{name}"), &["common", "moe_glu"], 2, push_size::<MoeGluParams>()).define("OP", body)
+}
+
+/// Sum of the routed experts plus the (gated) shared expert. Bindings: experts, shared, x,
+/// shared gate weights, output.
+pub fn moe_combine() -> KernelSpec {
+    KernelSpec::new("moe_combine", &["common", "moe_combine"], 5, push_size::<MoeCombineParams>())
+}

@@ -1,0 +1,70 @@
+// Expert matmul of a mixture-of-experts FFN (`ggml_mul_mat_id`): for routed pair p,
+// Y[p, m] = X[p / x_div] · W_e[m]ᵀ where e = ROUTE[p] and expert e is rows e*m .. (e+1)*m of
+// the 3-D weight, dequantized on the fly as in matmul_generic.wgsl. With `scale` set, the
+// result is multiplied by the pair's routing weight (ROUTE[n_pairs + p], as f32 bits). A
+// workgroup computes R weight rows of one pair; pairs whose expert nobody chose do not exist.
+
+struct Params {
+    k: u32,
+    m: u32,
+    n_pairs: u32,
+    out_stride: u32,
+    out_col0: u32,
+    soff: u32,
+    x_div: u32,
+    scale: u32,
+    tiles_m: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> W: array<u32>;
+@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read> ROUTE: array<u32>;
+@group(0) @binding(4) var<storage, read> TBL: array<u32>;
+
+const WG: u32 = {{WG}}u;
+const R: u32 = {{R}}u;
+const C: u32 = 1u;
+const QPB: u32 = BLOCK / 4u;
+
+var<workgroup> red: array<f32, {{RED}}>;
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
+    let lin = wg_linear(wid, nwg);
+    let tm = lin % pc.tiles_m;
+    let p = lin / pc.tiles_m;
+    if p >= pc.n_pairs {
+        return;
+    }
+    let r0 = tm * R;
+    let e = ROUTE[p];
+    var acc: array<f32, {{R}}>;
+    for (var j = 0u; j < R; j++) {
+        acc[j] = 0.0;
+    }
+    let nq = pc.k / 4u;
+    let bpr = pc.k / BLOCK;
+    let sbase = pc.soff * 4u;
+    let xrow = (p / pc.x_div) * nq;
+    for (var q = t; q < nq; q += WG) {
+        let bq = q / QPB;
+        let i = q % QPB;
+        let xv = X[xrow + q];
+        for (var r = 0u; r < R; r++) {
+            let blk = (e * pc.m + min(r0 + r, pc.m - 1u)) * bpr + bq;
+            let wv = {{DEQ}}(blk * QW, sbase + blk * SB, i);
+            acc[r] += dot(wv, xv);
+        }
+    }
+    {{REDUCE}}
+    if t < R && r0 + t < pc.m {
+        var v = total;
+        if pc.scale != 0u {
+            v *= bitcast<f32>(ROUTE[pc.n_pairs + p]);
+        }
+        Y[p * pc.out_stride + pc.out_col0 + r0 + t] = v;
+    }
+}

@@ -1,0 +1,109 @@
+//! Parity of the mixture-of-experts op against the CPU reference backend, with routing made
+//! uneven on purpose: the router logits come from a table where one expert wins for every
+//! token and another never does, so one expert sees all the tokens and one none.
+
+use infr_core::{Activation, ExpertGateUp, KvDType, MoeGating, MoeParams, SharedExpert, WeightId};
+use infr_quant::GgmlType;
+
+use crate::common::*;
+
+const VOCAB: usize = 16;
+const COLS: usize = 256;
+const FF: usize = 64;
+const N_EXPERT: usize = 8;
+
+/// A 3-D expert tensor `{cols, rows, n_expert}` of random values.
+fn experts(w: &mut Weights, rng: &mut Rng, name: &str, ty: GgmlType, cols: usize, rows: usize) -> WeightId {
+    let mut d = weight(name, ty, cols, rows * N_EXPERT, rng, 0.5);
+    d.info.dims = vec![cols, rows, N_EXPERT];
+    w.add(d)
+}
+
+/// Router logits per token id: expert 0 far ahead for every token, the last expert far
+/// behind, the others random.
+fn router_table(w: &mut Weights, rng: &mut Rng) -> WeightId {
+    let mut v = rng.vec(VOCAB * N_EXPERT, 2.0);
+    for row in v.chunks_mut(N_EXPERT) {
+        row[0] = 8.0;
+        row[N_EXPERT - 1] = -8.0;
+    }
+    let bytes = bytemuck::cast_slice(&v).to_vec();
+    w.add(infr_core::WeightData {
+        name: "router".into(),
+        info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![N_EXPERT, VOCAB] },
+        bytes: infr_gguf::TensorData::from_vec(bytes),
+    })
+}
+
+#[test]
+fn moe_matches_cpu_with_uneven_routing() {
+    let mut rng = Rng(41);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    let rt = router_table(&mut w, &mut rng);
+    let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF);
+    let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_0, COLS, FF);
+    let gate_up = experts(&mut w, &mut rng, "gate_up", GgmlType::Q4_K, COLS, 2 * FF);
+    let down = experts(&mut w, &mut rng, "down", GgmlType::F16, FF, COLS);
+    let down_q = experts(&mut w, &mut rng, "down_q", GgmlType::Q8_0, FF, COLS);
+    let scale = w.add(weight("scale", GgmlType::F32, N_EXPERT, 1, &mut rng, 1.0));
+    let sh = SharedExpert {
+        gate: w.add(weight("sg", GgmlType::Q8_0, COLS, 96, &mut rng, 0.5)),
+        up: w.add(weight("su", GgmlType::Q8_0, COLS, 96, &mut rng, 0.5)),
+        down: w.add(weight("sd", GgmlType::Q4_0, 96, COLS, &mut rng, 0.5)),
+        gate_inp: None,
+    };
+    let gi = w.add(weight("sgi", GgmlType::F32, COLS, 1, &mut rng, 0.2));
+    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
+    let base = MoeParams {
+        n_expert: N_EXPERT as u32,
+        n_used: 2,
+        n_ff: FF as u32,
+        gating: MoeGating::Softmax,
+        renorm: true,
+        weight_before: false,
+        gate_up: ExpertGateUp::Separate { gate, up },
+        down,
+        act: Activation::Silu,
+        expert_scale: None,
+        shared: None,
+    };
+    let cases = [
+        ("qwen3moe-style", base),
+        (
+            "fused gate_up, sigmoid top-1, weight before, shared expert",
+            MoeParams {
+                n_used: 1,
+                gating: MoeGating::Sigmoid,
+                renorm: false,
+                weight_before: true,
+                gate_up: ExpertGateUp::Fused(gate_up),
+                down: down_q,
+                shared: Some(sh),
+                ..base
+            },
+        ),
+        (
+            "gelu, expert scales, gated shared expert",
+            MoeParams {
+                n_used: 3,
+                act: Activation::GeluTanh,
+                expert_scale: Some(scale),
+                shared: Some(SharedExpert { gate_inp: Some(gi), ..sh }),
+                ..base
+            },
+        ),
+        ("softmax over the chosen", MoeParams { gating: MoeGating::SoftmaxChosen, renorm: false, ..base }),
+    ];
+    for (name, params) in cases {
+        for n in [1, 7] {
+            let g = graph(&w, n, n, |g| {
+                let x = g.embed(xt);
+                let logits = g.embed(rt);
+                g.moe(x, logits, params)
+            });
+            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
+            p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0])], 2e-3, 2e-2);
+        }
+    }
+}
