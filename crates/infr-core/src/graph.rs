@@ -55,6 +55,22 @@ pub struct RopeParams {
     pub freq_factors: Option<WeightId>,
 }
 
+/// Attention temperature tuning (Llama 4's no-RoPE layers, `llm_graph_input_attn_temp`): row
+/// `r` is multiplied by `log(floor((pos_r + offset) / floor_scale) + 1) * scale + 1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TempScaleParams {
+    pub floor_scale: u32,
+    pub scale: f32,
+    pub offset: f32,
+}
+
+impl TempScaleParams {
+    /// The factor at a position.
+    pub fn factor(&self, pos: u32) -> f32 {
+        ((((pos as f32) + self.offset) / self.floor_scale as f32).floor() + 1.0).ln() * self.scale + 1.0
+    }
+}
+
 /// Parameters of an attention op over the paged KV cache.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnParams {
@@ -70,6 +86,9 @@ pub struct AttnParams {
     pub softcap: Option<f32>,
     /// Sliding window: a query at position `p` sees keys at `p - window < pos <= p`.
     pub window: Option<u32>,
+    /// Chunked attention (Llama 4, `LLAMA_SWA_TYPE_CHUNKED`): a query at position `p` sees
+    /// only keys of its own chunk, `p - p % chunk <= pos <= p`. Exclusive with `window`.
+    pub chunk: Option<u32>,
     /// Whether this op appends the step's K/V to the cache (false for KV-sharing layers).
     pub write_kv: bool,
 }
@@ -152,6 +171,8 @@ pub enum Op {
     Mul { a: TensorId, b: TensorId },
     /// `x * s`.
     Scale { x: TensorId, s: f32 },
+    /// Each row times a factor of its token's position (attention temperature tuning).
+    TempScale { x: TensorId, params: TempScaleParams },
     /// Gated activation `act(gate) * up`.
     Glu { gate: TensorId, up: TensorId, act: Activation },
     /// `cap * tanh(x / cap)`.
@@ -173,6 +194,7 @@ impl Op {
             | Op::RmsNorm { x, .. }
             | Op::Rope { x, .. }
             | Op::Scale { x, .. }
+            | Op::TempScale { x, .. }
             | Op::Softcap { x, .. }
             | Op::OutputRows { x } => vec![x],
             Op::Attention { q, k, v, .. } => vec![q, k, v],
@@ -193,6 +215,7 @@ impl Op {
             Op::Add { .. } => "add",
             Op::Mul { .. } => "mul",
             Op::Scale { .. } => "scale",
+            Op::TempScale { .. } => "temp_scale",
             Op::Glu { .. } => "glu",
             Op::Softcap { .. } => "softcap",
             Op::OutputRows { .. } => "output_rows",
@@ -338,6 +361,8 @@ impl<'w> GraphBuilder<'w> {
         assert_eq!(self.shape(k), (rows, (params.n_kv_head * params.head_dim_k) as usize), "attention: k shape");
         assert_eq!(self.shape(v), (rows, (params.n_kv_head * params.head_dim_v) as usize), "attention: v shape");
         assert!(params.n_head % params.n_kv_head == 0, "attention: heads not a multiple of kv heads");
+        assert!(params.window.is_none() || params.chunk.is_none(), "attention: both a window and chunks");
+        assert!(params.chunk != Some(0) && params.window != Some(0), "attention: empty window or chunk");
         self.push(Op::Attention { q, k, v, params }, rows, (params.n_head * params.head_dim_v) as usize)
     }
 
@@ -357,6 +382,14 @@ impl<'w> GraphBuilder<'w> {
     pub fn scale(&mut self, x: TensorId, s: f32) -> TensorId {
         let (r, c) = self.shape(x);
         self.push(Op::Scale { x, s }, r, c)
+    }
+
+    /// Rows scaled by their position's temperature factor.
+    pub fn temp_scale(&mut self, x: TensorId, params: TempScaleParams) -> TensorId {
+        assert!(params.floor_scale > 0, "temp_scale: floor_scale must be positive");
+        let (r, c) = self.shape(x);
+        assert_eq!(r, self.n_tokens, "temp_scale: input must have one row per token");
+        self.push(Op::TempScale { x, params }, r, c)
     }
 
     /// `act(gate) * up`.

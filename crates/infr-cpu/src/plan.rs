@@ -245,6 +245,14 @@ impl Plan {
                     v.iter_mut().for_each(|x| *x *= s);
                     v
                 }
+                Op::TempScale { x, params } => {
+                    let mut v = take(*x, &mut bufs);
+                    for (row, &pos) in v.chunks_mut(node.cols).zip(inp.positions) {
+                        let f = params.factor(pos);
+                        row.iter_mut().for_each(|x| *x *= f);
+                    }
+                    v
+                }
                 Op::Glu { gate, up, act } => {
                     let mut v = take(*gate, &mut bufs);
                     let ub = bufs[up.0 as usize].as_deref().expect("buffer alive");

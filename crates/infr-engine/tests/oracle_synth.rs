@@ -66,3 +66,15 @@ fn qwen3moe_vulkan_matches_llama_cpp() {
         check("qwen3moe", b);
     }
 }
+
+#[test]
+fn llama4_cpu_matches_llama_cpp() {
+    check("llama4", cpu());
+}
+
+#[test]
+fn llama4_vulkan_matches_llama_cpp() {
+    if let Some(b) = common::vulkan() {
+        check("llama4", b);
+    }
+}

@@ -10,6 +10,7 @@ mod error;
 mod gemma3;
 mod hparams;
 mod llama;
+mod llama4;
 mod model;
 mod qwen2;
 mod qwen3;

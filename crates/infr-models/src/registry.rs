@@ -2,13 +2,14 @@
 
 use infr_core::WeightSource;
 
-use crate::{gemma3, llama, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader};
+use crate::{gemma3, llama, llama4, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader};
 
 type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
 
 /// Every architecture we run, by its GGUF name.
 const ARCHITECTURES: &[(&str, Loader)] = &[
     ("llama", llama::load),
+    ("llama4", llama4::load),
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),

@@ -10,6 +10,19 @@ use crate::pipeline::KernelSpec;
 /// Threads per workgroup of the attention kernel (also its key tile).
 pub const ATTN_WG: u32 = 64;
 
+/// Flag of the attention kernels' `window` word meaning "chunks of the low bits' size" rather
+/// than a sliding window (`attn_first_key` in `common.wgsl`).
+pub const ATTN_CHUNKED: u32 = 0x8000_0000;
+
+/// The attention kernels' `window` word for a sliding window or chunked attention (0: neither).
+pub fn attn_mask_word(window: Option<u32>, chunk: Option<u32>) -> u32 {
+    match (window, chunk) {
+        (Some(w), _) => w,
+        (None, Some(c)) => ATTN_CHUNKED | c,
+        (None, None) => 0,
+    }
+}
+
 /// Push constants of `kv_write.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

@@ -493,6 +493,23 @@ pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
     }
 }
 
+/// Push constants of `temp_scale.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct TempScaleParamsGpu {
+    pub cols: u32,
+    pub n: u32,
+    pub pos_off: u32,
+    pub floor_scale: u32,
+    pub scale: f32,
+    pub offset: f32,
+}
+
+/// Rows scaled by their position's attention temperature. Bindings: X, step, Y.
+pub fn temp_scale() -> KernelSpec {
+    KernelSpec::new("temp_scale", &["common", "temp_scale"], 3, push_size::<TempScaleParamsGpu>())
+}
+
 /// Output-row gather.
 pub fn gather_rows() -> KernelSpec {
     KernelSpec::new("output_rows", &["common", "gather_rows"], 3, push_size::<GatherParams>())
@@ -577,6 +594,7 @@ mod tests {
             check(&elementwise(op, 7).0);
         }
         check(&gather_rows());
+        check(&temp_scale());
         check(&attention_combine());
         for d in [64, 128] {
             check(&attention_coop(d, 16, 32).unwrap());

@@ -47,6 +47,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("moe_route", include_str!("shaders/moe_route.wgsl")),
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),
     ("moe_combine", include_str!("shaders/moe_combine.wgsl")),
+    ("temp_scale", include_str!("shaders/temp_scale.wgsl")),
     ("topk", include_str!("shaders/topk.wgsl")),
 ];
 

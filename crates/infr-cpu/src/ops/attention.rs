@@ -72,9 +72,10 @@ pub(crate) fn attention(
     let group = nh / nkv;
     let n = inp.tokens.len();
     let f16_cache = layer.k.is_f16();
-    let lo_of = |pos: usize| match p.window {
-        Some(w) => (pos + 1).saturating_sub(w as usize),
-        None => 0,
+    let lo_of = |pos: usize| match (p.window, p.chunk) {
+        (Some(w), _) => (pos + 1).saturating_sub(w as usize),
+        (None, Some(c)) => pos - pos % c as usize,
+        (None, None) => 0,
     };
     // Visible key range per sequence of the step.
     let mut ranges: Vec<Option<(usize, usize)>> = vec![None; inp.seqs.len()];

@@ -97,6 +97,7 @@ impl AttnWeights {
             scale: c.kq_scale,
             softcap: c.softcap,
             window: c.window,
+            chunk: None,
             write_kv: true,
         };
         let a = g.attention(q, k, v, params);

@@ -147,6 +147,9 @@ pub(crate) fn supports(op: &Op) -> Result<(), String> {
             Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
         }
         Op::Moe { params, .. } => moe::unsupported(params).map_or(Ok(()), Err),
+        Op::Attention { params: ap, .. } if ap.chunk.or(ap.window).is_some_and(|c| c >= kernels::ATTN_CHUNKED) => {
+            Err(format!("attention window or chunks of {} positions", ap.chunk.or(ap.window).unwrap_or(0)))
+        }
         _ => Ok(()),
     }
 }
@@ -635,7 +638,7 @@ pub(crate) fn lower(
                     dv: ap.head_dim_v,
                     scale: ap.scale,
                     softcap: ap.softcap.unwrap_or(0.0),
-                    window: ap.window.unwrap_or(0),
+                    window: kernels::attn_mask_word(ap.window, ap.chunk),
                     page_size: kv.page_size,
                     kw,
                     vw,
@@ -716,6 +719,18 @@ pub(crate) fn lower(
                 let (spec, res, p, groups) =
                     elementwise(Elt::Scale, (Res::Act(x.0), Res::Act(x.0), me), cells, *s, 0.0)?;
                 push(&spec, res, p, groups, None)?;
+            }
+            Op::TempScale { x, params: tp } => {
+                let p = kernels::TempScaleParamsGpu {
+                    cols: u32_of(node.cols, "columns")?,
+                    n: u32_of(cells, "elements")?,
+                    pos_off: st.positions,
+                    floor_scale: tp.floor_scale,
+                    scale: tp.scale,
+                    offset: tp.offset,
+                };
+                let res = vec![Res::Act(x.0), Res::Step, me];
+                push(&kernels::temp_scale(), res, bytes(&p), threads_groups(cells)?, None)?;
             }
             Op::Softcap { x, cap } => {
                 let io = (Res::Act(x.0), Res::Act(x.0), me);

@@ -48,8 +48,13 @@ fn attn_chunk(len: u32, n_split: u32) -> u32 {
     return max((len + n_split - 1u) / n_split, 64u);
 }
 
-// The first key a query at `pos` attends to: 0, or the start of its sliding window.
+// The first key a query at `pos` attends to: 0, the start of its sliding window, or with the
+// top bit of `window` set (`attn_kernels::ATTN_CHUNKED`), the start of its chunk of
+// `window & 0x7fffffff` positions (Llama 4's chunked attention).
 fn attn_first_key(pos: u32, window: u32) -> u32 {
+    if (window & 0x80000000u) != 0u {
+        return pos - pos % (window & 0x7fffffffu);
+    }
     if window != 0u && pos + 1u > window {
         return pos + 1u - window;
     }

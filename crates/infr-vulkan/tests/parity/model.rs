@@ -109,6 +109,7 @@ fn step_graph(m: &Model, n_tokens: usize, n_out: usize) -> infr_core::Graph {
                     scale: 1.0 / (HD as f32).sqrt(),
                     softcap: None,
                     window: None,
+                    chunk: None,
                     write_kv: true,
                 },
             );

@@ -137,6 +137,7 @@ struct AttnCase {
     dk: u32,
     dv: u32,
     window: Option<u32>,
+    chunk: Option<u32>,
     softcap: Option<f32>,
     dtype: KvDType,
 }
@@ -159,6 +160,7 @@ fn attention_case(c: &AttnCase) {
         scale: 1.0 / (c.dk as f32).sqrt(),
         softcap: c.softcap,
         window: c.window,
+        chunk: c.chunk,
         write_kv,
     };
     let build = |n: usize| {
@@ -206,6 +208,7 @@ fn attention_gqa_f16() {
         dk: 64,
         dv: 64,
         window: None,
+        chunk: None,
         softcap: None,
         dtype: KvDType::F16,
     });
@@ -220,6 +223,7 @@ fn attention_f32_cache_mixed_head_dims() {
         dk: 32,
         dv: 80,
         window: None,
+        chunk: None,
         softcap: None,
         dtype: KvDType::F32,
     });
@@ -234,9 +238,43 @@ fn attention_window_and_softcap() {
         dk: 16,
         dv: 16,
         window: Some(3),
+        chunk: None,
         softcap: Some(5.0),
         dtype: KvDType::F16,
     });
+}
+
+/// Llama 4's chunked attention: positions 0-2, 3-5, 6-8… see only their own chunk (the
+/// decode steps cross chunk boundaries).
+#[test]
+fn attention_chunked() {
+    attention_case(&AttnCase {
+        name: "chunked",
+        nh: 4,
+        nkv: 2,
+        dk: 32,
+        dv: 32,
+        window: None,
+        chunk: Some(3),
+        softcap: None,
+        dtype: KvDType::F16,
+    });
+}
+
+/// Llama 4's attention temperature: rows scaled by a factor of their position (a floor
+/// scale of 3 makes the factor change within a short step).
+#[test]
+fn temp_scale_by_position() {
+    let mut rng = Rng(17);
+    let mut w = Weights::default();
+    let t = table(&mut w, &mut rng, 64, 1.0);
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    let params = infr_core::TempScaleParams { floor_scale: 3, scale: 0.1, offset: 1.0 };
+    let g = graph(&w, 9, 9, |g| {
+        let x = g.embed(t);
+        g.temp_scale(x, params)
+    });
+    p.check("temp_scale", &g, &[Step::simple(tokens(9, 4), 2, vec![0, 1])], 1e-6, 1e-6);
 }
 
 #[test]
@@ -256,6 +294,7 @@ fn kv_page_copy() {
         scale: 0.2,
         softcap: None,
         window: None,
+        chunk: None,
         write_kv,
     };
     let build = |n, write| {
@@ -306,6 +345,7 @@ fn long_context_splits(max_splits: u32) {
         scale: 0.3,
         softcap: None,
         window: None,
+        chunk: None,
         write_kv: true,
     };
     let build = |n: usize| {
@@ -385,6 +425,7 @@ fn attention_with_fused_rope_inputs() {
             scale: 1.0 / (hd as f32).sqrt(),
             softcap: None,
             window: None,
+            chunk: None,
             write_kv,
         };
         let build = |n: usize| {
@@ -463,6 +504,18 @@ fn attention_prefill_rising_scores() {
 
 /// Attention of layer 0 over `nh` query heads and `nkv` KV heads of dim `d`, writing the KV.
 fn prefill_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Option<u32>) -> AttnParams {
+    prefill_params_chunked(nh, nkv, d, softcap, window, None)
+}
+
+/// [`prefill_params`] with chunked attention.
+fn prefill_params_chunked(
+    nh: u32,
+    nkv: u32,
+    d: u32,
+    softcap: Option<f32>,
+    window: Option<u32>,
+    chunk: Option<u32>,
+) -> AttnParams {
     AttnParams {
         kv_layer: 0,
         n_head: nh,
@@ -472,12 +525,20 @@ fn prefill_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Optio
         scale: 1.0 / (d as f32).sqrt(),
         softcap,
         window,
+        chunk,
         write_kv: true,
     }
 }
 
 fn prefill_blocks(disable_coopmat: bool) {
-    for (window, softcap, d) in [(None, None, 128u32), (Some(37), Some(20.0), 128), (None, Some(30.0), 64)] {
+    let cases = [
+        (None, None, None, 128u32),
+        (Some(37), None, Some(20.0), 128),
+        (None, None, Some(30.0), 64),
+        // Chunks of 23 positions: blocks of queries straddle chunk boundaries.
+        (None, Some(23), None, 64),
+    ];
+    for (window, chunk, softcap, d) in cases {
         let mut rng = Rng(18);
         let mut w = Weights::default();
         let (nh, nkv) = (4u32, 2u32);
@@ -487,7 +548,7 @@ fn prefill_blocks(disable_coopmat: bool) {
         let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
         let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
         let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-        let params = prefill_params(nh, nkv, d, softcap, window);
+        let params = prefill_params_chunked(nh, nkv, d, softcap, window, chunk);
         let build = |n: usize| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);
