@@ -19,7 +19,15 @@ pub enum Activation {
     Silu,
     /// GELU, tanh approximation (`ggml_gelu`), as Gemma uses (GeGLU).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU (`ggml_swiglu_oai`, alpha 1.702, limit 7):
+    /// `x = min(gate, 7)`, `y = clamp(up, -7, 7)`, `x * sigmoid(1.702 x) * (y + 1)`.
+    SwigluOai,
 }
+
+/// `ggml_swiglu_oai`'s constants as gpt-oss uses them.
+pub const SWIGLU_OAI_ALPHA: f32 = 1.702;
+/// See [`SWIGLU_OAI_ALPHA`].
+pub const SWIGLU_OAI_LIMIT: f32 = 7.0;
 
 /// How RoPE pairs dimensions (`LLAMA_ROPE_TYPE_NORM` / `_NEOX` in llama.cpp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +97,9 @@ pub struct AttnParams {
     /// Chunked attention (Llama 4, `LLAMA_SWA_TYPE_CHUNKED`): a query at position `p` sees
     /// only keys of its own chunk, `p - p % chunk <= pos <= p`. Exclusive with `window`.
     pub chunk: Option<u32>,
+    /// Per-head attention sinks (gpt-oss): a vector of `n_head` logits that join each row's
+    /// softmax as a key with no value (`ggml_soft_max_add_sinks`).
+    pub sinks: Option<WeightId>,
     /// Whether this op appends the step's K/V to the cache (false for KV-sharing layers).
     pub write_kv: bool,
 }
@@ -148,6 +159,11 @@ pub struct MoeParams {
     pub expert_scale: Option<WeightId>,
     /// The shared expert added to the routed sum.
     pub shared: Option<SharedExpert>,
+    /// Per-expert biases of the gate/up projections (`{n_ff, n_expert}` each, or
+    /// `{2 n_ff, n_expert}` fused) and of the down projection (`{n_out, n_expert}`), as
+    /// gpt-oss has (`ggml_add_id`).
+    pub gate_up_bias: Option<ExpertGateUp>,
+    pub down_bias: Option<WeightId>,
 }
 
 /// One semantic op. Inputs are earlier nodes; shapes are checked by [`GraphBuilder`].
@@ -423,6 +439,24 @@ impl<'w> GraphBuilder<'w> {
         let out = down[1];
         if let Some(s) = p.expert_scale {
             assert_eq!(dims(s)[0], ne, "moe: expert scale length");
+        }
+        let same_kind = matches!(
+            (p.gate_up, p.gate_up_bias),
+            (_, None)
+                | (ExpertGateUp::Separate { .. }, Some(ExpertGateUp::Separate { .. }))
+                | (ExpertGateUp::Fused(_), Some(ExpertGateUp::Fused(_)))
+        );
+        assert!(same_kind, "moe: gate/up biases must be split like the gate/up weights");
+        match p.gate_up_bias {
+            Some(ExpertGateUp::Separate { gate, up }) => {
+                assert_eq!(dims(gate), vec![ff, ne], "moe: gate bias shape");
+                assert_eq!(dims(up), vec![ff, ne], "moe: up bias shape");
+            }
+            Some(ExpertGateUp::Fused(gu)) => assert_eq!(dims(gu), vec![2 * ff, ne], "moe: gate_up bias shape"),
+            None => {}
+        }
+        if let Some(b) = p.down_bias {
+            assert_eq!(dims(b), vec![out, ne], "moe: down bias shape");
         }
         if let Some(sh) = p.shared {
             let g = dims(sh.gate);

@@ -55,6 +55,11 @@ impl Plan {
                     }
                 }
                 Op::RmsNorm { weight: Some(w), group, .. } => need_vec(*w, *group as usize)?,
+                Op::Attention { params: ap, .. } => {
+                    if let Some(s) = ap.sinks {
+                        need_vec(s, ap.n_head as usize)?;
+                    }
+                }
                 Op::Rope { params, .. } => {
                     if let Some(f) = params.freq_factors {
                         need_vec(f, params.n_rot as usize / 2)?;
@@ -226,7 +231,7 @@ impl Plan {
                         attention::write_kv(layer, kb, vb, inp, page_size);
                     }
                     let qb = bufs[q.0 as usize].as_deref().expect("buffer alive");
-                    attention::attention(layer, qb, inp, params, page_size)
+                    attention::attention(layer, qb, inp, params, params.sinks.as_ref().map(vec_of), page_size)
                 }
                 Op::Add { a, b } => {
                     let mut v = take(*a, &mut bufs);

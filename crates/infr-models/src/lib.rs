@@ -8,6 +8,7 @@
 pub mod builders;
 mod error;
 mod gemma3;
+mod gpt_oss;
 mod hparams;
 mod llama;
 mod llama4;

@@ -157,6 +157,7 @@ impl Architecture for Llama4 {
                 softcap: None,
                 window: None,
                 chunk: l.chunk,
+                sinks: None,
                 write_kv: true,
             };
             let att = g.attention(q, k, v, params);

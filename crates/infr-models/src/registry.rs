@@ -2,7 +2,9 @@
 
 use infr_core::WeightSource;
 
-use crate::{gemma3, llama, llama4, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader};
+use crate::{
+    gemma3, gpt_oss, llama, llama4, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader,
+};
 
 type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
 
@@ -14,6 +16,7 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
     ("gemma3", gemma3::load),
+    ("gpt-oss", gpt_oss::load),
 ];
 
 /// Names of the supported architectures.

@@ -56,6 +56,8 @@ pub struct AttnParamsGpu {
     pub n_split: u32,
     /// Query rows per block of `attention_coop` when it ran before (those rows are done); 0 otherwise.
     pub flash_rows: u32,
+    /// Whether binding 6 holds per-head sink logits.
+    pub has_sinks: u32,
 }
 
 /// Push constants of `attention_combine.wgsl`.
@@ -96,7 +98,7 @@ pub fn kv_write(dtype: KvDType) -> KernelSpec {
 /// Attention for head dims `dk`/`dv` and a cache element type.
 pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpec {
     let name = format!("attention.{dtype:?}.d{dk}x{dv}").to_lowercase();
-    let spec = KernelSpec::new(name, &["common", "attn_io", "attention"], 6, push_size::<AttnParamsGpu>())
+    let spec = KernelSpec::new(name, &["common", "attn_io", "attention"], 7, push_size::<AttnParamsGpu>())
         .define("WG", ATTN_WG)
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk.max(2));
@@ -288,7 +290,7 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
     let spec = KernelSpec::new(
         if f == 16 { format!("attention_coop.d{d}") } else { format!("attention_coop.d{d}.frag{f}") },
         &["common", "attn_io", "attention_coop"],
-        6,
+        7,
         push_size::<AttnParamsGpu>(),
     )
     .define("K_TY", "vec4<u32>")

@@ -145,7 +145,13 @@ mod tests {
 
     #[test]
     fn fused_shaders_compile() {
-        let mut specs = vec![norm_q8(), glu_q8(Activation::Silu), glu_q8(Activation::GeluTanh), attn_combine_q8()];
+        let mut specs = vec![
+            norm_q8(),
+            glu_q8(Activation::Silu),
+            glu_q8(Activation::GeluTanh),
+            glu_q8(Activation::SwigluOai),
+            attn_combine_q8(),
+        ];
         for dt in [KvDType::F16, KvDType::F32] {
             specs.push(qk_rope(dt, 128));
             specs.push(qk_rope(dt, QK_ROPE_MAX_DIM));

@@ -490,6 +490,10 @@ pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
         Elt::Softcap => ("softcap", "return tanh_exp(a * pc.inv_s) * pc.s;"),
         Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
         Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
+        // ggml_swiglu_oai with gpt-oss's alpha 1.702 and limit 7.
+        Elt::Glu(Activation::SwigluOai) => {
+            ("glu_swiglu_oai", "let x = min(a, 7.0); return x / (1.0 + exp(-1.702 * x)) * (clamp(b, -7.0, 7.0) + 1.0);")
+        }
     }
 }
 
@@ -587,9 +591,15 @@ mod tests {
                 check(&attention(dt, 256, 512, sg));
             }
         }
-        for op in
-            [Elt::Add, Elt::Mul, Elt::Scale, Elt::Softcap, Elt::Glu(Activation::Silu), Elt::Glu(Activation::GeluTanh)]
-        {
+        for op in [
+            Elt::Add,
+            Elt::Mul,
+            Elt::Scale,
+            Elt::Softcap,
+            Elt::Glu(Activation::Silu),
+            Elt::Glu(Activation::GeluTanh),
+            Elt::Glu(Activation::SwigluOai),
+        ] {
             check(&elementwise(op, 8).0);
             check(&elementwise(op, 7).0);
         }
@@ -604,7 +614,7 @@ mod tests {
         check(&round_act());
         check(&crate::moe_kernels::moe_route());
         check(&crate::moe_kernels::moe_combine());
-        for act in [Activation::Silu, Activation::GeluTanh] {
+        for act in [Activation::Silu, Activation::GeluTanh, Activation::SwigluOai] {
             check(&crate::moe_kernels::moe_glu(act));
         }
     }

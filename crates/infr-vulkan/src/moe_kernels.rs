@@ -41,9 +41,10 @@ pub struct MoeMatmulParams {
     pub soff: u32,
     /// Pairs per input row (k experts per token reading the token's row, or 1).
     pub x_div: u32,
-    /// Multiply by the pair's routing weight.
+    /// Multiply by the pair's routing weight: 0 no, 1 before the bias, 2 after it.
     pub scale: u32,
     pub tiles_m: u32,
+    pub has_bias: u32,
 }
 
 /// Push constants of `moe_glu.wgsl`.
@@ -72,13 +73,13 @@ pub fn moe_route() -> KernelSpec {
         .define("MAX_K", MOE_MAX_USED)
 }
 
-/// The expert matmul for a weight layout. Bindings: W, X, Y, route, tables.
+/// The expert matmul for a weight layout. Bindings: W, X, Y, route, tables, bias.
 pub fn matmul_moe(l: &GpuLayout, subgroups: bool) -> KernelSpec {
     let spec = KernelSpec {
         name: format!("matmul_moe.{}", l.ty),
         parts: dequant_parts(l, "matmul_moe"),
         defines: Vec::new(),
-        bindings: 5,
+        bindings: 6,
         push_bytes: push_size::<MoeMatmulParams>(),
     }
     .define("WG", MATMUL_WG)

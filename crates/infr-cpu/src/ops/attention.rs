@@ -64,6 +64,7 @@ pub(crate) fn attention(
     q: &[f32],
     inp: &StepInputs<'_>,
     p: &AttnParams,
+    sinks: Option<&[f32]>,
     page_size: usize,
 ) -> Vec<f32> {
     let (nh, nkv) = (p.n_head as usize, p.n_kv_head as usize);
@@ -121,9 +122,17 @@ pub(crate) fn attention(
                 scores[g * npos + j - lo] = sc;
             }
         }
-        for row in scores.chunks_mut(npos) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let sum = vecf::exp_sub_sum(row, max);
+        for (g, row) in scores.chunks_mut(npos).enumerate() {
+            // A sink joins the softmax as a key without a value (`ggml_soft_max_add_sinks`).
+            let sink = sinks.map(|s| s[h0 + g]);
+            let mut max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if let Some(sk) = sink {
+                max = max.max(sk);
+            }
+            let mut sum = vecf::exp_sub_sum(row, max);
+            if let Some(sk) = sink {
+                sum += (sk - max).exp() as f64;
+            }
             let inv = (1.0 / sum) as f32;
             for s in row.iter_mut() {
                 *s *= inv;

@@ -59,6 +59,16 @@ pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
                 }
             });
         }
+        Activation::SwigluOai => {
+            let (alpha, limit) = (infr_core::SWIGLU_OAI_ALPHA, infr_core::SWIGLU_OAI_LIMIT);
+            gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
+                for (g, u) in g.iter_mut().zip(u) {
+                    let x = g.min(limit);
+                    let y = u.clamp(-limit, limit);
+                    *g = x / (1.0 + (alpha * -x).exp()) * (y + 1.0);
+                }
+            });
+        }
     }
 }
 

@@ -73,6 +73,24 @@ fn matmul(tier: KernelTier, x: &[f32], n: usize, w: &CpuWeight) -> Vec<f32> {
     out
 }
 
+/// Row `e` of a 2-D per-expert bias, as f32.
+fn bias_row(w: &CpuWeight, e: usize) -> Result<Vec<f32>, BackendError> {
+    let mut v = vec![0f32; w.cols];
+    let bytes = w
+        .bytes
+        .get(e * w.row_bytes..(e + 1) * w.row_bytes)
+        .ok_or_else(|| BackendError::InvalidInput(format!("expert bias has no row {e}")))?;
+    infr_quant::dequantize(w.ty, bytes, &mut v).map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+    Ok(v)
+}
+
+/// `rows += bias` for every row.
+fn add_rows(rows: &mut [f32], bias: &[f32]) {
+    for r in rows.chunks_exact_mut(bias.len()) {
+        r.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+    }
+}
+
 /// Expert `e` of a 3-D weight.
 fn expert(w: &CpuWeight, e: usize) -> Result<&CpuWeight, BackendError> {
     w.experts.get(e).ok_or_else(|| BackendError::InvalidInput(format!("expert {e} of a weight without {}", e + 1)))
@@ -122,10 +140,19 @@ pub(crate) fn moe(
         }
         let (mut g, u) = match p.gate_up {
             ExpertGateUp::Separate { gate, up } => {
-                (matmul(tier, &a, cnt, expert(w(&gate)?, e)?), matmul(tier, &a, cnt, expert(w(&up)?, e)?))
+                let mut g = matmul(tier, &a, cnt, expert(w(&gate)?, e)?);
+                let mut u = matmul(tier, &a, cnt, expert(w(&up)?, e)?);
+                if let Some(ExpertGateUp::Separate { gate: gb, up: ub }) = p.gate_up_bias {
+                    add_rows(&mut g, &bias_row(w(&gb)?, e)?);
+                    add_rows(&mut u, &bias_row(w(&ub)?, e)?);
+                }
+                (g, u)
             }
             ExpertGateUp::Fused(gu) => {
-                let both = matmul(tier, &a, cnt, expert(w(&gu)?, e)?);
+                let mut both = matmul(tier, &a, cnt, expert(w(&gu)?, e)?);
+                if let Some(ExpertGateUp::Fused(b)) = p.gate_up_bias {
+                    add_rows(&mut both, &bias_row(w(&b)?, e)?);
+                }
                 let mut g = Vec::with_capacity(cnt * ff);
                 let mut u = Vec::with_capacity(cnt * ff);
                 for row in both.chunks_exact(2 * ff) {
@@ -136,7 +163,10 @@ pub(crate) fn moe(
             }
         };
         elementwise::glu(&mut g, &u, p.act);
-        let y = matmul(tier, &g, cnt, expert(down, e)?);
+        let mut y = matmul(tier, &g, cnt, expert(down, e)?);
+        if let Some(b) = &p.down_bias {
+            add_rows(&mut y, &bias_row(w(b)?, e)?);
+        }
         for (i, &s) in slots.iter().enumerate() {
             ys[s * out_cols..(s + 1) * out_cols].copy_from_slice(&y[i * out_cols..(i + 1) * out_cols]);
         }
@@ -193,6 +223,8 @@ mod tests {
             act: Activation::Silu,
             expert_scale: None,
             shared: None,
+            gate_up_bias: None,
+            down_bias: None,
         }
     }
 

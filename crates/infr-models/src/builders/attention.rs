@@ -98,6 +98,7 @@ impl AttnWeights {
             softcap: c.softcap,
             window: c.window,
             chunk: None,
+            sinks: None,
             write_kv: true,
         };
         let a = g.attention(q, k, v, params);

@@ -116,6 +116,8 @@ pub fn load_moe(
         act: style.act,
         expert_scale: None,
         shared,
+        gate_up_bias: None,
+        down_bias: None,
     };
     Ok(MoeFfn { router, params })
 }

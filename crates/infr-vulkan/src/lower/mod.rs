@@ -648,6 +648,11 @@ pub(crate) fn lower(
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
                     n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.max_splits),
                     flash_rows: 0,
+                    has_sinks: ap.sinks.is_some() as u32,
+                };
+                let sinks = match &ap.sinks {
+                    Some(s) => vec_of(s, ap.n_head as usize)?,
+                    None => Res::Dummy,
                 };
                 let rows = n_tok * ap.n_head as usize;
                 // Prefill chunks: the cooperative-matrix kernel takes the rows of blocks of
@@ -666,15 +671,29 @@ pub(crate) fn lower(
                 let mut p = p;
                 if let Some((spec, frag)) = coop {
                     p.flash_rows = kernels::attn_coop_rows(frag);
-                    let res =
-                        vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
+                    let res = vec![
+                        Res::Act(q.0),
+                        Res::KvK(ap.kv_layer),
+                        Res::KvV(ap.kv_layer),
+                        Res::Step,
+                        me,
+                        Res::Scratch,
+                        sinks,
+                    ];
                     let groups =
                         u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;
                     push(&spec, res, bytes(&p), groups, None)?;
                 }
                 let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
-                let res =
-                    vec![Res::Act(q.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step, me, Res::Scratch];
+                let res = vec![
+                    Res::Act(q.0),
+                    Res::KvK(ap.kv_layer),
+                    Res::KvV(ap.kv_layer),
+                    Res::Step,
+                    me,
+                    Res::Scratch,
+                    sinks,
+                ];
                 let groups = u32_of(rows * p.n_split as usize, "attention groups")?;
                 push(&spec, res, bytes(&p), groups, None)?;
                 if p.n_split > 1 {

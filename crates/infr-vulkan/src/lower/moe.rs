@@ -152,21 +152,48 @@ pub(super) fn lower(
     };
 
     // Routed experts: gate and up (side by side in `gu`), activation, down.
-    let gate_up: Vec<(WeightId, usize, usize, &str)> = match p.gate_up {
-        ExpertGateUp::Separate { gate, up } => vec![(gate, ff, 0, "gate_exps"), (up, ff, ff, "up_exps")],
-        ExpertGateUp::Fused(gu) => vec![(gu, 2 * ff, 0, "gate_up_exps")],
+    let (gate_b, up_b) = match p.gate_up_bias {
+        Some(ExpertGateUp::Separate { gate, up }) => (Some(gate), Some(up)),
+        Some(ExpertGateUp::Fused(gu)) => (Some(gu), None),
+        None => (None, None),
     };
-    let expert_matmul = |emits: &mut Vec<Emit>, id: WeightId, x: Res, y: Res, mp: mk::MoeMatmulParams, role: &str| {
+    let gate_up: Vec<(WeightId, Option<WeightId>, usize, usize, &str)> = match p.gate_up {
+        ExpertGateUp::Separate { gate, up } => {
+            vec![(gate, gate_b, ff, 0, "gate_exps"), (up, up_b, ff, ff, "up_exps")]
+        }
+        ExpertGateUp::Fused(gu) => vec![(gu, gate_b, 2 * ff, 0, "gate_up_exps")],
+    };
+    // A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
+    let bias_res = |b: Option<WeightId>, m: u32| -> VkResult<Res> {
+        let Some(b) = b else { return Ok(Res::Dummy) };
+        let bw = one_chunk(&b)?;
+        if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != p.n_expert as usize {
+            return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{}", b.0, p.n_expert)));
+        }
+        Ok(Res::WeightChunk(b, 0))
+    };
+    let expert_matmul = |emits: &mut Vec<Emit>,
+                         (id, bias): (WeightId, Option<WeightId>),
+                         x: Res,
+                         y: Res,
+                         mp: mk::MoeMatmulParams,
+                         role: &str| {
         let gw = one_chunk(&id)?;
-        let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, tiles_m: mp.m.div_ceil(MOE_R), ..mp };
+        let b = bias_res(bias, mp.m)?;
+        let mp = mk::MoeMatmulParams {
+            soff: gw.chunks[0].soff_words,
+            tiles_m: mp.m.div_ceil(MOE_R),
+            has_bias: bias.is_some() as u32,
+            ..mp
+        };
         let groups = mp.tiles_m.checked_mul(mp.n_pairs).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
-        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables];
+        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b];
         emit(emits, mk::matmul_moe(&gw.layout, feat.subgroups), res, bytes(&mp), groups, Some(shape));
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
-    for (id, rows, col0, role) in gate_up {
+    for (id, bias, rows, col0, role) in gate_up {
         let x = input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?;
         let mp = mk::MoeMatmulParams {
             k: cols as u32,
@@ -178,8 +205,9 @@ pub(super) fn lower(
             x_div: p.n_used,
             scale: p.weight_before as u32,
             tiles_m: 0,
+            has_bias: 0,
         };
-        expert_matmul(&mut emits, id, x, Res::Temp(t.gu), mp, role)?;
+        expert_matmul(&mut emits, (id, bias), x, Res::Temp(t.gu), mp, role)?;
     }
     let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
     let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
@@ -193,10 +221,11 @@ pub(super) fn lower(
         out_col0: 0,
         soff: 0,
         x_div: 1,
-        scale: !p.weight_before as u32,
+        scale: if p.weight_before { 0 } else { 2 },
         tiles_m: 0,
+        has_bias: 0,
     };
-    expert_matmul(&mut emits, p.down, h, Res::Temp(t.y), mp, "down_exps")?;
+    expert_matmul(&mut emits, (p.down, p.down_bias), h, Res::Temp(t.y), mp, "down_exps")?;
 
     // Shared expert: the plain generic matmul over every token.
     let mut shared = (Res::Dummy, Res::Dummy);

@@ -98,6 +98,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc: array<f32, {{DPT}}>;
     var m = -1e30;
     var l = 0.0;
+    // The sink counts once per row: in split 0 (the combine merges it with the others).
+    if pc.has_sinks != 0u && split == 0u {
+        m = SINKS[h];
+        l = 1.0;
+    }
     for (var base = begin; base < end; base += WG) {
         let j = base + t;
         var sc = -1e30;

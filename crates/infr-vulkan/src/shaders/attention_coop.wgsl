@@ -184,6 +184,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // This lane's row offset and its share of the row sum (over its columns of each tile).
     var off = -1e30;
     var l = 0.0;
+    // A sink enters as the row's starting offset with a sum of 1 (in one lane of the row).
+    if pc.has_sinks != 0u {
+        off = SINKS[h];
+        if part == 0u {
+            l = 1.0;
+        }
+    }
     find_slots(t, pt0, klo, khi, 0u);
     var half = 0u;
     for (var kb = klo; kb < khi; kb += BC) {

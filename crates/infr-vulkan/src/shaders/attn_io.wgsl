@@ -1,6 +1,6 @@
 // Push constants (`AttnParamsGpu`) and bindings shared by the attention kernels
 // (attention.wgsl, attention_coop.wgsl): queries, the paged K/V cache, step inputs, output,
-// split partials.
+// split partials, sinks.
 
 struct Params {
     n_head: u32,
@@ -19,6 +19,7 @@ struct Params {
     round_q: u32,
     n_split: u32,
     flash_rows: u32,
+    has_sinks: u32,
 }
 
 var<immediate> pc: Params;
@@ -29,3 +30,6 @@ var<immediate> pc: Params;
 @group(0) @binding(3) var<storage, read> S: array<u32>;
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 @group(0) @binding(5) var<storage, read_write> PART: array<f32>;
+// Per-head sink logits (gpt-oss), read when has_sinks: a key with no value in every row's
+// softmax, entered as the row's starting maximum with a sum of 1.
+@group(0) @binding(6) var<storage, read> SINKS: array<f32>;

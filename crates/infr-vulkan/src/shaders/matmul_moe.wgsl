@@ -1,8 +1,10 @@
 // Expert matmul of a mixture-of-experts FFN (`ggml_mul_mat_id`): for routed pair p,
 // Y[p, m] = X[p / x_div] · W_e[m]ᵀ where e = ROUTE[p] and expert e is rows e*m .. (e+1)*m of
-// the 3-D weight, dequantized on the fly as in matmul_generic.wgsl. With `scale` set, the
-// result is multiplied by the pair's routing weight (ROUTE[n_pairs + p], as f32 bits). A
-// workgroup computes R weight rows of one pair; pairs whose expert nobody chose do not exist.
+// the 3-D weight, dequantized on the fly as in matmul_generic.wgsl. The pair's routing weight
+// (ROUTE[n_pairs + p], as f32 bits) multiplies the result before the expert's bias row
+// (BIAS[e*m + row], when has_bias) with `scale` = 1 (weight before the FFN: the scaled input),
+// after it with `scale` = 2 (weighted expert output). A workgroup computes R weight rows of
+// one pair; experts nobody chose cost nothing.
 
 struct Params {
     k: u32,
@@ -14,6 +16,7 @@ struct Params {
     x_div: u32,
     scale: u32,
     tiles_m: u32,
+    has_bias: u32,
 }
 
 var<immediate> pc: Params;
@@ -23,6 +26,7 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> ROUTE: array<u32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
+@group(0) @binding(5) var<storage, read> BIAS: array<f32>;
 
 const WG: u32 = {{WG}}u;
 const R: u32 = {{R}}u;
@@ -62,8 +66,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     {{REDUCE}}
     if t < R && r0 + t < pc.m {
         var v = total;
-        if pc.scale != 0u {
-            v *= bitcast<f32>(ROUTE[pc.n_pairs + p]);
+        let w = bitcast<f32>(ROUTE[pc.n_pairs + p]);
+        if pc.scale == 1u {
+            v *= w;
+        }
+        if pc.has_bias != 0u {
+            v += BIAS[e * pc.m + r0 + t];
+        }
+        if pc.scale == 2u {
+            v *= w;
         }
         Y[p * pc.out_stride + pc.out_col0 + r0 + t] = v;
     }

@@ -110,6 +110,7 @@ fn step_graph(m: &Model, n_tokens: usize, n_out: usize) -> infr_core::Graph {
                     softcap: None,
                     window: None,
                     chunk: None,
+                    sinks: None,
                     write_kv: true,
                 },
             );

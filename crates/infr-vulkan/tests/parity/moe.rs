@@ -54,6 +54,14 @@ fn moe_matches_cpu_with_uneven_routing() {
         gate_inp: None,
     };
     let gi = w.add(weight("sgi", GgmlType::F32, COLS, 1, &mut rng, 0.2));
+    // gpt-oss: MXFP4 experts with per-expert biases.
+    let gate_mx = experts(&mut w, &mut rng, "gate_mx", GgmlType::MXFP4, COLS, FF);
+    let up_mx = experts(&mut w, &mut rng, "up_mx", GgmlType::MXFP4, COLS, FF);
+    let down_mx = experts(&mut w, &mut rng, "down_mx", GgmlType::MXFP4, FF, COLS);
+    let gate_b = w.add(weight("gate_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let up_b = w.add(weight("up_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let gu_b = w.add(weight("gu_b", GgmlType::F32, 2 * FF, N_EXPERT, &mut rng, 1.0));
+    let down_b = w.add(weight("down_b", GgmlType::F32, COLS, N_EXPERT, &mut rng, 1.0));
     let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
     let base = MoeParams {
         n_expert: N_EXPERT as u32,
@@ -67,6 +75,8 @@ fn moe_matches_cpu_with_uneven_routing() {
         act: Activation::Silu,
         expert_scale: None,
         shared: None,
+        gate_up_bias: None,
+        down_bias: None,
     };
     let cases = [
         ("qwen3moe-style", base),
@@ -94,6 +104,32 @@ fn moe_matches_cpu_with_uneven_routing() {
             },
         ),
         ("softmax over the chosen", MoeParams { gating: MoeGating::SoftmaxChosen, renorm: false, ..base }),
+        (
+            "gpt-oss: mxfp4, biases, clamped swiglu",
+            MoeParams {
+                gating: MoeGating::SoftmaxChosen,
+                renorm: false,
+                act: Activation::SwigluOai,
+                gate_up: ExpertGateUp::Separate { gate: gate_mx, up: up_mx },
+                down: down_mx,
+                gate_up_bias: Some(ExpertGateUp::Separate { gate: gate_b, up: up_b }),
+                down_bias: Some(down_b),
+                ..base
+            },
+        ),
+        (
+            "fused gate_up bias, weight before",
+            MoeParams {
+                n_used: 1,
+                gating: MoeGating::Sigmoid,
+                renorm: false,
+                weight_before: true,
+                gate_up: ExpertGateUp::Fused(gate_up),
+                gate_up_bias: Some(ExpertGateUp::Fused(gu_b)),
+                down_bias: Some(down_b),
+                ..base
+            },
+        ),
     ];
     for (name, params) in cases {
         for n in [1, 7] {

@@ -33,13 +33,18 @@ fn elementwise_ops() {
     let (ta, tb) = (table(&mut w, &mut rng, 96, 4.0), table(&mut w, &mut rng, 96, 3.0));
     let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
     type Build = fn(&mut infr_core::GraphBuilder<'_>, TensorId, TensorId) -> TensorId;
-    let cases: [(&str, Build); 6] = [
+    let cases: [(&str, Build); 7] = [
         ("add", |g, a, b| g.add(a, b)),
         ("mul", |g, a, b| g.mul(a, b)),
         ("scale", |g, a, _| g.scale(a, -0.37)),
         ("softcap", |g, a, _| g.softcap(a, 1.5)),
         ("glu_silu", |g, a, b| g.glu(a, b, Activation::Silu)),
         ("glu_gelu", |g, a, b| g.glu(a, b, Activation::GeluTanh)),
+        // Scaled so that both clamps (gate at 7, up at ±7) bite.
+        ("glu_swiglu_oai", |g, a, b| {
+            let (a, b) = (g.scale(a, 3.0), g.scale(b, 4.0));
+            g.glu(a, b, Activation::SwigluOai)
+        }),
     ];
     for (name, f) in cases {
         let g = graph(&w, 5, 5, |g| {
@@ -161,6 +166,7 @@ fn attention_case(c: &AttnCase) {
         softcap: c.softcap,
         window: c.window,
         chunk: c.chunk,
+        sinks: None,
         write_kv,
     };
     let build = |n: usize| {
@@ -295,6 +301,7 @@ fn kv_page_copy() {
         softcap: None,
         window: None,
         chunk: None,
+        sinks: None,
         write_kv,
     };
     let build = |n, write| {
@@ -315,17 +322,24 @@ fn kv_page_copy() {
 /// context (many keys per split, partials merged).
 #[test]
 fn attention_long_context_splits() {
-    long_context_splits(0);
+    long_context_splits(0, false);
+}
+
+/// gpt-oss attention sinks with decode split over many workgroups (the sink enters one split
+/// and the merge) and with the prefill kernels.
+#[test]
+fn attention_sinks_long_context() {
+    long_context_splits(0, true);
 }
 
 /// [`attention_long_context_splits`] with decode capped at two key splits
 /// (`kernels.vulkan.flash_splits = 2`).
 #[test]
 fn attention_long_context_capped_splits() {
-    long_context_splits(2);
+    long_context_splits(2, false);
 }
 
-fn long_context_splits(max_splits: u32) {
+fn long_context_splits(max_splits: u32, with_sinks: bool) {
     let mut rng = Rng(17);
     let mut w = Weights::default();
     let (nh, nkv, d) = (4u32, 1u32, 32u32);
@@ -333,6 +347,7 @@ fn long_context_splits(max_splits: u32) {
     let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
     let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
+    let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: max_splits, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
@@ -346,6 +361,7 @@ fn long_context_splits(max_splits: u32) {
         softcap: None,
         window: None,
         chunk: None,
+        sinks,
         write_kv: true,
     };
     let build = |n: usize| {
@@ -426,6 +442,7 @@ fn attention_with_fused_rope_inputs() {
             softcap: None,
             window: None,
             chunk: None,
+            sinks: None,
             write_kv,
         };
         let build = |n: usize| {
@@ -526,29 +543,33 @@ fn prefill_params_chunked(
         softcap,
         window,
         chunk,
+        sinks: None,
         write_kv: true,
     }
 }
 
 fn prefill_blocks(disable_coopmat: bool) {
     let cases = [
-        (None, None, None, 128u32),
-        (Some(37), None, Some(20.0), 128),
-        (None, None, Some(30.0), 64),
+        (None, None, None, 128u32, false),
+        (Some(37), None, Some(20.0), 128, false),
+        (None, None, Some(30.0), 64, false),
         // Chunks of 23 positions: blocks of queries straddle chunk boundaries.
-        (None, Some(23), None, 64),
+        (None, Some(23), None, 64, false),
+        // gpt-oss: a sliding window with per-head sinks.
+        (Some(19), None, None, 64, true),
     ];
-    for (window, chunk, softcap, d) in cases {
+    for (window, chunk, softcap, d, with_sinks) in cases {
         let mut rng = Rng(18);
         let mut w = Weights::default();
         let (nh, nkv) = (4u32, 2u32);
         let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
         let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
         let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
         let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
         let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
         let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-        let params = prefill_params_chunked(nh, nkv, d, softcap, window, chunk);
+        let params = AttnParams { sinks, ..prefill_params_chunked(nh, nkv, d, softcap, window, chunk) };
         let build = |n: usize| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);

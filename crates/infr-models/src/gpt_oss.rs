@@ -1,0 +1,166 @@
+//! gpt-oss (OpenAI's open-weight MoE): pre-norm layers alternating sliding-window and
+//! global attention with per-head attention sinks, biased Q/K/V/O projections, NeoX RoPE
+//! with YaRN, and a mixture-of-experts FFN on every layer (biased router and experts,
+//! softmax over the chosen experts' logits, the clamped SwiGLU). Mirrors llama.cpp
+//! `src/models/openai-moe.cpp` (architecture `gpt-oss`).
+
+use infr_core::{Activation, AttnParams, ExpertGateUp, GraphBuilder, KvLayerSpec, MoeGating, RopeMode, RopeParams};
+use infr_core::{WeightId, WeightSource};
+
+use crate::builders::{self, blk, AttnWeights, MoeFfn, MoeHparams, MoeStyle, OutputHead};
+use crate::{Architecture, Hparams, ModelError, TensorLoader};
+
+#[derive(Debug)]
+struct Layer {
+    attn_norm: WeightId,
+    attn: AttnWeights,
+    sinks: WeightId,
+    post_attn_norm: WeightId,
+    router_bias: WeightId,
+    moe: MoeFfn,
+    rope: RopeParams,
+    window: Option<u32>,
+}
+
+#[derive(Debug)]
+struct GptOss {
+    head: OutputHead,
+    layers: Vec<Layer>,
+    eps: f32,
+    n_embd: usize,
+    n_head: u32,
+    n_kv_head: u32,
+    head_dim: u32,
+    kv: Vec<KvLayerSpec>,
+}
+
+/// Which layers use the sliding window: the `sliding_window_pattern` array, else every
+/// layer but each `period`-th (default 2: even layers slide), as `set_swa_pattern` does.
+fn swa_layers(hp: &Hparams, src: &dyn WeightSource) -> Result<Vec<bool>, ModelError> {
+    let keys = hp.keys(src.metadata());
+    if let Ok(Some(v)) = keys.bool_array("attention.sliding_window_pattern") {
+        if v.len() != hp.n_layer {
+            return Err(ModelError::BadHparam("sliding_window_pattern length differs from block_count".into()));
+        }
+        return Ok(v);
+    }
+    let period = keys.u("attention.sliding_window_pattern")?.unwrap_or(2);
+    Ok((0..hp.n_layer).map(|il| period == 0 || il % period < period - 1).collect())
+}
+
+/// Loader for `general.architecture = gpt-oss`.
+pub(crate) fn load(
+    hp: &Hparams,
+    src: &dyn WeightSource,
+    tl: &mut TensorLoader<'_>,
+) -> Result<Box<dyn Architecture>, ModelError> {
+    hp.require_heads()?;
+    if hp.head_dim_k != hp.head_dim_v || hp.n_rot != hp.head_dim_k {
+        return Err(ModelError::BadHparam("gpt-oss needs equal K/V head sizes and full rotation".into()));
+    }
+    let keys = hp.keys(src.metadata());
+    let window = keys.req_u("attention.sliding_window")?;
+    if window == 0 {
+        return Err(ModelError::BadHparam(format!("{} = 0", keys.name("attention.sliding_window"))));
+    }
+    let swa = swa_layers(hp, src)?;
+    let base_swa = keys.f("rope.freq_base_swa")?.unwrap_or(hp.rope_freq_base);
+    let mh = MoeHparams::read(hp, src)?;
+    let head = builders::load_output_head(tl, hp)?;
+    let style = MoeStyle {
+        gating: MoeGating::SoftmaxChosen,
+        renorm: false,
+        weight_before: false,
+        act: Activation::SwigluOai,
+        shared: false,
+        shared_gated: false,
+    };
+    let (e, ne) = (hp.n_embd, mh.n_expert);
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for il in 0..hp.n_layer {
+        let ff = mh.n_ff_exp[il];
+        let mut moe = builders::load_moe(tl, hp, &mh, il, style)?;
+        let bias = |tl: &mut TensorLoader<'_>, name: &str, rows: usize| tl.require(&blk(il, name), &[rows, ne]);
+        moe.params.gate_up_bias = Some(match moe.params.gate_up {
+            ExpertGateUp::Separate { .. } => ExpertGateUp::Separate {
+                gate: bias(tl, "ffn_gate_exps.bias", ff)?,
+                up: bias(tl, "ffn_up_exps.bias", ff)?,
+            },
+            ExpertGateUp::Fused(_) => ExpertGateUp::Fused(bias(tl, "ffn_gate_up_exps.bias", 2 * ff)?),
+        });
+        moe.params.down_bias = Some(bias(tl, "ffn_down_exps.bias", e)?);
+        let base = if swa[il] { base_swa } else { hp.rope_freq_base };
+        layers.push(Layer {
+            attn_norm: tl.require(&blk(il, "attn_norm.weight"), &[e])?,
+            attn: builders::load_attention(tl, hp, il, false)?,
+            sinks: tl.require(&blk(il, "attn_sinks.weight"), &[hp.n_head[il]])?,
+            post_attn_norm: tl.require(&blk(il, "post_attention_norm.weight"), &[e])?,
+            router_bias: tl.require(&blk(il, "ffn_gate_inp.bias"), &[ne])?,
+            moe,
+            rope: builders::rope_params(hp, RopeMode::Neox, base, hp.rope_freq_scale, None),
+            window: swa[il].then_some(window as u32),
+        });
+    }
+    let kv = (0..hp.n_layer)
+        .map(|il| KvLayerSpec {
+            n_kv_head: hp.n_head_kv[il] as u32,
+            head_dim_k: hp.head_dim_k as u32,
+            head_dim_v: hp.head_dim_v as u32,
+        })
+        .collect();
+    Ok(Box::new(GptOss {
+        head,
+        layers,
+        eps: hp.rms_eps,
+        n_embd: e,
+        n_head: hp.n_head[0] as u32,
+        n_kv_head: hp.n_head_kv[0] as u32,
+        head_dim: hp.head_dim_k as u32,
+        kv,
+    }))
+}
+
+impl Architecture for GptOss {
+    fn build(&self, g: &mut GraphBuilder<'_>) {
+        let e = self.n_embd;
+        let mut x = g.embed(self.head.tok_embd);
+        for (il, l) in self.layers.iter().enumerate() {
+            g.set_label(format!("blk.{il}"));
+            let h = g.rms_norm(x, Some(l.attn_norm), self.eps, e);
+            let a = &l.attn;
+            let q = g.linear(h, a.wq, a.bq);
+            let k = g.linear(h, a.wk, a.bk);
+            let v = g.linear(h, a.wv, a.bv);
+            let q = g.rope(q, l.rope);
+            let k = g.rope(k, l.rope);
+            let params = AttnParams {
+                kv_layer: il as u32,
+                n_head: self.n_head,
+                n_kv_head: self.n_kv_head,
+                head_dim_k: self.head_dim,
+                head_dim_v: self.head_dim,
+                scale: 1.0 / (self.head_dim as f32).sqrt(),
+                softcap: None,
+                window: l.window,
+                chunk: None,
+                sinks: Some(l.sinks),
+                write_kv: true,
+            };
+            let att = g.attention(q, k, v, params);
+            let att = g.linear(att, a.wo, a.bo);
+            x = g.add(x, att);
+            let h = g.rms_norm(x, Some(l.post_attn_norm), self.eps, e);
+            let logits = g.linear(h, l.moe.router, Some(l.router_bias));
+            let f = g.moe(h, logits, l.moe.params);
+            x = g.add(x, f);
+        }
+        g.set_label("output");
+        x = g.output_rows(x);
+        let h = g.rms_norm(x, Some(self.head.output_norm), self.eps, e);
+        g.linear(h, self.head.output, None);
+    }
+
+    fn kv_layers(&self) -> Vec<KvLayerSpec> {
+        self.kv.clone()
+    }
+}
