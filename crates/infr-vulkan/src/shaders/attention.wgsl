@@ -61,6 +61,21 @@ fn reduce_sum(t: u32, v: f32) -> f32 {
 {{REDUCE_SUM}}
 }
 
+// The scaled (and soft-capped) score of key position j for this workgroup's query in `qs`.
+fn score(j: u32, pt: u32, kvh: u32) -> f32 {
+    let slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+    let kb = slot * pc.kw + kvh * pc.dk;
+    var dotv = 0.0;
+    for (var d = 0u; d < DKC; d += KSTEP) {
+        dotv = kdot(dotv, kb + d, d);
+    }
+    var sc = dotv * pc.scale;
+    if pc.softcap != 0.0 {
+        sc = tanh_exp(sc / pc.softcap) * pc.softcap;
+    }
+    return sc;
+}
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
 {{SG_INIT}}
@@ -103,33 +118,60 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = SINKS[h];
         l = 1.0;
     }
+    // With an f16 cache llama.cpp's CPU rounds the normalized probabilities to f16 before
+    // P·V (`kq` converted for the f16 `mul_mat` with V). A row whose keys fit one split does the
+    // same: a first pass finds the row's max and sum, the second weighs V by
+    // f16(exp(s - max) / sum). Split rows keep the one-pass online softmax.
+    let exact = n_active == 1u && pc.round_q != 0u;
+    if exact {
+        for (var base = begin; base < end; base += WG) {
+            let j = base + t;
+            var sc = -1e30;
+            if j < end {
+                sc = score(j, pt, kvh);
+            }
+            let m_new = max(m, reduce_max(t, sc));
+            var p = 0.0;
+            if j < end {
+                p = exp(sc - m_new);
+            }
+            l = l * exp(m - m_new) + reduce_sum(t, p);
+            m = m_new;
+        }
+    }
+    let inv_exact = 1.0 / l;
     for (var base = begin; base < end; base += WG) {
         let j = base + t;
         var sc = -1e30;
         var slot = 0u;
         if j < end {
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
-            let kb = slot * pc.kw + kvh * pc.dk;
-            var dotv = 0.0;
-            for (var d = 0u; d < DKC; d += KSTEP) {
-                dotv = kdot(dotv, kb + d, d);
-            }
-            sc = dotv * pc.scale;
-            if pc.softcap != 0.0 {
-                sc = tanh_exp(sc / pc.softcap) * pc.softcap;
-            }
+            sc = score(j, pt, kvh);
         }
         slots[t] = slot;
-        let tile_max = reduce_max(t, sc);
-        let m_new = max(m, tile_max);
-        let alpha = exp(m - m_new);
-        var p = 0.0;
-        if j < end {
-            p = exp(sc - m_new);
+        if exact {
+            // Max and sum are final: probabilities as the reference rounds them, no rescaling.
+            var p = 0.0;
+            if j < end {
+                p = round_f16(exp(sc - m) * inv_exact);
+            }
+            ps[t] = p;
+            workgroupBarrier();
         }
-        ps[t] = p;
-        let tile_sum = reduce_sum(t, p);
-        l = l * alpha + tile_sum;
+        var alpha = 1.0;
+        if !exact {
+            let tile_max = reduce_max(t, sc);
+            let m_new = max(m, tile_max);
+            alpha = exp(m - m_new);
+            var p = 0.0;
+            if j < end {
+                p = exp(sc - m_new);
+            }
+            ps[t] = p;
+            let tile_sum = reduce_sum(t, p);
+            l = l * alpha + tile_sum;
+            m = m_new;
+        }
         let cnt = min(WG, end - base);
         if VSTEP != 0u {
             // RPT invocations read a V row 16 bytes each; key group t / RPT takes every
@@ -158,7 +200,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
             }
         }
-        m = m_new;
         workgroupBarrier();
     }
     if VSTEP != 0u {
@@ -178,7 +219,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     if n_active == 1u {
-        let inv = 1.0 / l;
+        // Exact rows already weighed V by normalized probabilities.
+        let inv = select(1.0 / l, 1.0, exact);
         for (var ii = 0u; ii < DPT; ii++) {
             let d = t + ii * WG;
             if d < pc.dv {
