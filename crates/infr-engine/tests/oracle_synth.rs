@@ -78,3 +78,15 @@ fn llama4_vulkan_matches_llama_cpp() {
         check("llama4", b);
     }
 }
+
+#[test]
+fn gpt_oss_cpu_matches_llama_cpp() {
+    check("gpt-oss", cpu());
+}
+
+#[test]
+fn gpt_oss_vulkan_matches_llama_cpp() {
+    if let Some(b) = common::vulkan() {
+        check("gpt-oss", b);
+    }
+}
