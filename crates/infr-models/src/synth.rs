@@ -24,6 +24,19 @@
 //! | tiny-qwen3  | qwen3 |    256 |      2 |     8 |        4 |       64 |   512 |    512 | tied   |       1e6 |    1e-6 |    4096 |
 //! | tiny-llama3 | llama |    256 |      2 |     4 |        2 |       64 |   512 |    512 | untied |       5e5 |    1e-5 |    4096 |
 //!
+//! Mixture-of-experts shapes (`n_ff` = one expert's width; experts / used per token):
+//!
+//! | shape         | arch     | n_embd | layers | heads | kv heads | head_dim | n_ff | experts | vocab  | output | rope base | context |
+//! |---------------|----------|-------:|-------:|------:|---------:|---------:|-----:|--------:|-------:|--------|----------:|--------:|
+//! | qwen3-30b-a3b | qwen3moe |   2048 |     48 |    32 |        4 |      128 |  768 |   128/8 | 151936 | untied |       1e6 |   40960 |
+//! | gpt-oss-20b   | gpt-oss  |   2880 |     24 |    64 |        8 |       64 | 2880 |    32/4 | 201088 | untied |    1.5e5 |  131072 |
+//! | tiny-qwen3moe | qwen3moe |    256 |      2 |     8 |        4 |       64 |  256 |     8/2 |    512 | untied |       1e6 |    4096 |
+//! | tiny-gpt-oss  | gpt-oss  |    256 |      2 |     4 |        2 |       64 |  256 |     8/4 |    512 | untied |    1.5e5 |    4096 |
+//!
+//! gpt-oss files also carry what llama.cpp requires of that architecture: Q/K/V/O biases,
+//! per-head attention sinks, a sliding window of 128 on even layers, YaRN (factor 32 over
+//! 4096 positions), a biased router and biased experts, and its harmony control tokens.
+//!
 //! The tiny shapes are for tests; their widths are multiples of 256 so that the k-quants apply
 //! (and tiny-qwen3's 8 × 64 query width differs from n_embd, as Qwen3's does).
 
@@ -93,6 +106,9 @@ pub struct Shape {
     pub rms_eps: f32,
     /// Training context length.
     pub n_ctx: usize,
+    /// Experts per layer and experts used per token, for mixture-of-experts shapes (`n_ff`
+    /// is then one expert's width).
+    pub experts: Option<(usize, usize)>,
 }
 
 /// A Qwen3 shape: `(n_embd, layers, heads, kv heads, head_dim, n_ff)`, `(vocab, tied, context)`.
@@ -117,6 +133,39 @@ const fn qwen3(
         rope_base: 1e6,
         rms_eps: 1e-6,
         n_ctx,
+        experts: None,
+    }
+}
+
+/// A Qwen3-MoE shape: a Qwen3 shape whose FFNs are `experts` of width `n_ff`.
+const fn qwen3moe(shape: Shape, experts: (usize, usize)) -> Shape {
+    Shape { arch: "qwen3moe", experts: Some(experts), ..shape }
+}
+
+/// A gpt-oss shape: `(n_embd, layers, heads, kv heads, head_dim, expert width)`,
+/// `(experts, used, vocab, context)`.
+const fn gpt_oss(
+    name: &'static str,
+    model_name: &'static str,
+    (n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff): (usize, usize, usize, usize, usize, usize),
+    (n_expert, n_used, n_vocab, n_ctx): (usize, usize, usize, usize),
+) -> Shape {
+    Shape {
+        name,
+        arch: "gpt-oss",
+        model_name,
+        n_embd,
+        n_layer,
+        n_head,
+        n_head_kv,
+        head_dim,
+        n_ff,
+        n_vocab,
+        tied: false,
+        rope_base: 150000.0,
+        rms_eps: 1e-5,
+        n_ctx,
+        experts: Some((n_expert, n_used)),
     }
 }
 
@@ -143,6 +192,7 @@ const fn llama3(
         rope_base: 5e5,
         rms_eps: 1e-5,
         n_ctx: ctx.1,
+        experts: None,
     }
 }
 
@@ -156,6 +206,10 @@ pub const SHAPES: &[Shape] = &[
     llama3("llama3-8b", "Meta Llama 3 8B", (4096, 32, 32, 8, 14336), (128256, 8192)),
     qwen3("tiny-qwen3", "tiny Qwen3", (256, 2, 8, 4, 64, 512), (512, true, 4096)),
     llama3("tiny-llama3", "tiny Llama 3", (256, 2, 4, 2, 512), (512, 4096)),
+    qwen3moe(qwen3("qwen3-30b-a3b", "Qwen3 30B A3B", (2048, 48, 32, 4, 128, 768), (151936, false, 40960)), (128, 8)),
+    gpt_oss("gpt-oss-20b", "gpt-oss 20b", (2880, 24, 64, 8, 64, 2880), (32, 4, 201088, 131072)),
+    qwen3moe(qwen3("tiny-qwen3moe", "tiny Qwen3 MoE", (256, 2, 8, 4, 64, 256), (512, false, 4096)), (8, 2)),
+    gpt_oss("tiny-gpt-oss", "tiny gpt-oss", (256, 2, 4, 2, 64, 256), (8, 4, 512, 4096)),
 ];
 
 impl Shape {
@@ -180,11 +234,13 @@ pub enum SynthQuant {
     Q4_0,
     /// F16 everywhere.
     F16,
+    /// MXFP4 experts, Q8_0 elsewhere (the form gpt-oss is published in).
+    MXFP4_MOE,
 }
 
 impl SynthQuant {
     /// All mixes, in the order they are listed to users.
-    pub const ALL: [SynthQuant; 4] = [Self::Q4_K_M, Self::Q8_0, Self::Q4_0, Self::F16];
+    pub const ALL: [SynthQuant; 5] = [Self::Q4_K_M, Self::Q8_0, Self::Q4_0, Self::F16, Self::MXFP4_MOE];
 
     /// Parse a name (case-insensitive): `Q4_K_M`, `Q8_0`, `Q4_0`, `F16`.
     pub fn from_name(name: &str) -> Result<Self, SynthError> {
@@ -201,6 +257,7 @@ impl SynthQuant {
             Self::Q8_0 => "Q8_0",
             Self::Q4_0 => "Q4_0",
             Self::F16 => "F16",
+            Self::MXFP4_MOE => "MXFP4_MOE",
         }
     }
 
@@ -211,6 +268,7 @@ impl SynthQuant {
             Self::Q8_0 => 7,
             Self::Q4_0 => 2,
             Self::F16 => 1,
+            Self::MXFP4_MOE => 38,
         }
     }
 
@@ -221,6 +279,7 @@ impl SynthQuant {
             Self::Q8_0 => GgmlType::Q8_0,
             Self::Q4_0 => GgmlType::Q4_0,
             Self::F16 => GgmlType::F16,
+            Self::MXFP4_MOE => GgmlType::Q8_0,
         }
     }
 }
@@ -243,8 +302,12 @@ pub fn tensor_type(
     dims: &[u64],
 ) -> GgmlType {
     let default = quant.default_type();
-    if dims.len() < 2 || name.ends_with("_norm.weight") {
+    // llama-quantize leaves norms, biases, sinks and routers in f32.
+    if dims.len() < 2 || name.ends_with("_norm.weight") || name.ends_with(".bias") || name.contains("ffn_gate_inp") {
         return GgmlType::F32;
+    }
+    if quant == SynthQuant::MXFP4_MOE && name.contains("_exps.weight") && dims[0] % 32 == 0 {
+        return GgmlType::MXFP4;
     }
     if !default.is_quantized() {
         return default;
@@ -306,22 +369,52 @@ impl SynthPlan {
         let mut raw: Vec<(String, Vec<u64>, usize)> = vec![("token_embd.weight".into(), vec![e, s.n_vocab as u64], 0)];
         for il in 0..s.n_layer {
             let mut layer = vec![
-                ("attn_norm", vec![e]),
-                ("attn_q", vec![e, q]),
-                ("attn_k", vec![e, kv]),
-                ("attn_v", vec![e, kv]),
-                ("attn_output", vec![q, e]),
+                ("attn_norm.weight", vec![e]),
+                ("attn_q.weight", vec![e, q]),
+                ("attn_k.weight", vec![e, kv]),
+                ("attn_v.weight", vec![e, kv]),
+                ("attn_output.weight", vec![q, e]),
             ];
-            if s.arch == "qwen3" {
-                layer.extend([("attn_q_norm", vec![hd]), ("attn_k_norm", vec![hd])]);
+            if s.arch.starts_with("qwen3") {
+                layer.extend([("attn_q_norm.weight", vec![hd]), ("attn_k_norm.weight", vec![hd])]);
             }
-            layer.extend([
-                ("ffn_norm", vec![e]),
-                ("ffn_gate", vec![e, ff]),
-                ("ffn_up", vec![e, ff]),
-                ("ffn_down", vec![ff, e]),
-            ]);
-            raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}.weight"), d, il)));
+            if s.arch == "gpt-oss" {
+                layer.extend([
+                    ("attn_q.bias", vec![q]),
+                    ("attn_k.bias", vec![kv]),
+                    ("attn_v.bias", vec![kv]),
+                    ("attn_output.bias", vec![e]),
+                    ("attn_sinks.weight", vec![s.n_head as u64]),
+                    ("post_attention_norm.weight", vec![e]),
+                ]);
+            } else {
+                layer.push(("ffn_norm.weight", vec![e]));
+            }
+            match s.experts {
+                Some((ne, _)) => {
+                    let ne = ne as u64;
+                    layer.extend([
+                        ("ffn_gate_inp.weight", vec![e, ne]),
+                        ("ffn_gate_exps.weight", vec![e, ff, ne]),
+                        ("ffn_up_exps.weight", vec![e, ff, ne]),
+                        ("ffn_down_exps.weight", vec![ff, e, ne]),
+                    ]);
+                    if s.arch == "gpt-oss" {
+                        layer.extend([
+                            ("ffn_gate_inp.bias", vec![ne]),
+                            ("ffn_gate_exps.bias", vec![ff, ne]),
+                            ("ffn_up_exps.bias", vec![ff, ne]),
+                            ("ffn_down_exps.bias", vec![e, ne]),
+                        ]);
+                    }
+                }
+                None => layer.extend([
+                    ("ffn_gate.weight", vec![e, ff]),
+                    ("ffn_up.weight", vec![e, ff]),
+                    ("ffn_down.weight", vec![ff, e]),
+                ]),
+            }
+            raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}"), d, il)));
         }
         raw.push(("output_norm.weight".into(), vec![e], 0));
         if !s.tied {
@@ -365,12 +458,38 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
     m.insert(format!("{a}.rope.freq_base"), Value::F32(s.rope_base));
     m.insert(format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(s.rms_eps));
     m.insert(format!("{a}.vocab_size"), u(s.n_vocab));
+    if let Some((ne, used)) = s.experts {
+        m.insert(format!("{a}.expert_count"), u(ne));
+        m.insert(format!("{a}.expert_used_count"), u(used));
+        m.insert(format!("{a}.expert_feed_forward_length"), u(s.n_ff));
+    }
+    if a == "gpt-oss" {
+        m.insert(format!("{a}.attention.sliding_window"), u(128));
+        m.insert(format!("{a}.rope.scaling.type"), Value::String("yarn".into()));
+        m.insert(format!("{a}.rope.scaling.factor"), Value::F32(32.0));
+        m.insert(format!("{a}.rope.scaling.original_context_length"), u(4096));
+    }
     // Control tokens (last ids), bos / eos among them, add_bos as the real GGUFs set it.
     const LLAMA3: &[&str] =
         &["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"];
     const QWEN: &[&str] = &["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-    let (pre, controls, bos, eos, add_bos) =
-        if a == "llama" { ("llama-bpe", LLAMA3, 0, 4, true) } else { ("qwen2", QWEN, 0, 2, false) };
+    // gpt-oss's harmony format (o200k_harmony): bos <|startoftext|>, eos <|return|>.
+    const HARMONY: &[&str] = &[
+        "<|startoftext|>",
+        "<|endoftext|>",
+        "<|return|>",
+        "<|constrain|>",
+        "<|channel|>",
+        "<|start|>",
+        "<|end|>",
+        "<|message|>",
+        "<|call|>",
+    ];
+    let (pre, controls, bos, eos, add_bos) = match a {
+        "llama" => ("llama-bpe", LLAMA3, 0, 4, true),
+        "gpt-oss" => ("gpt-4o", HARMONY, 0, 2, false),
+        _ => ("qwen2", QWEN, 0, 2, false),
+    };
     let vocab = vocab::vocabulary(s.n_vocab, controls);
     let first_control = (s.n_vocab - controls.len()) as u32;
     m.insert("tokenizer.ggml.model", Value::String("gpt2".into()));
@@ -507,6 +626,8 @@ fn fill(ty: GgmlType, buf: &mut [u8], rng: &mut Rng) {
             s[..8].fill(0x50);
             s[8..].fill(0);
         }),
+        // {e, qs[16]}: x = kvalue(q) * 2^(e - 128) with the E2M1 values (rms 5.85): e = 120.
+        GgmlType::MXFP4 => buf.chunks_exact_mut(17).for_each(|b| b[0] = 120),
         // x = d * sc * (q - 32) with every int8 sc = 8, q uniform in 0..64 (sd 18.5).
         GgmlType::Q6_K => buf.chunks_exact_mut(BlockQ6_K::SIZE).for_each(|b| {
             b[BlockQ6_K::OFF_SCALES..BlockQ6_K::OFF_SCALES + 16].fill(8);

@@ -25,7 +25,7 @@ fn write_tiny(dir: &std::path::Path, shape: &str, quant: SynthQuant, seed: u64) 
 #[test]
 fn tiny_files_load_as_models_for_every_quant() {
     let dir = tempfile::tempdir().unwrap();
-    for shape in ["tiny-qwen3", "tiny-llama3"] {
+    for shape in ["tiny-qwen3", "tiny-llama3", "tiny-qwen3moe", "tiny-gpt-oss"] {
         for q in SynthQuant::ALL {
             let path = write_tiny(dir.path(), shape, q, 1);
             let w = GgufWeights::open(&path).unwrap();
@@ -37,6 +37,31 @@ fn tiny_files_load_as_models_for_every_quant() {
             assert_eq!(w.gguf().metadata().u64("general.file_type").unwrap(), Some(q.file_type() as u64));
         }
     }
+}
+
+/// The MoE shapes at real widths have the published parameter counts (Qwen3-30B-A3B 30.5B,
+/// gpt-oss-20b 20.9B) and llama-quantize's choices: routers, biases and sinks in f32, MXFP4
+/// experts in the MXFP4_MOE mix.
+#[test]
+fn moe_shapes_have_real_sizes_and_types() {
+    let q = SynthPlan::new(Shape::by_name("qwen3-30b-a3b").unwrap(), SynthQuant::Q4_K_M, None).unwrap();
+    let b = q.n_params() as f64 / 1e9;
+    assert!((30.3..30.7).contains(&b), "qwen3-30b-a3b: {b:.2}B parameters");
+    let ty: HashMap<&str, GgmlType> = q.tensors.iter().map(|t| (t.name.as_str(), t.ty)).collect();
+    assert_eq!(ty["blk.0.ffn_gate_inp.weight"], GgmlType::F32);
+    assert_eq!(ty["blk.0.ffn_gate_exps.weight"], GgmlType::Q4_K);
+    assert_eq!(ty["blk.0.ffn_down_exps.weight"], GgmlType::Q6_K, "more bits on layer 0");
+    let g = SynthPlan::new(Shape::by_name("gpt-oss-20b").unwrap(), SynthQuant::MXFP4_MOE, None).unwrap();
+    let b = g.n_params() as f64 / 1e9;
+    assert!((20.7..21.1).contains(&b), "gpt-oss-20b: {b:.2}B parameters");
+    let ty: HashMap<&str, GgmlType> = g.tensors.iter().map(|t| (t.name.as_str(), t.ty)).collect();
+    for n in ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] {
+        assert_eq!(ty[format!("blk.3.{n}.weight").as_str()], GgmlType::MXFP4, "{n}");
+        assert_eq!(ty[format!("blk.3.{n}.bias").as_str()], GgmlType::F32, "{n}");
+    }
+    assert_eq!(ty["blk.3.attn_sinks.weight"], GgmlType::F32);
+    assert_eq!(ty["blk.3.attn_q.weight"], GgmlType::Q8_0);
+    assert_eq!(ty["blk.3.ffn_gate_inp.bias"], GgmlType::F32);
 }
 
 #[test]
