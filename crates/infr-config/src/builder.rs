@@ -13,6 +13,10 @@ use crate::schema::{key_spec, Config, KeySpec, KEYS, NON_KEY_ENV_PREFIXES};
 use crate::suggest::did_you_mean;
 use crate::value::{coerce, FlagValue, RawValue};
 
+/// Largest config file read (a real one is a few KiB; this keeps a mistaken path to a huge
+/// file from being read into memory).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Collects the layers, then [`ConfigBuilder::resolve`]s them once.
 #[derive(Debug, Clone, Default)]
 pub struct ConfigBuilder {
@@ -125,8 +129,12 @@ impl ConfigBuilder {
         // 2. Config file.
         let file = self.config_file(&env)?;
         if let Some(path) = &file {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| ConfigError::Read { path: path.clone(), source: e })?;
+            let read = |e| ConfigError::Read { path: path.clone(), source: e };
+            let len = std::fs::metadata(path).map_err(read)?.len();
+            if len > MAX_CONFIG_BYTES {
+                return Err(ConfigError::TooLarge { path: path.clone(), bytes: len, max: MAX_CONFIG_BYTES });
+            }
+            let text = std::fs::read_to_string(path).map_err(read)?;
             let table: toml::Table = toml::from_str(&text)
                 .map_err(|e| ConfigError::Parse { path: path.clone(), message: e.to_string().trim().to_string() })?;
             let source = Source::File(path.clone());
@@ -178,7 +186,16 @@ impl ConfigBuilder {
         let get = |k: &str| env.iter().rev().find(|(n, v)| n == k && !v.is_empty()).map(|(_, v)| v.clone());
         let explicit = self.file.clone().or_else(|| get("INFR_CONFIG").map(PathBuf::from));
         if let Some(p) = explicit {
-            return if p.is_file() { Ok(Some(p)) } else { Err(ConfigError::FileNotFound { path: p }) };
+            // A directory, FIFO or device is not "missing": say what it is (and never open a
+            // FIFO, which blocks).
+            return match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => Ok(Some(p)),
+                Ok(m) => {
+                    let kind = if m.is_dir() { "a directory" } else { "not a regular file (a pipe, socket or device)" };
+                    Err(ConfigError::NotAFile { path: p, kind })
+                }
+                Err(_) => Err(ConfigError::FileNotFound { path: p }),
+            };
         }
         if !self.discover {
             return Ok(None);

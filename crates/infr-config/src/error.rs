@@ -14,6 +14,26 @@ pub enum ConfigError {
         path: PathBuf,
     },
 
+    /// `--config PATH` names a directory, pipe or device.
+    #[error("config file {} is {kind}", path.display())]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+
+    /// The config file is larger than any configuration needs.
+    #[error("config file {} is {bytes} bytes (at most {max})", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+
     /// The config file exists but could not be read.
     #[error("cannot read config file {}: {source}", path.display())]
     Read {

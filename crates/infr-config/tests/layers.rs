@@ -170,6 +170,24 @@ fn type_errors_are_fatal_and_name_the_path() {
     assert!(matches!(e, Err(ConfigError::FileNotFound { .. })));
 }
 
+/// Hardening issue, defect 13: `--config` at a directory or a device says what it is (it said
+/// "does not exist"), a FIFO is refused without opening it (which would block), and a huge
+/// file is not read.
+#[test]
+fn config_paths_that_are_not_files() {
+    let d = tmp();
+    let msg = |p: std::path::PathBuf| isolated(d.path()).file(Some(p)).resolve().err().map(|e| e.to_string());
+    assert!(msg(d.path().to_path_buf()).unwrap().contains("is a directory"));
+    assert!(msg("/dev/zero".into()).unwrap().contains("not a regular file"));
+    let fifo = d.path().join("pipe.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().map(|s| s.success()).unwrap_or(false);
+    assert!(made, "mkfifo is needed for this test");
+    assert!(msg(fifo).unwrap().contains("not a regular file"));
+    let big = d.path().join("big.toml");
+    std::fs::write(&big, vec![b'#'; (1 << 20) + 1]).unwrap();
+    assert!(msg(big).unwrap().contains("at most"));
+}
+
 #[test]
 fn env_aliases_and_foreign_names() {
     let d = tmp();

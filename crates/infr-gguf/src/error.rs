@@ -12,6 +12,10 @@ pub enum GgufError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is a directory, pipe, socket or device: mapping it would fail oddly (a
+    /// directory says "No such device") or block forever (a FIFO).
+    #[error("{path}: is a {kind}, not a GGUF file")]
+    NotAFile { path: PathBuf, kind: &'static str },
     /// The file does not start with `GGUF`.
     #[error("not a GGUF file: magic bytes are {0:02x?}, expected \"GGUF\"")]
     BadMagic([u8; 4]),

@@ -82,6 +82,11 @@ impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
         let path = path.as_ref();
         let io = |source| GgufError::Io { path: path.to_owned(), source };
+        // Look before opening: opening a FIFO blocks until a writer appears.
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if let Some(kind) = not_a_regular_file(&meta) {
+            return Err(GgufError::NotAFile { path: path.to_owned(), kind });
+        }
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the mapping is read-only; a file truncated by another process while mapped
         // would fault, which is the same contract every mmap-based loader (llama.cpp too) has.
@@ -152,6 +157,34 @@ impl GgufFile {
         let start = (self.data_offset + t.offset) as usize;
         TensorData { bytes: self.bytes.clone(), start, len: t.size as usize }
     }
+}
+
+/// What a path is when it is not a regular file (after following symlinks), for errors.
+fn not_a_regular_file(meta: &std::fs::Metadata) -> Option<&'static str> {
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return None;
+    }
+    if ft.is_dir() {
+        return Some("directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return Some("FIFO (named pipe)");
+        }
+        if ft.is_socket() {
+            return Some("socket");
+        }
+        if ft.is_char_device() {
+            return Some("character device");
+        }
+        if ft.is_block_device() {
+            return Some("block device");
+        }
+    }
+    Some("special file")
 }
 
 /// Shared, read-only bytes of one tensor (a view into the file mapping or an owned buffer).

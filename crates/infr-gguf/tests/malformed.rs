@@ -206,3 +206,19 @@ fn missing_file_names_the_path() {
     let e = GgufFile::open("/nonexistent/model.gguf").unwrap_err();
     assert!(e.to_string().contains("/nonexistent/model.gguf"));
 }
+
+/// Hardening issue, defect 13: a FIFO as the model path hung every command (opening it waits
+/// for a writer) and a directory reported "No such device": both say what they are.
+#[test]
+fn paths_that_are_not_files() {
+    let d = tempfile::tempdir().unwrap();
+    let e = GgufFile::open(d.path()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("is a directory, not a GGUF file"), "{e}");
+    let e = GgufFile::open("/dev/null").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("character device"), "{e}");
+    let fifo = d.path().join("model.gguf");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().map(|s| s.success()).unwrap_or(false);
+    assert!(made, "mkfifo is needed for this test");
+    let e = GgufFile::open(&fifo).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("FIFO"), "{e}");
+}
