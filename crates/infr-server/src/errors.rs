@@ -18,9 +18,18 @@ pub enum ApiError {
         /// The offending field, where known.
         param: Option<String>,
     },
-    /// The prompt does not fit the context (400).
+    /// The prompt does not fit the context (400); `param` names the field that holds it
+    /// (`messages`, or `prompt` for completions).
+    #[error("{message}")]
+    ContextExceeded {
+        /// The engine's message, with the numbers.
+        message: String,
+        /// The request field holding the prompt.
+        param: &'static str,
+    },
+    /// The request body is larger than the server accepts (413).
     #[error("{0}")]
-    ContextExceeded(String),
+    TooLarge(String),
     /// Missing or wrong API key (401).
     #[error("invalid or missing API key")]
     Unauthorized,
@@ -50,7 +59,8 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::BadRequest { .. } | Self::ContextExceeded(_) => StatusCode::BAD_REQUEST,
+            Self::BadRequest { .. } | Self::ContextExceeded { .. } => StatusCode::BAD_REQUEST,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Busy(_) | Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -63,9 +73,10 @@ impl ApiError {
     pub fn openai_body(&self) -> serde_json::Value {
         let (ty, code, param) = match self {
             Self::BadRequest { param, .. } => ("invalid_request_error", serde_json::Value::Null, param.clone()),
-            Self::ContextExceeded(_) => {
-                ("invalid_request_error", json!("context_length_exceeded"), Some("messages".to_owned()))
+            Self::ContextExceeded { param, .. } => {
+                ("invalid_request_error", json!("context_length_exceeded"), Some((*param).to_owned()))
             }
+            Self::TooLarge(_) => ("invalid_request_error", json!("request_too_large"), None),
             Self::Unauthorized => ("authentication_error", json!("invalid_api_key"), None),
             Self::NotFound(_) => ("not_found_error", serde_json::Value::Null, None),
             Self::Busy(_) => ("unavailable_error", json!("server_busy"), None),
@@ -79,7 +90,8 @@ impl ApiError {
     /// The Anthropic error body.
     pub fn anthropic_body(&self) -> serde_json::Value {
         let ty = match self {
-            Self::BadRequest { .. } | Self::ContextExceeded(_) => "invalid_request_error",
+            Self::BadRequest { .. } | Self::ContextExceeded { .. } => "invalid_request_error",
+            Self::TooLarge(_) => "request_too_large",
             Self::Unauthorized => "authentication_error",
             Self::NotFound(_) => "not_found_error",
             Self::Busy(_) | Self::Timeout(_) => "overloaded_error",
@@ -94,7 +106,7 @@ impl From<RequestError> for ApiError {
         let msg = e.to_string();
         match e {
             RequestError::QueueFull { .. } | RequestError::ShutDown => Self::Busy(msg),
-            RequestError::PromptTooLong { .. } => Self::ContextExceeded(msg),
+            RequestError::PromptTooLong { .. } => Self::ContextExceeded { message: msg, param: "messages" },
             RequestError::EmptyPrompt | RequestError::InvalidToken { .. } => {
                 Self::BadRequest { message: msg, param: None }
             }
@@ -103,6 +115,30 @@ impl From<RequestError> for ApiError {
             RequestError::Engine(_) => Self::Internal(msg),
         }
     }
+}
+
+impl ApiError {
+    /// The same error naming `field` as the one holding the prompt (completions say `prompt`).
+    pub fn with_prompt_field(self, field: &'static str) -> Self {
+        match self {
+            Self::ContextExceeded { message, .. } => Self::ContextExceeded { message, param: field },
+            e => e,
+        }
+    }
+}
+
+/// The request body, or the error to answer when it could not be read: 413 in the API's JSON
+/// shape when it is over [`crate::MAX_BODY_BYTES`] (axum's own rejection is plain text).
+pub fn body(
+    read: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<axum::body::Bytes, ApiError> {
+    read.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!("request body is larger than {} bytes", crate::MAX_BODY_BYTES))
+        } else {
+            ApiError::BadRequest { message: format!("cannot read the request body: {}", r.body_text()), param: None }
+        }
+    })
 }
 
 /// An [`ApiError`] answered in OpenAI's shape.

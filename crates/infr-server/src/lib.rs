@@ -78,7 +78,29 @@ pub fn router(state: SharedState) -> Router {
         .fallback(routes_misc::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(reject_oversized))
         .with_state(state)
+}
+
+/// Answer 413 (in the route's API shape) to a request whose Content-Length is over
+/// [`MAX_BODY_BYTES`] before its body is read: a client that sent `Expect: 100-continue` is
+/// told at once instead of being invited to upload it.
+async fn reject_oversized(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        let e = errors::ApiError::TooLarge(format!("request body is larger than {MAX_BODY_BYTES} bytes"));
+        return if req.uri().path().starts_with("/v1/messages") {
+            errors::AnthropicError(e).into_response()
+        } else {
+            errors::OpenAiError(e).into_response()
+        };
+    }
+    next.run(req).await
 }
 
 /// Serve on `listener` until `shutdown` resolves (then finish the requests in flight).

@@ -6,6 +6,7 @@
 //! prompt length).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -107,7 +108,13 @@ fn content_text(content: Content, what: &str) -> Result<String, ApiError> {
 }
 
 fn unsupported(kind: &str, param: &str) -> ApiError {
-    ApiError::bad(format!("content blocks of type '{kind}' are not supported here"), param)
+    let why = match kind {
+        "image" | "document" => {
+            format!("{param}: {kind} input is not supported: the loaded model has no vision support")
+        }
+        _ => format!("content blocks of type '{kind}' are not supported here"),
+    };
+    ApiError::bad(why, param)
 }
 
 /// The text of a `tool_result`'s content (a string or text blocks).
@@ -247,7 +254,11 @@ pub(crate) fn stop_sequence(o: &Outcome) -> Value {
 }
 
 /// `POST /v1/messages`.
-pub async fn messages(State(st): State<SharedState>, body: Bytes) -> Result<Response, AnthropicError> {
+pub async fn messages(
+    State(st): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
+    let body = crate::errors::body(body)?;
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
@@ -297,7 +308,11 @@ fn thinking_kwargs(thinking: Option<&Value>) -> Map<String, Value> {
 }
 
 /// `POST /v1/messages/count_tokens`.
-pub async fn count_tokens(State(st): State<SharedState>, body: Bytes) -> Result<Response, AnthropicError> {
+pub async fn count_tokens(
+    State(st): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
+    let body = crate::errors::body(body)?;
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;

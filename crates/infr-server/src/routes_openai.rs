@@ -1,6 +1,7 @@
 //! OpenAI-compatible endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -116,8 +117,48 @@ pub(crate) fn timings_json(o: &Outcome) -> Value {
     })
 }
 
+/// Refuse, naming the field, what the chat template could only fail on (or silently drop): a
+/// user or system message without content, and content parts other than text (this server
+/// runs text-only models).
+fn check_messages(messages: &[ChatMessage]) -> Result<(), ApiError> {
+    use infr_tokenizer::chat::ChatContent;
+    for (i, m) in messages.iter().enumerate() {
+        match &m.content {
+            None if matches!(m.role.as_str(), "user" | "system" | "developer") => {
+                return Err(ApiError::bad(
+                    format!("messages[{i}].content is missing"),
+                    format!("messages[{i}].content"),
+                ));
+            }
+            Some(ChatContent::Parts(parts)) => {
+                for (j, part) in parts.iter().enumerate() {
+                    let at = format!("messages[{i}].content[{j}]");
+                    let why = match part.kind.as_str() {
+                        "text" if part.text.is_some() => continue,
+                        "text" => format!("{at}: a text part needs 'text'"),
+                        "image_url" | "image" | "input_image" => {
+                            format!("{at}: image input is not supported: the loaded model has no vision support")
+                        }
+                        "input_audio" | "audio" => {
+                            format!("{at}: audio input is not supported: the loaded model has no audio support")
+                        }
+                        other => format!("{at}: unknown content part type '{other}' (expected 'text')"),
+                    };
+                    return Err(ApiError::bad(why, format!("{at}.type")));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/chat/completions`.
-pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
+pub async fn chat_completions(
+    State(st): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let body = crate::errors::body(body)?;
     let mut req: ChatCompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
         max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
@@ -127,6 +168,7 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages must not be empty", "messages").into());
     }
+    check_messages(&req.messages)?;
     let choice = ToolChoice::from_openai(req.tool_choice.as_ref())?;
     let json_schema = response_format::schema(req.response_format.as_ref())?;
     let setup = ToolSetup::new(req.tools.unwrap_or_default(), choice, st.text.template().source())?;
@@ -167,7 +209,11 @@ pub async fn chat_completions(State(st): State<SharedState>, body: Bytes) -> Res
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<Response, OpenAiError> {
+pub async fn completions(
+    State(st): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let body = crate::errors::body(body)?;
     let mut req: CompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
         max_tokens: req.max_tokens.or(req.n_predict),
@@ -186,9 +232,12 @@ pub async fn completions(State(st): State<SharedState>, body: Bytes) -> Result<R
         PromptSpec::Tokens(ids) => ids,
     };
     let json_schema = response_format::schema(req.response_format.as_ref())?;
-    let prep = knobs.prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())?;
+    let prep = knobs
+        .prepare(prompt, &st.opts.default_sampling, st.text.stop_ids())
+        .map_err(|e| e.with_prompt_field("prompt"))?;
     let constraint = json_schema.as_ref().map(|s| st.text.json_constraint(s)).transpose()?;
-    let rx = generate::start_constrained(&st, "completions", prep, constraint)?;
+    let rx =
+        generate::start_constrained(&st, "completions", prep, constraint).map_err(|e| e.with_prompt_field("prompt"))?;
     let id = st.new_id("cmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();

@@ -220,6 +220,33 @@ async fn request_errors() {
     assert_eq!(status, 400);
     assert_eq!(v["error"]["param"], "prompt");
 
+    // Hardening issue, defect 14: image and unknown content parts and a missing content are
+    // 400s naming the field (they were template errors).
+    let mut body = chat_body("hi", 2);
+    body["messages"][0]["content"] =
+        json!([{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "data:,"}}]);
+    let (status, v) = post(chat.clone(), &body).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["param"], "messages[0].content[1].type");
+    assert!(v["error"]["message"].as_str().unwrap().contains("no vision support"), "{v}");
+    body["messages"][0]["content"] = json!([{"type": "hologram"}]);
+    let (status, v) = post(chat.clone(), &body).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages[0].content[0].type")), "{v}");
+    body["messages"][0] = json!({"role": "user"});
+    let (status, v) = post(chat.clone(), &body).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages[0].content")), "{v}");
+    let img = json!({"max_tokens": 2, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]});
+    let (status, v) = post(format!("{base}/v1/messages"), &img).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("no vision support"), "{v}");
+
+    // Hardening issue, defect 14: a completion's too-long prompt names `prompt`, not `messages`.
+    let (status, v) = post(format!("{base}/v1/completions"), &json!({"prompt": long, "max_tokens": 2})).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    assert_eq!(v["error"]["param"], "prompt");
+
     let (status, v) = post(format!("{base}/v1/messages"), &json!({"messages": "nope"})).await;
     assert_eq!(status, 400);
     assert_eq!(v["type"], "error");
@@ -319,4 +346,57 @@ async fn message_text_never_becomes_control_tokens() {
     let (status, v) = post(format!("{base}/v1/completions"), &body).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["usage"]["prompt_tokens"], 1, "{v}");
+}
+
+/// Hardening issue, defect 14: an oversized body gets 413 in each API's JSON error shape (it
+/// was axum's plain text), and `Expect: 100-continue` with an oversized Content-Length is
+/// answered 413 before any body is sent (it got `100 Continue`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_get_json_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(base) = shared() else { return };
+    let addr = base.trim_start_matches("http://").to_owned();
+    // Headers only: the server must answer without reading (or inviting) the body.
+    let ask = |path: &'static str, expect: bool| {
+        let addr = addr.clone();
+        async move {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{}Content-Length: {}\r\n\r\n",
+                if expect { "Expect: 100-continue\r\n" } else { "" },
+                infr_server::MAX_BODY_BYTES + 1
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let mut got = 0;
+            while !String::from_utf8_lossy(&buf[..got]).contains("request_too_large") && got < buf.len() {
+                let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf[got..])).await.unwrap().unwrap();
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            String::from_utf8_lossy(&buf[..got]).into_owned()
+        }
+    };
+    let r = ask("/v1/chat/completions", true).await;
+    assert!(r.starts_with("HTTP/1.1 413"), "{r}");
+    assert!(r.contains("\"code\":\"request_too_large\""), "{r}");
+    let r = ask("/v1/messages", false).await;
+    assert!(r.starts_with("HTTP/1.1 413"), "{r}");
+    assert!(r.contains("\"type\":\"error\"") && r.contains("\"type\":\"request_too_large\""), "{r}");
+    // A body with no length (chunked) is cut at the limit by the reader: the same JSON 413.
+    let chunks = futures_util::stream::iter(
+        (0..=infr_server::MAX_BODY_BYTES / (1 << 20)).map(|_| Ok::<_, std::io::Error>(vec![b' '; 1 << 20])),
+    );
+    let r = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large", "{v}");
 }
