@@ -30,6 +30,9 @@ pub enum ApiError {
     /// The request body is larger than the server accepts (413).
     #[error("{0}")]
     TooLarge(String),
+    /// The request body did not arrive in time (408).
+    #[error("{0}")]
+    BodyTimeout(String),
     /// Missing or wrong API key (401).
     #[error("invalid or missing API key")]
     Unauthorized,
@@ -61,6 +64,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } | Self::ContextExceeded { .. } => StatusCode::BAD_REQUEST,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Busy(_) | Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -77,6 +81,7 @@ impl ApiError {
                 ("invalid_request_error", json!("context_length_exceeded"), Some((*param).to_owned()))
             }
             Self::TooLarge(_) => ("invalid_request_error", json!("request_too_large"), None),
+            Self::BodyTimeout(_) => ("invalid_request_error", json!("request_timeout"), None),
             Self::Unauthorized => ("authentication_error", json!("invalid_api_key"), None),
             Self::NotFound(_) => ("not_found_error", serde_json::Value::Null, None),
             Self::Busy(_) => ("unavailable_error", json!("server_busy"), None),
@@ -92,6 +97,7 @@ impl ApiError {
         let ty = match self {
             Self::BadRequest { .. } | Self::ContextExceeded { .. } => "invalid_request_error",
             Self::TooLarge(_) => "request_too_large",
+            Self::BodyTimeout(_) => "invalid_request_error",
             Self::Unauthorized => "authentication_error",
             Self::NotFound(_) => "not_found_error",
             Self::Busy(_) | Self::Timeout(_) => "overloaded_error",
@@ -127,18 +133,41 @@ impl ApiError {
     }
 }
 
-/// The request body, or the error to answer when it could not be read: 413 in the API's JSON
-/// shape when it is over [`crate::MAX_BODY_BYTES`] (axum's own rejection is plain text).
-pub fn body(
-    read: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+/// How long a request body may take to arrive once its headers have.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Read a request body of at most [`crate::MAX_BODY_BYTES`] within [`BODY_READ_TIMEOUT`]:
+/// 413 (in the API's JSON shape; axum's own rejection is plain text) when it is larger, 408
+/// when it trickles.
+pub async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+    read_body_within(body, crate::MAX_BODY_BYTES, BODY_READ_TIMEOUT).await
+}
+
+/// [`read_body`] with explicit limits.
+pub async fn read_body_within(
+    body: axum::body::Body,
+    max_bytes: usize,
+    timeout: std::time::Duration,
 ) -> Result<axum::body::Bytes, ApiError> {
-    read.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(format!("request body is larger than {} bytes", crate::MAX_BODY_BYTES))
-        } else {
-            ApiError::BadRequest { message: format!("cannot read the request body: {}", r.body_text()), param: None }
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, max_bytes)).await {
+        Err(_) => Err(ApiError::BodyTimeout(format!("request body not received within {} s", timeout.as_secs_f32()))),
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => {
+            // `to_bytes` reports its limit as http-body-util's `LengthLimitError`, somewhere in
+            // the source chain ("length limit exceeded").
+            let mut cause: Option<&dyn std::error::Error> = Some(&e);
+            let mut too_large = false;
+            while let Some(c) = cause {
+                too_large |= c.to_string().contains("length limit exceeded");
+                cause = c.source();
+            }
+            if too_large {
+                Err(ApiError::TooLarge(format!("request body is larger than {max_bytes} bytes")))
+            } else {
+                Err(ApiError::BadRequest { message: format!("cannot read the request body: {e}"), param: None })
+            }
         }
-    })
+    }
 }
 
 /// An [`ApiError`] answered in OpenAI's shape.

@@ -24,6 +24,7 @@
 pub mod auth;
 pub mod errors;
 pub mod generate;
+pub mod listen;
 pub mod metrics;
 pub mod params;
 pub mod reasoning;
@@ -109,5 +110,5 @@ pub async fn serve(
     state: SharedState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    listen::serve(listener, router(state), shutdown).await
 }

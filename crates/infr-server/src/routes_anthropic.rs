@@ -5,8 +5,6 @@
 //! request and `cache_read_input_tokens` those reused from the slot's cache (their sum is the
 //! prompt length).
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -254,11 +252,8 @@ pub(crate) fn stop_sequence(o: &Outcome) -> Value {
 }
 
 /// `POST /v1/messages`.
-pub async fn messages(
-    State(st): State<SharedState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, AnthropicError> {
-    let body = crate::errors::body(body)?;
+pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, AnthropicError> {
+    let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
@@ -308,11 +303,8 @@ fn thinking_kwargs(thinking: Option<&Value>) -> Map<String, Value> {
 }
 
 /// `POST /v1/messages/count_tokens`.
-pub async fn count_tokens(
-    State(st): State<SharedState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, AnthropicError> {
-    let body = crate::errors::body(body)?;
+pub async fn count_tokens(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, AnthropicError> {
+    let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;

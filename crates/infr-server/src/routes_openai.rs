@@ -1,7 +1,5 @@
 //! OpenAI-compatible endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -154,11 +152,8 @@ fn check_messages(messages: &[ChatMessage]) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn chat_completions(
-    State(st): State<SharedState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, OpenAiError> {
-    let body = crate::errors::body(body)?;
+pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, OpenAiError> {
+    let body = crate::errors::read_body(body).await?;
     let mut req: ChatCompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
         max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
@@ -209,11 +204,8 @@ pub async fn chat_completions(
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(
-    State(st): State<SharedState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, OpenAiError> {
-    let body = crate::errors::body(body)?;
+pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, OpenAiError> {
+    let body = crate::errors::read_body(body).await?;
     let mut req: CompletionRequest = parse_json(&body)?;
     let knobs = Knobs {
         max_tokens: req.max_tokens.or(req.n_predict),

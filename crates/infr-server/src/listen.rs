@@ -1,0 +1,84 @@
+//! The accept loop: what `axum::serve` does, plus the limits it does not expose. A client
+//! that opens connections and never finishes a request's headers is cut off after
+//! [`HEADER_READ_TIMEOUT`], and at most [`MAX_CONNECTIONS`] connections are served at once
+//! (more are closed as they arrive), so half-open connections cannot exhaust the process's
+//! descriptors and starve `/health`. The request body's own deadline is
+//! [`crate::errors::BODY_READ_TIMEOUT`], applied where handlers read it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::Semaphore;
+
+/// How long a connection may take to send a complete request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections served at once; further ones are closed on arrival until one ends.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// Serve `app` on `listener` until `shutdown` resolves, then wait for the connections in
+/// flight (running streams finish) and return.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(listener, app, shutdown, MAX_CONNECTIONS, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve`] with explicit limits (tests use small ones).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    max_connections: usize,
+    header_timeout: Duration,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    let mut warned_full = false;
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            if !warned_full {
+                tracing::warn!("{max_connections} connections open: closing new ones until some end");
+                warned_full = true;
+            }
+            drop(stream);
+            continue;
+        };
+        warned_full = false;
+        let svc = TowerToHyperService::new(app.clone());
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
