@@ -173,6 +173,12 @@ pub const KEYS: &[KeySpec] = &[
         "600",
         "Per-request timeout (s); 0 = none.",
     ),
+    KeySpec::new(
+        "server.shutdown_grace_s",
+        Kind::Int { min: 0, max: i64::MAX },
+        "30",
+        "On SIGINT/SIGTERM, time running requests get to finish (s).",
+    ),
     KeySpec::new("server.metrics", Kind::Bool, "false", "Serve Prometheus metrics at /metrics.").flag("--metrics"),
     KeySpec::new(
         "server.reasoning_format",
@@ -322,6 +328,8 @@ pub struct ServerConfig {
     pub queue_size: u32,
     /// Request timeout in seconds; 0 = none.
     pub request_timeout_s: u64,
+    /// At shutdown, seconds running requests get to finish before they are ended.
+    pub shutdown_grace_s: u64,
     /// Expose `/metrics`.
     pub metrics: bool,
     /// How `<think>` reasoning in replies is reported.

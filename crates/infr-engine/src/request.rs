@@ -42,6 +42,8 @@ pub enum Finish {
     Length,
     /// The slot's context is full.
     ContextFull,
+    /// The server shut down before the request finished (its grace period ran out).
+    ShutDown,
 }
 
 /// Token counts of a finished request.
@@ -147,8 +149,8 @@ pub enum RequestError {
     /// The model failed while running the request.
     #[error("inference failed: {0}")]
     Engine(String),
-    /// The scheduler thread has stopped.
-    #[error("the scheduler has shut down")]
+    /// The scheduler has stopped or is shutting down (queued requests are refused).
+    #[error("the server is shutting down")]
     ShutDown,
 }
 

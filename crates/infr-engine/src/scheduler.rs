@@ -20,7 +20,7 @@
 //! and are taken only when a slot is idle. A request whose [`EventSink`] is closed is dropped
 //! before the next step and its slot freed; one past its deadline gets [`RequestError::Timeout`].
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +63,10 @@ struct Shared {
     queued: AtomicUsize,
     computed: AtomicU64,
     steps: AtomicU64,
+    /// Shutting down: new and queued requests are refused, running ones go on.
+    draining: AtomicBool,
+    /// The grace period is over: running requests end now.
+    abort: AtomicBool,
 }
 
 /// A snapshot of the scheduler's load.
@@ -160,6 +164,20 @@ impl SchedulerHandle {
         }
     }
 
+    /// Start shutting down: requests submitted from now on and those still queued are
+    /// refused with [`RequestError::ShutDown`]; running ones go on until they finish or
+    /// [`Self::end_running`].
+    pub fn drain(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// End every running request now with [`Finish::ShutDown`] (after a drain's grace
+    /// period), so each client gets a final event.
+    pub fn end_running(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.abort.store(true, Ordering::SeqCst);
+    }
+
     /// Check a request without queueing it.
     pub fn validate(&self, req: &Request) -> Result<(), RequestError> {
         if req.prompt.is_empty() {
@@ -198,6 +216,9 @@ impl SchedulerHandle {
         constraint: Option<Box<dyn TokenConstraint>>,
     ) -> Result<(), RequestError> {
         self.validate(&req)?;
+        if self.shared.draining.load(Ordering::SeqCst) {
+            return Err(RequestError::ShutDown);
+        }
         // Count first so the scheduler's decrement can never run before the increment.
         self.shared.queued.fetch_add(1, Ordering::Relaxed);
         let q = Queued { req, sink: Box::new(sink), constraint, submitted: Instant::now() };
@@ -313,6 +334,14 @@ impl Scheduler {
     fn run(&mut self) {
         let mut disconnected = false;
         loop {
+            if self.shared.draining.load(Ordering::SeqCst) {
+                self.refuse_queued();
+            }
+            if self.shared.abort.load(Ordering::SeqCst) {
+                for i in 0..self.slots.len() {
+                    self.finish(i, Finish::ShutDown);
+                }
+            }
             if !disconnected {
                 disconnected = self.admit();
             }
@@ -325,6 +354,14 @@ impl Scheduler {
                 continue;
             }
             self.step();
+        }
+    }
+
+    /// Answer every queued request with [`RequestError::ShutDown`].
+    fn refuse_queued(&mut self) {
+        while let Ok(q) = self.rx.try_recv() {
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            q.sink.send(Event::Error(RequestError::ShutDown));
         }
     }
 
@@ -345,6 +382,10 @@ impl Scheduler {
                 }
             };
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            if self.shared.draining.load(Ordering::SeqCst) {
+                q.sink.send(Event::Error(RequestError::ShutDown));
+                continue;
+            }
             self.start(q);
         }
         false

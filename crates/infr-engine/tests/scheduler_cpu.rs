@@ -220,3 +220,31 @@ fn thread_ends_when_the_last_handle_drops() {
     drop(h);
     assert!(thread.wait(Duration::from_secs(30)), "the thread ends after the last handle");
 }
+
+/// Hardening issue, defect 5: a draining scheduler refuses new and queued requests with
+/// `ShutDown` but lets running ones go on; `end_running` then ends them with a final `Done`
+/// (`Finish::ShutDown`) instead of cutting them off.
+#[test]
+fn drain_refuses_queued_and_ends_running_with_a_final_event() {
+    let Some(w) = weights() else { return };
+    let h = scheduler(&w, 1, 1024, SchedulerOptions::default());
+    let prompt = prompts().remove(0).1;
+    // No stop ids: it runs until its 400 tokens or the end of the grace period.
+    let running = h.submit_channel(Request { max_tokens: Some(400), ..Request::new(prompt.clone(), vec![]) }).unwrap();
+    // The one slot is busy: this one waits in the queue.
+    let queued = h.submit_channel(request(prompt.clone(), 4)).unwrap();
+    let wait = Duration::from_secs(60);
+    let Ok(Event::Started(_)) = running.recv_timeout(wait) else { panic!("the first request did not start") };
+    h.drain();
+    assert!(matches!(h.submit_channel(request(prompt.clone(), 4)), Err(RequestError::ShutDown)));
+    let q = queued.recv_timeout(wait);
+    assert!(matches!(q, Ok(Event::Error(RequestError::ShutDown))), "the queued request was not refused: {q:?}");
+    // Still generating after the drain began.
+    let t = running.recv_timeout(wait);
+    assert!(matches!(t, Ok(Event::Token(_))), "the running request stopped at the drain: {t:?}");
+    h.end_running();
+    let r = collect(&running);
+    let done = r.end.expect("a final Done event");
+    assert_eq!(done.finish, Finish::ShutDown);
+    assert!(done.usage.completion_tokens < 400);
+}

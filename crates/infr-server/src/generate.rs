@@ -208,7 +208,9 @@ async fn drive(
                         text.push_str(&stop.finish());
                         match d.finish {
                             Finish::Stop => FinishKind::Stop,
-                            Finish::Length | Finish::ContextFull => FinishKind::Length,
+                            // A stream cut at shutdown ends as a truncated one would: its client
+                            // gets a final event instead of a dropped connection.
+                            Finish::Length | Finish::ContextFull | Finish::ShutDown => FinishKind::Length,
                         }
                     }
                 };

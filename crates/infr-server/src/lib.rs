@@ -104,11 +104,32 @@ async fn reject_oversized(req: axum::extract::Request, next: axum::middleware::N
     next.run(req).await
 }
 
-/// Serve on `listener` until `shutdown` resolves (then finish the requests in flight).
+/// Serve on `listener` until `shutdown` resolves, then let the requests in flight finish
+/// (without a time limit; see [`serve_graceful`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: SharedState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listen::serve(listener, router(state), shutdown).await
+    serve_graceful(listener, state, shutdown, None).await
+}
+
+/// Serve on `listener` until `shutdown` resolves, then shut down gracefully: stop accepting
+/// connections, refuse queued and new requests (503), let running generations finish for up to
+/// `grace` (unbounded if `None`), then end those still running with a final event
+/// (`finish_reason: length` / `stop_reason: max_tokens`) and return once their streams close.
+pub async fn serve_graceful(
+    listener: tokio::net::TcpListener,
+    state: SharedState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Option<std::time::Duration>,
+) -> std::io::Result<()> {
+    let sched = state.sched.clone();
+    let drain = sched.clone();
+    let shutdown = async move {
+        shutdown.await;
+        drain.drain();
+    };
+    let limits = listen::Limits { grace, ..listen::Limits::default() };
+    listen::serve_with(listener, router(state), shutdown, limits, move || sched.end_running()).await
 }

@@ -22,6 +22,27 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connections served at once; further ones are closed on arrival until one ends.
 pub const MAX_CONNECTIONS: usize = 1024;
 
+/// Time the connections still open get to close after the grace period's end (their
+/// requests were ended; this is for the final events to be written).
+const FINAL_FLUSH: Duration = Duration::from_secs(5);
+
+/// The accept loop's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Time to receive a request head.
+    pub header_timeout: Duration,
+    /// After shutdown, how long connections in flight may go on (`None`: until they end).
+    pub grace: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_connections: MAX_CONNECTIONS, header_timeout: HEADER_READ_TIMEOUT, grace: None }
+    }
+}
+
 /// Serve `app` on `listener` until `shutdown` resolves, then wait for the connections in
 /// flight (running streams finish) and return.
 pub async fn serve(
@@ -29,17 +50,19 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, app, shutdown, MAX_CONNECTIONS, HEADER_READ_TIMEOUT).await
+    serve_with(listener, app, shutdown, Limits::default(), || {}).await
 }
 
-/// [`serve`] with explicit limits (tests use small ones).
+/// [`serve`] with explicit limits; `grace_over` runs when the grace period ends with
+/// connections still open (it should end their requests).
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    max_connections: usize,
-    header_timeout: Duration,
+    limits: Limits,
+    grace_over: impl FnOnce(),
 ) -> std::io::Result<()> {
+    let Limits { max_connections, header_timeout, grace } = limits;
     let slots = Arc::new(Semaphore::new(max_connections));
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -79,6 +102,18 @@ pub async fn serve_with(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    let closed = graceful.shutdown();
+    tokio::pin!(closed);
+    let Some(grace) = grace else {
+        closed.await;
+        return Ok(());
+    };
+    if tokio::time::timeout(grace, &mut closed).await.is_err() {
+        tracing::warn!("grace period of {} s over: ending the requests still running", grace.as_secs_f32());
+        grace_over();
+        if tokio::time::timeout(FINAL_FLUSH, &mut closed).await.is_err() {
+            tracing::warn!("connections still open {} s later: closing them", FINAL_FLUSH.as_secs());
+        }
+    }
     Ok(())
 }

@@ -24,7 +24,8 @@ async fn start(max_connections: usize) -> String {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(infr_server::listen::serve_with(listener, app, std::future::pending(), max_connections, HEADER_TIMEOUT));
+    let limits = infr_server::listen::Limits { max_connections, header_timeout: HEADER_TIMEOUT, grace: None };
+    tokio::spawn(infr_server::listen::serve_with(listener, app, std::future::pending(), limits, || {}));
     addr
 }
 

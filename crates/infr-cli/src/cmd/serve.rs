@@ -155,11 +155,20 @@ pub fn run(a: Args) -> Result<()> {
             if metrics { ", metrics at /metrics" } else { "" }
         );
         println!("listening on http://{addr}");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-            eprintln!("shutting down");
+        let grace = Duration::from_secs(cfg.server.shutdown_grace_s);
+        let shutdown = async move {
+            let first = shutdown_signal().await;
+            eprintln!(
+                "{first}: shutting down (running requests get {} s; queued ones are refused; {first} again exits at once)",
+                grace.as_secs()
+            );
+            tokio::spawn(async {
+                let again = shutdown_signal().await;
+                eprintln!("{again}: exiting now");
+                std::process::exit(130);
+            });
         };
-        infr_server::serve(listener, state, shutdown).await.context("server")
+        infr_server::serve_graceful(listener, state, shutdown, Some(grace)).await.context("server")
     });
     // Requests still held by runtime tasks go with the runtime; then the scheduler thread
     // drops the backend before the process exits.
@@ -168,6 +177,29 @@ pub fn run(a: Args) -> Result<()> {
         tracing::warn!("the scheduler did not stop within 30 s; exiting anyway");
     }
     served
+}
+
+/// The first of SIGINT and SIGTERM (Ctrl-C only where there are no Unix signals); its name.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(mut int), Ok(mut term)) => tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 /// The model id: the file name without `.gguf` (and without a `-00001-of-0000N` shard suffix).
