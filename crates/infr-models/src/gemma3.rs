@@ -29,20 +29,6 @@ struct Gemma3 {
     kv: Vec<KvLayerSpec>,
 }
 
-/// Which layers use the sliding window: the `sliding_window_pattern` array if present, else
-/// every layer but each `n`-th (`llama_hparams::set_swa_pattern`, default n = 6).
-fn swa_layers(hp: &Hparams, src: &dyn WeightSource) -> Result<Vec<bool>, ModelError> {
-    let keys = hp.keys(src.metadata());
-    if let Some(v) = keys.bool_array("attention.sliding_window_pattern")? {
-        if v.len() != hp.n_layer {
-            return Err(ModelError::BadHparam("sliding_window_pattern length differs from block_count".into()));
-        }
-        return Ok(v);
-    }
-    let n = keys.u("attention.sliding_window_pattern")?.unwrap_or(6);
-    Ok((0..hp.n_layer).map(|il| n == 0 || il % n < n - 1).collect())
-}
-
 /// Loader for `general.architecture = gemma3`.
 pub(crate) fn load(
     hp: &Hparams,
@@ -53,7 +39,7 @@ pub(crate) fn load(
     let keys = hp.keys(src.metadata());
     let window = keys.u("attention.sliding_window")?.filter(|&w| w > 0);
     let is_swa = match window {
-        Some(_) => swa_layers(hp, src)?,
+        Some(_) => builders::swa_layers(hp, src, 6)?,
         None => vec![false; hp.n_layer],
     };
     let base_swa = keys.f("rope.freq_base_swa")?.unwrap_or(10000.0);
@@ -112,10 +98,7 @@ impl Architecture for Gemma3 {
             let f = g.rms_norm(f, Some(l.ffn_post_norm), self.eps, e);
             x = g.add(f, x);
         }
-        g.set_label("output");
-        x = g.output_rows(x);
-        let h = g.rms_norm(x, Some(self.head.output_norm), self.eps, e);
-        let logits = g.linear(h, self.head.output, None);
+        let logits = builders::build_logits(g, &self.head, x, self.eps, e);
         if let Some(cap) = self.final_softcap {
             g.softcap(logits, cap);
         }

@@ -34,20 +34,6 @@ struct GptOss {
     kv: Vec<KvLayerSpec>,
 }
 
-/// Which layers use the sliding window: the `sliding_window_pattern` array, else every
-/// layer but each `period`-th (default 2: even layers slide), as `set_swa_pattern` does.
-fn swa_layers(hp: &Hparams, src: &dyn WeightSource) -> Result<Vec<bool>, ModelError> {
-    let keys = hp.keys(src.metadata());
-    if let Ok(Some(v)) = keys.bool_array("attention.sliding_window_pattern") {
-        if v.len() != hp.n_layer {
-            return Err(ModelError::BadHparam("sliding_window_pattern length differs from block_count".into()));
-        }
-        return Ok(v);
-    }
-    let period = keys.u("attention.sliding_window_pattern")?.unwrap_or(2);
-    Ok((0..hp.n_layer).map(|il| period == 0 || il % period < period - 1).collect())
-}
-
 /// Loader for `general.architecture = gpt-oss`.
 pub(crate) fn load(
     hp: &Hparams,
@@ -63,7 +49,7 @@ pub(crate) fn load(
     if window == 0 {
         return Err(ModelError::BadHparam(format!("{} = 0", keys.name("attention.sliding_window"))));
     }
-    let swa = swa_layers(hp, src)?;
+    let swa = builders::swa_layers(hp, src, 2)?;
     let base_swa = keys.f("rope.freq_base_swa")?.unwrap_or(hp.rope_freq_base);
     let mh = MoeHparams::read(hp, src)?;
     let head = builders::load_output_head(tl, hp)?;
@@ -101,13 +87,7 @@ pub(crate) fn load(
             window: swa[il].then_some(window as u32),
         });
     }
-    let kv = (0..hp.n_layer)
-        .map(|il| KvLayerSpec {
-            n_kv_head: hp.n_head_kv[il] as u32,
-            head_dim_k: hp.head_dim_k as u32,
-            head_dim_v: hp.head_dim_v as u32,
-        })
-        .collect();
+    let kv = builders::uniform_kv_layers(hp);
     Ok(Box::new(GptOss {
         head,
         layers,
@@ -154,10 +134,7 @@ impl Architecture for GptOss {
             let f = g.moe(h, logits, l.moe.params);
             x = g.add(x, f);
         }
-        g.set_label("output");
-        x = g.output_rows(x);
-        let h = g.rms_norm(x, Some(self.head.output_norm), self.eps, e);
-        g.linear(h, self.head.output, None);
+        builders::build_logits(g, &self.head, x, self.eps, e);
     }
 
     fn kv_layers(&self) -> Vec<KvLayerSpec> {

@@ -102,10 +102,7 @@ impl Architecture for DenseDecoder {
             let f = l.ffn.build(g, h);
             x = g.add(x, f);
         }
-        g.set_label("output");
-        x = g.output_rows(x);
-        let h = g.rms_norm(x, Some(self.head.output_norm), self.eps, e);
-        g.linear(h, self.head.output, None);
+        builders::build_logits(g, &self.head, x, self.eps, e);
     }
 
     fn kv_layers(&self) -> Vec<KvLayerSpec> {

@@ -99,13 +99,7 @@ pub(crate) fn load(
             chunk: chunked[il].then_some(CHUNK),
         });
     }
-    let kv = (0..hp.n_layer)
-        .map(|il| KvLayerSpec {
-            n_kv_head: hp.n_head_kv[il] as u32,
-            head_dim_k: hp.head_dim_k as u32,
-            head_dim_v: hp.head_dim_v as u32,
-        })
-        .collect();
+    let kv = builders::uniform_kv_layers(hp);
     Ok(Box::new(Llama4 {
         head,
         layers,
@@ -167,10 +161,7 @@ impl Architecture for Llama4 {
             let f = l.ffn.build(g, h);
             x = g.add(x, f);
         }
-        g.set_label("output");
-        x = g.output_rows(x);
-        let h = g.rms_norm(x, Some(self.head.output_norm), self.eps, e);
-        g.linear(h, self.head.output, None);
+        builders::build_logits(g, &self.head, x, self.eps, e);
     }
 
     fn kv_layers(&self) -> Vec<KvLayerSpec> {

@@ -13,9 +13,44 @@ pub fn blk(il: usize, name: &str) -> String {
     format!("blk.{il}.{name}")
 }
 
-use infr_core::{RopeMode, RopeParams, RopeScaling, WeightId};
+use infr_core::{GraphBuilder, KvLayerSpec, RopeMode, RopeParams, RopeScaling, TensorId, WeightId, WeightSource};
 
-use crate::{Hparams, RopeScalingType};
+use crate::{Hparams, ModelError, RopeScalingType};
+
+/// Which layers use the sliding window: the `sliding_window_pattern` array if present, else
+/// every layer but each `n`-th (`llama_hparams::set_swa_pattern`; each family has its own
+/// default `n`: 6 for Gemma 3, 2 for gpt-oss).
+pub fn swa_layers(hp: &Hparams, src: &dyn WeightSource, default_n: usize) -> Result<Vec<bool>, ModelError> {
+    let keys = hp.keys(src.metadata());
+    if let Some(v) = keys.bool_array("attention.sliding_window_pattern").ok().flatten() {
+        if v.len() != hp.n_layer {
+            return Err(ModelError::BadHparam("sliding_window_pattern length differs from block_count".into()));
+        }
+        return Ok(v);
+    }
+    let n = keys.u("attention.sliding_window_pattern")?.unwrap_or(default_n);
+    Ok((0..hp.n_layer).map(|il| n == 0 || il % n < n - 1).collect())
+}
+
+/// One KV cache layer per model layer, with the common head counts and sizes.
+pub fn uniform_kv_layers(hp: &Hparams) -> Vec<KvLayerSpec> {
+    (0..hp.n_layer)
+        .map(|il| KvLayerSpec {
+            n_kv_head: hp.n_head_kv[il] as u32,
+            head_dim_k: hp.head_dim_k as u32,
+            head_dim_v: hp.head_dim_v as u32,
+        })
+        .collect()
+}
+
+/// The head on the last hidden state: keep the output rows, final RMS norm, output
+/// projection; returns the logits.
+pub fn build_logits(g: &mut GraphBuilder<'_>, head: &OutputHead, x: TensorId, eps: f32, n_embd: usize) -> TensorId {
+    g.set_label("output");
+    let x = g.output_rows(x);
+    let h = g.rms_norm(x, Some(head.output_norm), eps, n_embd);
+    g.linear(h, head.output, None)
+}
 
 /// RoPE parameters from the common hyper-parameters (`ggml_rope_ext` arguments as llama.cpp's
 /// context sets them: YaRN gets `ext_factor = 1`, `beta_fast = 32`, `beta_slow = 1`).
