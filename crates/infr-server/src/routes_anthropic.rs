@@ -262,11 +262,8 @@ pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> 
         stop: req.stop_sequences.take().unwrap_or_default(),
         ..req.sampling_knobs()
     };
-    let prompt = st.text.chat_prompt_with(
-        messages,
-        setup.as_ref().map(|s| s.tools.clone()),
-        thinking_kwargs(req.thinking.as_ref()),
-    )?;
+    let (tools, kwargs) = (setup.as_ref().map(|s| s.tools.clone()), thinking_kwargs(req.thinking.as_ref()));
+    let prompt = crate::state::blocking(&st, move |s| s.text.chat_prompt_with(messages, tools, kwargs)).await?;
     let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
     let constraint = st.text.tool_constraint(setup.as_ref());
     // A grammar shapes the reply from its first token: it holds no reasoning to split off.
@@ -308,6 +305,7 @@ pub async fn count_tokens(State(st): State<SharedState>, body: axum::body::Body)
     let mut req: MessagesRequest = parse_json(&body)?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
-    let prompt = st.text.chat_prompt(messages, setup.map(|s| s.tools))?;
+    let tools = setup.map(|s| s.tools);
+    let prompt = crate::state::blocking(&st, move |s| s.text.chat_prompt(messages, tools)).await?;
     Ok(Json(json!({ "input_tokens": prompt.len() })).into_response())
 }

@@ -180,7 +180,8 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
         None => st.opts.reasoning_format,
     };
     let kwargs = req.chat_template_kwargs.unwrap_or_default();
-    let prompt = st.text.chat_prompt_with(req.messages, setup.as_ref().map(|s| s.tools.clone()), kwargs)?;
+    let (messages, tools) = (req.messages, setup.as_ref().map(|s| s.tools.clone()));
+    let prompt = crate::state::blocking(&st, move |s| s.text.chat_prompt_with(messages, tools, kwargs)).await?;
     let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
     let constraint = match &json_schema {
         Some(schema) => Some(st.text.json_constraint(schema)?),
@@ -216,8 +217,11 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
         return Err(ApiError::bad("echo is not supported", "echo").into());
     }
     let prompt = match req.prompt {
-        PromptSpec::Text(t) => st.text.encode_prompt(&t),
-        PromptSpec::Texts(v) if v.len() == 1 => st.text.encode_prompt(&v[0]),
+        PromptSpec::Text(t) => crate::state::blocking(&st, move |s| Ok(s.text.encode_prompt(&t))).await?,
+        PromptSpec::Texts(mut v) if v.len() == 1 => {
+            let t = v.swap_remove(0);
+            crate::state::blocking(&st, move |s| Ok(s.text.encode_prompt(&t))).await?
+        }
         PromptSpec::Texts(_) => {
             return Err(ApiError::bad("only one prompt per request is supported", "prompt").into());
         }

@@ -82,3 +82,16 @@ impl AppState {
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
+
+/// Run request work that is CPU-heavy for big requests (rendering and tokenizing a prompt of
+/// megabytes) on tokio's blocking pool, so it does not hold an async worker (and `/health`
+/// with it) for its whole duration.
+pub async fn blocking<T: Send + 'static>(
+    st: &SharedState,
+    work: impl FnOnce(&AppState) -> Result<T, crate::ApiError> + Send + 'static,
+) -> Result<T, crate::ApiError> {
+    let st = st.clone();
+    tokio::task::spawn_blocking(move || work(&st))
+        .await
+        .map_err(|e| crate::ApiError::Internal(format!("prompt task failed: {e}")))?
+}

@@ -400,3 +400,42 @@ async fn oversized_bodies_get_json_413() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "request_too_large", "{v}");
 }
+
+/// Hardening issue, defect 9: tokenizing huge prompts ran on the async workers, so a few big
+/// `count_tokens` requests made `/health` wait for all of them (2.6 s in the probe). They run
+/// on the blocking pool now: `/health` answers while they are still being tokenized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_prompts_do_not_stall_health() {
+    let Some(base) = shared() else { return };
+    let text = "the quick brown fox jumps over the lazy dog 0123456789 ".repeat(180_000); // 10 MB
+    let body = json!({"model": "x", "max_tokens": 1, "messages": [{"role": "user", "content": text}]});
+    let t0 = Instant::now();
+    let heavy: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, body) = (format!("{base}/v1/messages/count_tokens"), body.clone());
+            tokio::spawn(async move { post(url, &body).await })
+        })
+        .collect();
+    // Probe /health while they run.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut worst = Duration::ZERO;
+    let mut probes = 0;
+    while heavy.iter().any(|h| !h.is_finished()) && probes < 20 {
+        let t = Instant::now();
+        let r = client().get(format!("{base}/health")).send().await.unwrap();
+        assert!(r.status().is_success());
+        worst = worst.max(t.elapsed());
+        probes += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for h in heavy {
+        let (status, v) = h.await.unwrap();
+        assert_eq!(status, 200, "{v}");
+        assert!(v["input_tokens"].as_u64().unwrap() > 100_000);
+    }
+    let total = t0.elapsed();
+    assert!(probes > 0, "the requests finished before /health could be probed ({total:?})");
+    // Before, /health waited about as long as the tokenizations took.
+    eprintln!("/health at worst {worst:?} while tokenizing for {total:?}");
+    assert!(worst < total / 4, "/health took {worst:?} while tokenizing for {total:?}");
+}
