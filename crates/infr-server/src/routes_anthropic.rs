@@ -265,7 +265,7 @@ pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> 
     let (tools, kwargs) = (setup.as_ref().map(|s| s.tools.clone()), thinking_kwargs(req.thinking.as_ref()));
     let prompt = crate::state::blocking(&st, move |s| s.text.chat_prompt_with(messages, tools, kwargs)).await?;
     let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
-    let constraint = st.text.tool_constraint(setup.as_ref());
+    let constraint = st.text.tool_constraint(setup.as_ref())?;
     // A grammar shapes the reply from its first token: it holds no reasoning to split off.
     let split = match constraint {
         Some(_) => None,

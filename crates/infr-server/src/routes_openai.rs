@@ -185,7 +185,7 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
     let prep = knobs.prepare(prompt.ids, &st.opts.default_sampling, st.text.stop_ids())?;
     let constraint = match &json_schema {
         Some(schema) => Some(st.text.json_constraint(schema)?),
-        None => st.text.tool_constraint(setup.as_ref()),
+        None => st.text.tool_constraint(setup.as_ref())?,
     };
     // A grammar shapes the reply from its first token: it holds no reasoning to split off.
     let split = match constraint {

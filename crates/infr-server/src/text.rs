@@ -86,18 +86,19 @@ impl TextModel {
     }
 
     /// The grammar constraint that forces a tool call for `setup` (`tool_choice` required or
-    /// named), or `None` (auto, a dialect without a grammar, or a grammar that failed to build:
-    /// then the reply is only parsed, and a warning logged).
-    pub fn tool_constraint(&self, setup: Option<&ToolSetup>) -> Option<Box<dyn TokenConstraint>> {
-        let lark = grammar::tool_grammar(setup?)?;
+    /// named), or `None` (auto, or a dialect without a grammar: then the reply is only parsed).
+    /// A forced call whose grammar cannot be built (a parameter schema the grammar engine
+    /// rejects) is a 400 naming `tools`, not a reply that silently ignores `tool_choice`.
+    pub fn tool_constraint(&self, setup: Option<&ToolSetup>) -> Result<Option<Box<dyn TokenConstraint>>, ApiError> {
+        let Some(lark) = setup.and_then(grammar::tool_grammar) else { return Ok(None) };
         let env = self.grammar.get_or_init(|| GrammarEnv::new(&self.tok));
-        let built = env.as_ref().map_err(Clone::clone).and_then(|env| env.constraint(&lark));
-        match built {
-            Ok(c) => Some(Box::new(c)),
-            Err(e) => {
-                tracing::warn!("tool_choice not enforced: the tool grammar failed: {e}");
-                None
-            }
+        let env = env.as_ref().map_err(|e| ApiError::Internal(format!("grammar engine: {e}")))?;
+        match env.constraint(&lark) {
+            Ok(c) => Ok(Some(Box::new(c))),
+            Err(e) => Err(ApiError::bad(
+                format!("tool_choice cannot be enforced: a tool's parameter schema is not supported: {e}"),
+                "tools",
+            )),
         }
     }
 

@@ -194,6 +194,20 @@ async fn tool_request_errors() {
     let (status, v) = post(format!("{base}/v1/messages"), &body).await;
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["type"], "invalid_request_error");
+
+    // Hardening issue, defect 6: a forced call that cannot be enforced is a 400, not a 200
+    // with plain text that ignores tool_choice.
+    let mut body = openai_body(false);
+    body["tool_choice"] = json!("required");
+    body.as_object_mut().unwrap().remove("tools");
+    let (status, v) = post(format!("{base}/v1/chat/completions"), &body).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("tool_choice")), "{v}");
+    let mut body = openai_body(false);
+    body["tool_choice"] = json!("required");
+    body["tools"][0]["function"]["parameters"] =
+        json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}});
+    let (status, v) = post(format!("{base}/v1/chat/completions"), &body).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("tools")), "{v}");
 }
 
 /// `tool_choice` required / named is enforced with a grammar: even a prompt that needs no tool

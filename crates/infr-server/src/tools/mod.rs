@@ -232,6 +232,9 @@ impl ToolSetup {
                 return Err(ApiError::bad("each tool needs a function name", format!("tools[{i}]")));
             }
         }
+        if tools.is_empty() && matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
+            return Err(ApiError::bad("tool_choice asks for a tool call, but the request has no tools", "tool_choice"));
+        }
         if tools.is_empty() || choice == ToolChoice::None {
             return Ok(None);
         }
