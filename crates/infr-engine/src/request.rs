@@ -149,6 +149,10 @@ pub enum RequestError {
     /// The model failed while running the request.
     #[error("inference failed: {0}")]
     Engine(String),
+    /// The output constraint (`response_format`, a forced tool call) reached a point where no
+    /// token can follow.
+    #[error("the output constraint cannot be satisfied: {0}")]
+    Constraint(String),
     /// The scheduler has stopped or is shutting down (queued requests are refused).
     #[error("the server is shutting down")]
     ShutDown,
@@ -173,6 +177,12 @@ pub trait TokenConstraint: Send + 'static {
     fn accept(&mut self, token: u32);
     /// Whether the constraint is complete: generation ends there (as at a stop token).
     fn is_finished(&self) -> bool;
+    /// Why the constraint cannot go on, if it cannot (it forbids every token, or its engine
+    /// failed): the request then ends with [`RequestError::Constraint`] instead of going on
+    /// unconstrained or stopping as if it had finished normally.
+    fn error(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The sending half of [`event_channel`].

@@ -604,6 +604,13 @@ impl Scheduler {
             if let Some(c) = a.constraint.as_mut() {
                 c.accept(tok);
             }
+            if let Some(why) = a.constraint.as_ref().and_then(|c| c.error()) {
+                tracing::warn!(slot = i, "output constraint failed: {why}");
+                if let Some(a) = self.free(i) {
+                    a.sink.send(Event::Error(RequestError::Constraint(why)));
+                }
+                continue;
+            }
             self.on_token(i, tok);
             let done =
                 self.slots[i].active.as_ref().and_then(|a| a.constraint.as_ref()).is_some_and(|c| c.is_finished());

@@ -248,3 +248,38 @@ fn drain_refuses_queued_and_ends_running_with_a_final_event() {
     assert_eq!(done.finish, Finish::ShutDown);
     assert!(done.usage.completion_tokens < 400);
 }
+
+/// A constraint that gives up after `after` tokens.
+struct GivesUp {
+    seen: usize,
+    after: usize,
+}
+
+impl infr_engine::TokenConstraint for GivesUp {
+    fn mask(&mut self, _logits: &mut [f32]) {}
+    fn accept(&mut self, _token: u32) {
+        self.seen += 1;
+    }
+    fn is_finished(&self) -> bool {
+        false
+    }
+    fn error(&self) -> Option<String> {
+        (self.seen >= self.after).then(|| "nothing fits".to_owned())
+    }
+}
+
+/// Hardening issue, defect 6: a constraint that can no longer be satisfied ends the request
+/// with an error, not with unconstrained text or a normal stop.
+#[test]
+fn a_failed_constraint_ends_with_an_error() {
+    let Some(w) = weights() else { return };
+    let h = scheduler(&w, 1, 1024, SchedulerOptions::default());
+    let prompt = prompts().remove(0).1;
+    let (sink, rx) = infr_engine::event_channel();
+    let req = Request { max_tokens: Some(50), ..Request::new(prompt, vec![]) };
+    h.submit_constrained(req, Box::new(GivesUp { seen: 0, after: 3 }), sink).unwrap();
+    let out = collect(&rx);
+    assert_eq!(out.tokens.len(), 2, "tokens before the constraint failed");
+    assert!(matches!(out.end, Err(RequestError::Constraint(ref m)) if m == "nothing fits"), "{:?}", out.end.err());
+    wait_idle(&h);
+}

@@ -118,7 +118,7 @@ impl From<RequestError> for ApiError {
             }
             RequestError::InvalidSampling(m) => Self::BadRequest { message: m, param: None },
             RequestError::Timeout => Self::Timeout(msg),
-            RequestError::Engine(_) => Self::Internal(msg),
+            RequestError::Engine(_) | RequestError::Constraint(_) => Self::Internal(msg),
         }
     }
 }

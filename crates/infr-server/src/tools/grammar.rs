@@ -56,7 +56,7 @@ impl GrammarEnv {
         if let Some(e) = matcher.get_error() {
             return Err(e);
         }
-        Ok(GrammarConstraint { matcher, vocab: self.vocab })
+        Ok(GrammarConstraint { matcher, vocab: self.vocab, error: None })
     }
 }
 
@@ -64,12 +64,23 @@ impl GrammarEnv {
 pub struct GrammarConstraint {
     matcher: Matcher,
     vocab: usize,
+    /// Set once the grammar cannot go on (see [`TokenConstraint::error`]).
+    error: Option<String>,
 }
 
 impl TokenConstraint for GrammarConstraint {
     fn mask(&mut self, logits: &mut [f32]) {
-        let Ok(mask) = self.matcher.compute_mask() else { return };
+        let mask = match self.matcher.compute_mask() {
+            Ok(m) => m,
+            Err(e) => {
+                self.error = Some(format!("grammar engine: {e}"));
+                return;
+            }
+        };
         if mask.is_zero() {
+            if !self.matcher.is_stopped() {
+                self.error = Some("no token can continue the output".into());
+            }
             return;
         }
         for (i, l) in logits.iter_mut().enumerate() {
@@ -81,12 +92,16 @@ impl TokenConstraint for GrammarConstraint {
 
     fn accept(&mut self, token: u32) {
         if let Err(e) = self.matcher.consume_token(token) {
-            tracing::debug!("tool grammar: token {token} refused: {e}");
+            self.error.get_or_insert_with(|| format!("token {token} refused: {e}"));
         }
     }
 
     fn is_finished(&self) -> bool {
         self.matcher.is_stopped()
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.clone()
     }
 }
 
