@@ -199,13 +199,18 @@ fn conversation(req: &mut MessagesRequest) -> Result<Vec<ChatMessage>, ApiError>
         out.push(ChatMessage::system(content_text(system, "system")?));
     }
     for (i, m) in std::mem::take(&mut req.messages).into_iter().enumerate() {
-        if m.role != "user" && m.role != "assistant" {
-            return Err(ApiError::bad(
-                format!("messages[{i}].role must be 'user' or 'assistant', not '{}'", m.role),
-                format!("messages[{i}].role"),
-            ));
+        match m.role.as_str() {
+            "user" | "assistant" => convert(m, i, &mut out)?,
+            // Claude Code sends mid-conversation system messages to models it does not know;
+            // the chat-template adaptation renders or folds them (`polyfill::adapt`).
+            "system" => out.push(ChatMessage::system(content_text(m.content, &format!("messages[{i}].content"))?)),
+            other => {
+                return Err(ApiError::bad(
+                    format!("messages[{i}].role must be 'user', 'assistant' or 'system', not '{other}'"),
+                    format!("messages[{i}].role"),
+                ))
+            }
         }
-        convert(m, i, &mut out)?;
     }
     if out.iter().all(|m| m.role == "system") {
         return Err(ApiError::bad("messages must not be empty", "messages"));

@@ -133,6 +133,22 @@ async fn completions_and_stop_strings() {
 async fn anthropic_messages() {
     let Some(base) = shared() else { return };
     let url = format!("{base}/v1/messages");
+    // Agents issue, defect 1: Claude Code's mid-conversation system messages are accepted
+    // (they were a 400 that ended the run).
+    let body = json!({
+        "model": "some-local-model",
+        "messages": [
+            {"role": "user", "content": "Say hello."},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "system", "content": [{"type": "text", "text": "Answer in one word."}]},
+            {"role": "user", "content": "Again."},
+        ],
+        "max_tokens": 4,
+        "temperature": 0,
+    });
+    let (status, v) = post(url.clone(), &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["type"], "message");
     let body = json!({
         "model": "claude-whatever",
         "system": [{"type": "text", "text": "You are a helpful assistant."}],

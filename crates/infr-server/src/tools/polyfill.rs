@@ -17,6 +17,9 @@ pub struct TemplateCaps {
     pub tool_calls: bool,
     /// Has a `tool` role (mentions `tool` as a role or tool responses).
     pub tool_role: bool,
+    /// Renders a system message anywhere in the conversation: writes each message's role
+    /// generically (ChatML-style) and raises no errors about roles.
+    pub system_anywhere: bool,
 }
 
 impl TemplateCaps {
@@ -26,12 +29,17 @@ impl TemplateCaps {
             tools: source.contains("tools"),
             tool_calls: source.contains("tool_calls"),
             tool_role: source.contains("\"tool\"") || source.contains("'tool'") || source.contains("tool_response"),
+            system_anywhere: (source.contains("message.role") || source.contains("message['role']"))
+                && !source.contains("raise_exception"),
         }
     }
 }
 
 /// Adapt `messages` (and the tool list) to what the template renders.
 pub fn adapt(messages: &mut Vec<ChatMessage>, tools: Option<&[Value]>, caps: TemplateCaps) {
+    if !caps.system_anywhere {
+        fold_late_system_messages(messages);
+    }
     for m in messages.iter_mut() {
         let Some(calls) = m.tool_calls.take() else { continue };
         if caps.tool_calls {
@@ -84,6 +92,39 @@ pub fn adapt(messages: &mut Vec<ChatMessage>, tools: Option<&[Value]>, caps: Tem
     }
 }
 
+/// System messages after the first message go into the next user turn (or the previous one
+/// when none follows), as the hosted APIs do for models without mid-conversation system
+/// turns; a leading system message stays where templates expect it.
+fn fold_late_system_messages(messages: &mut Vec<ChatMessage>) {
+    if messages.iter().skip(1).all(|m| m.role != "system") {
+        return;
+    }
+    let old = std::mem::take(messages);
+    let mut pending: Vec<String> = Vec::new();
+    for (i, m) in old.into_iter().enumerate() {
+        if i > 0 && m.role == "system" {
+            pending.push(m.text());
+            continue;
+        }
+        let mut m = m;
+        if m.role == "user" && !pending.is_empty() {
+            let text = format!("{}\n\n{}", pending.join("\n\n"), m.text());
+            m.content = Some(ChatContent::Text(text));
+            pending.clear();
+        }
+        messages.push(m);
+    }
+    if !pending.is_empty() {
+        match messages.iter_mut().rev().find(|m| m.role == "user") {
+            Some(last) => {
+                let text = format!("{}\n\n{}", last.text(), pending.join("\n\n"));
+                last.content = Some(ChatContent::Text(text));
+            }
+            None => messages.push(ChatMessage::user(pending.join("\n\n"))),
+        }
+    }
+}
+
 /// The tool instructions for templates that do not write them.
 pub fn system_prompt(tools: &[Value]) -> String {
     let mut s = String::from(
@@ -107,6 +148,35 @@ mod tests {
     use super::*;
     use infr_tokenizer::chat::ToolCall;
     use serde_json::json;
+
+    /// Agents issue, defect 1: a system message mid-conversation stays a system turn where the
+    /// template writes roles generically, and goes into the next user turn where it cannot.
+    #[test]
+    fn late_system_messages_are_kept_or_folded() {
+        let chatml =
+            "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>{% endfor %}";
+        let strict = "{% if messages[1].role == 'system' %}{{ raise_exception('roles must alternate') }}{% endif %}";
+        assert!(TemplateCaps::of(chatml).system_anywhere);
+        assert!(!TemplateCaps::of(strict).system_anywhere);
+        let convo = || {
+            vec![
+                ChatMessage::system("be brief"),
+                ChatMessage::user("hi"),
+                ChatMessage::assistant("hello"),
+                ChatMessage::system("the user is in a hurry"),
+                ChatMessage::user("what time is it?"),
+                ChatMessage::system("answer in French"),
+            ]
+        };
+        let mut kept = convo();
+        adapt(&mut kept, None, TemplateCaps::of(chatml));
+        assert_eq!(kept, convo());
+        let mut folded = convo();
+        adapt(&mut folded, None, TemplateCaps::of(strict));
+        let roles: Vec<&str> = folded.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert_eq!(folded[3].text(), "the user is in a hurry\n\nwhat time is it?\n\nanswer in French");
+    }
 
     fn convo() -> Vec<ChatMessage> {
         vec![
