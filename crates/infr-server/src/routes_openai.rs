@@ -164,6 +164,10 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
         return Err(ApiError::bad("messages must not be empty", "messages").into());
     }
     check_messages(&req.messages)?;
+    // OpenAI's newer name for the system role; chat templates know only `system`.
+    for m in req.messages.iter_mut().filter(|m| m.role == "developer") {
+        m.role = "system".into();
+    }
     let choice = ToolChoice::from_openai(req.tool_choice.as_ref())?;
     let json_schema = response_format::schema(req.response_format.as_ref())?;
     let setup = ToolSetup::new(req.tools.unwrap_or_default(), choice, st.text.template().source())?;

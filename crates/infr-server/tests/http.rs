@@ -236,6 +236,16 @@ async fn request_errors() {
     assert_eq!(status, 400);
     assert_eq!(v["error"]["param"], "prompt");
 
+    // Agents issue, defect 5: a `developer` message is the system prompt (it was dropped).
+    let usage = |role: &str| {
+        let mut body = chat_body("hi", 1);
+        body["messages"] =
+            json!([{"role": role, "content": "Always answer in French, briefly."}, {"role": "user", "content": "hi"}]);
+        let chat = chat.clone();
+        async move { post(chat, &body).await.1["usage"]["prompt_tokens"].as_u64().unwrap() }
+    };
+    assert_eq!(usage("developer").await, usage("system").await);
+
     // Hardening issue, defect 14: image and unknown content parts and a missing content are
     // 400s naming the field (they were template errors).
     let mut body = chat_body("hi", 2);
