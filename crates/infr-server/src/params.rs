@@ -55,9 +55,31 @@ macro_rules! sampling_request {
             repeat_last_n: Option<i32>,
             #[serde(default)]
             n: Option<i64>,
+            #[serde(default)]
+            logit_bias: Option<serde_json::Value>,
+            #[serde(default)]
+            logprobs: Option<serde_json::Value>,
+            #[serde(default)]
+            top_logprobs: Option<serde_json::Value>,
+            #[serde(default)]
+            best_of: Option<serde_json::Value>,
+            #[serde(default)]
+            suffix: Option<serde_json::Value>,
         }
 
         impl $name {
+            /// Refuse (400, naming the field) the OpenAI options this server does not implement
+            /// yet, instead of answering as if they had been applied.
+            fn refuse_unsupported(&self) -> Result<(), crate::ApiError> {
+                crate::params::refuse_unsupported([
+                    ("logit_bias", &self.logit_bias),
+                    ("logprobs", &self.logprobs),
+                    ("top_logprobs", &self.top_logprobs),
+                    ("best_of", &self.best_of),
+                    ("suffix", &self.suffix),
+                ])
+            }
+
             /// The sampling fields as [`Knobs`](crate::params::Knobs); `max_tokens` and `stop`
             /// unset.
             fn sampling_knobs(&self) -> crate::params::Knobs {
@@ -80,6 +102,27 @@ macro_rules! sampling_request {
     };
 }
 pub(crate) use sampling_request;
+
+/// The first of `fields` set to something that asks for an effect: a non-empty object or
+/// string, `true`, or a number other than 0 (1 for `best_of`), as a 400 naming it.
+pub(crate) fn refuse_unsupported<'a>(
+    fields: impl IntoIterator<Item = (&'static str, &'a Option<serde_json::Value>)>,
+) -> Result<(), crate::ApiError> {
+    use serde_json::Value;
+    for (name, v) in fields {
+        let asks = match v {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+            Some(Value::Object(m)) => !m.is_empty(),
+            Some(Value::String(s)) => !s.is_empty(),
+            Some(Value::Number(n)) => n.as_f64().is_some_and(|x| x != if name == "best_of" { 1.0 } else { 0.0 }),
+            Some(_) => true,
+        };
+        if asks {
+            return Err(crate::ApiError::bad(format!("{name} is not supported by this server yet"), name));
+        }
+    }
+    Ok(())
+}
 
 /// The sampling and limit fields of a request, all optional.
 #[derive(Debug, Clone, Default)]

@@ -155,6 +155,7 @@ fn check_messages(messages: &[ChatMessage]) -> Result<(), ApiError> {
 pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, OpenAiError> {
     let body = crate::errors::read_body(body).await?;
     let mut req: ChatCompletionRequest = parse_json(&body)?;
+    req.refuse_unsupported()?;
     let knobs = Knobs {
         max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
         stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),
@@ -212,6 +213,7 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
 pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, OpenAiError> {
     let body = crate::errors::read_body(body).await?;
     let mut req: CompletionRequest = parse_json(&body)?;
+    req.refuse_unsupported()?;
     let knobs = Knobs {
         max_tokens: req.max_tokens.or(req.n_predict),
         stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),

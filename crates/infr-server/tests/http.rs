@@ -236,6 +236,25 @@ async fn request_errors() {
     assert_eq!(status, 400);
     assert_eq!(v["error"]["param"], "prompt");
 
+    // Hardening issue, defect 7: options that are not implemented are refused, not ignored.
+    for (field, value) in [
+        ("logit_bias", json!({"15": 100})),
+        ("logprobs", json!(true)),
+        ("top_logprobs", json!(3)),
+        ("best_of", json!(2)),
+        ("suffix", json!("}")),
+    ] {
+        let mut body = chat_body("hi", 1);
+        body[field] = value;
+        let (status, v) = post(chat.clone(), &body).await;
+        assert_eq!((status, v["error"]["param"].as_str()), (400, Some(field)), "{v}");
+    }
+    let mut body = chat_body("hi", 1);
+    body["logprobs"] = json!(false);
+    body["best_of"] = json!(1);
+    body["logit_bias"] = json!({});
+    assert_eq!(post(chat.clone(), &body).await.0, 200);
+
     // Agents issue, defect 5: a `developer` message is the system prompt (it was dropped).
     let usage = |role: &str| {
         let mut body = chat_body("hi", 1);
