@@ -260,6 +260,7 @@ pub(crate) fn stop_sequence(o: &Outcome) -> Value {
 pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, AnthropicError> {
     let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
+    req.refuse_unsupported()?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
     let knobs = Knobs {
@@ -308,6 +309,7 @@ fn thinking_kwargs(thinking: Option<&Value>) -> Map<String, Value> {
 pub async fn count_tokens(State(st): State<SharedState>, body: axum::body::Body) -> Result<Response, AnthropicError> {
     let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
+    req.refuse_unsupported()?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
     let tools = setup.map(|s| s.tools);
