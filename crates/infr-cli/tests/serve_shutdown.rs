@@ -62,8 +62,10 @@ fn stream(addr: &str) -> TcpStream {
     s
 }
 
+/// Send a signal with the shell's `kill` builtin (no procps needed).
 fn signal(child: &Child, sig: &str) {
-    assert!(Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success());
+    let cmd = format!("kill {sig} {}", child.id());
+    assert!(Command::new("sh").args(["-c", &cmd]).status().unwrap().success());
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
