@@ -25,6 +25,9 @@ pub struct SamplingParams {
     pub frequency_penalty: f32,
     /// RNG seed; `None` picks one from the clock.
     pub seed: Option<u64>,
+    /// Added to the logits of these token ids before anything else (OpenAI's `logit_bias`;
+    /// `-inf` bans a token).
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl Default for SamplingParams {
@@ -39,6 +42,7 @@ impl Default for SamplingParams {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             seed: None,
+            logit_bias: Vec::new(),
         }
     }
 }
@@ -54,6 +58,9 @@ impl SamplingParams {
         let bad = |m: &str| Err(EngineError::Invalid(m.to_owned()));
         if !self.temperature.is_finite() {
             return bad("temperature must be a finite number");
+        }
+        if self.logit_bias.iter().any(|&(_, b)| b.is_nan() || b == f32::INFINITY) {
+            return bad("logit_bias values must be numbers (or -inf to ban a token)");
         }
         if !(self.top_p.is_finite() && self.top_p >= 0.0) {
             return bad("top_p must be between 0 and 1");
@@ -163,7 +170,7 @@ impl Sampler {
         let p = &self.params;
         let penalties = p.repeat_last_n != 0
             && (p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0);
-        if penalties {
+        if penalties || !p.logit_bias.is_empty() {
             None
         } else if p.temperature <= 0.0 {
             Some(1)
@@ -187,6 +194,11 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let p = &self.params;
         let mut logits = logits.to_vec();
+        for &(id, bias) in &p.logit_bias {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += bias;
+            }
+        }
         self.apply_penalties(&mut logits, history);
         if p.temperature <= 0.0 {
             return argmax(&logits);

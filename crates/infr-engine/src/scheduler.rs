@@ -189,6 +189,9 @@ impl SchedulerHandle {
         if let Some(&id) = req.prompt.iter().find(|&&t| t as usize >= self.n_vocab) {
             return Err(RequestError::InvalidToken { id, n_vocab: self.n_vocab });
         }
+        if let Some(&(id, _)) = req.sampling.logit_bias.iter().find(|(t, _)| *t as usize >= self.n_vocab) {
+            return Err(RequestError::InvalidToken { id, n_vocab: self.n_vocab });
+        }
         req.sampling.validate().map_err(|e| RequestError::InvalidSampling(e.to_string()))
     }
 

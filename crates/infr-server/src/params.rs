@@ -72,7 +72,6 @@ macro_rules! sampling_request {
             /// yet, instead of answering as if they had been applied.
             fn refuse_unsupported(&self) -> Result<(), crate::ApiError> {
                 crate::params::refuse_unsupported([
-                    ("logit_bias", &self.logit_bias),
                     ("logprobs", &self.logprobs),
                     ("top_logprobs", &self.top_logprobs),
                     ("best_of", &self.best_of),
@@ -94,6 +93,7 @@ macro_rules! sampling_request {
                     repeat_penalty: self.repeat_penalty,
                     repeat_last_n: self.repeat_last_n,
                     n: self.n,
+                    logit_bias: self.logit_bias.clone(),
                     max_tokens: None,
                     stop: Vec::new(),
                 }
@@ -151,6 +151,46 @@ pub struct Knobs {
     pub stop: Vec<String>,
     /// `n` (only 1 is served).
     pub n: Option<i64>,
+    /// OpenAI's `logit_bias`: `{"token id": bias}` (bias -100 to 100; -100 bans the token).
+    pub logit_bias: Option<serde_json::Value>,
+}
+
+/// The scheduler's form of `logit_bias`: ids as numbers; -100 (or less) bans a token, as
+/// OpenAI documents; llama.cpp's `[[id, bias]]` list and `false` (ban) are read too.
+fn logit_bias(v: Option<&serde_json::Value>) -> Result<Vec<(u32, f32)>, ApiError> {
+    use serde_json::Value;
+    let bad = |m: String| ApiError::bad(m, "logit_bias");
+    let bias_of = |b: &Value| -> Result<f32, ApiError> {
+        match b {
+            Value::Bool(false) => Ok(f32::NEG_INFINITY),
+            Value::Number(n) => {
+                let x = n.as_f64().unwrap_or(f64::NAN);
+                if !(-100.0..=100.0).contains(&x) {
+                    return Err(bad(format!("bias {x} is outside -100..=100")));
+                }
+                Ok(if x <= -100.0 { f32::NEG_INFINITY } else { x as f32 })
+            }
+            other => Err(bad(format!("a bias must be a number, not {other}"))),
+        }
+    };
+    let id_of = |k: &str| k.trim().parse::<u32>().map_err(|_| bad(format!("'{k}' is not a token id")));
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m.iter().map(|(k, b)| Ok((id_of(k)?, bias_of(b)?))).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|it| match it.as_array().map(Vec::as_slice) {
+                Some([id, b]) => Ok((
+                    id.as_u64()
+                        .and_then(|i| u32::try_from(i).ok())
+                        .ok_or_else(|| bad(format!("'{id}' is not a token id")))?,
+                    bias_of(b)?,
+                )),
+                _ => Err(bad("list entries must be [token id, bias]".into())),
+            })
+            .collect(),
+        Some(other) => Err(bad(format!("must be an object of token id -> bias, not {other}"))),
+    }
 }
 
 /// A request ready for the scheduler plus the stop strings the server matches itself.
@@ -197,6 +237,7 @@ impl Knobs {
             }
         }
         let d = defaults;
+        let logit_bias = logit_bias(self.logit_bias.as_ref())?;
         let sampling = SamplingParams {
             temperature: self.temperature.unwrap_or(d.temperature),
             top_k: self.top_k.unwrap_or(d.top_k),
@@ -211,6 +252,7 @@ impl Knobs {
                 Some(_) => None,
                 None => d.seed,
             },
+            logit_bias,
         };
         sampling.validate().map_err(|e| ApiError::BadRequest { message: e.to_string(), param: None })?;
         let max_tokens = self.max_tokens.and_then(|m| usize::try_from(m).ok());
@@ -222,6 +264,17 @@ impl Knobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logit_bias_forms() {
+        use serde_json::json;
+        assert_eq!(logit_bias(Some(&json!({"5": 2.5, " 7": -100}))).unwrap(), vec![(5, 2.5), (7, f32::NEG_INFINITY)]);
+        assert_eq!(logit_bias(Some(&json!([[3, false], [4, 1]]))).unwrap(), vec![(3, f32::NEG_INFINITY), (4, 1.0)]);
+        assert!(logit_bias(None).unwrap().is_empty());
+        for bad in [json!({"x": 1}), json!({"1": 101}), json!({"1": "a"}), json!([[1]]), json!(3)] {
+            assert!(logit_bias(Some(&bad)).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn n_other_than_one_is_refused() {

@@ -237,13 +237,9 @@ async fn request_errors() {
     assert_eq!(v["error"]["param"], "prompt");
 
     // Hardening issue, defect 7: options that are not implemented are refused, not ignored.
-    for (field, value) in [
-        ("logit_bias", json!({"15": 100})),
-        ("logprobs", json!(true)),
-        ("top_logprobs", json!(3)),
-        ("best_of", json!(2)),
-        ("suffix", json!("}")),
-    ] {
+    for (field, value) in
+        [("logprobs", json!(true)), ("top_logprobs", json!(3)), ("best_of", json!(2)), ("suffix", json!("}"))]
+    {
         let mut body = chat_body("hi", 1);
         body[field] = value;
         let (status, v) = post(chat.clone(), &body).await;
@@ -254,6 +250,25 @@ async fn request_errors() {
     body["best_of"] = json!(1);
     body["logit_bias"] = json!({});
     assert_eq!(post(chat.clone(), &body).await.0, 200);
+
+    // Hardening issue, defect 7: logit_bias is applied (a +100 bias forces its token: three
+    // greedy tokens are that token three times) and bad ids or values are 400s.
+    let mut body = chat_body("Tell me a story.", 3);
+    body["logit_bias"] = json!({"1789": 100});
+    let (status, v) = post(chat.clone(), &body).await;
+    assert_eq!(status, 200, "{v}");
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+    let one = &text[..text.len() / 3];
+    assert!(!one.is_empty() && text == one.repeat(3), "{text:?}");
+    body["logit_bias"] = json!({"1788": 100});
+    let (_, v2) = post(chat.clone(), &body).await;
+    assert_ne!(v2["choices"][0]["message"]["content"], v["choices"][0]["message"]["content"]);
+    for bad in [json!({"99999999": 5}), json!({"12": 500}), json!({"twelve": 1})] {
+        let mut body = chat_body("hi", 1);
+        body["logit_bias"] = bad;
+        let (status, v) = post(chat.clone(), &body).await;
+        assert_eq!(status, 400, "{v}");
+    }
 
     // Agents issue, defect 5: a `developer` message is the system prompt (it was dropped).
     let usage = |role: &str| {

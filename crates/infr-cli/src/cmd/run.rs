@@ -108,6 +108,7 @@ pub fn sampling_of(cfg: &infr_config::Config) -> SamplingParams {
             infr_config::Seed::Fixed(s) => Some(s),
             infr_config::Seed::Random => None,
         },
+        logit_bias: Vec::new(),
     }
 }
 
