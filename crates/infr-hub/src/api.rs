@@ -116,6 +116,18 @@ pub struct HubApi {
 impl HubApi {
     /// Builds the HTTP clients (rustls, timeouts from `opts`).
     pub fn new(opts: HubOptions) -> Result<Self> {
+        // A malformed endpoint is a setup error, not a network failure worth retrying.
+        match reqwest::Url::parse(&opts.endpoint) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+            Ok(u) => {
+                return Err(HubError::Setup(format!(
+                    "HF_ENDPOINT {:?}: only http:// and https:// endpoints are supported, not {}://",
+                    opts.endpoint,
+                    u.scheme()
+                )))
+            }
+            Err(e) => return Err(HubError::Setup(format!("HF_ENDPOINT {:?} is not a URL: {e}", opts.endpoint))),
+        }
         let build = |policy: reqwest::redirect::Policy| {
             reqwest::Client::builder()
                 .user_agent(opts.user_agent.clone())
@@ -166,7 +178,8 @@ impl HubApi {
         let url = resp.url().to_string();
         let code = resp.headers().get("x-error-code").and_then(|v| v.to_str().ok()).map(str::to_string);
         let token_sent = self.opts.token.is_some() && same_origin(&url, &self.opts.endpoint);
-        let body = resp.text().await.unwrap_or_default();
+        let body = read_capped(resp, MAX_ERROR_BODY).await.map(|b| String::from_utf8_lossy(&b).into_owned());
+        let body = body.unwrap_or_default();
         let body = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
@@ -209,7 +222,8 @@ impl HubApi {
                 }
                 Ok(r) => return Ok(r),
                 Err(e) => {
-                    if attempt > self.opts.max_retries {
+                    // A request that cannot even be built (bad URL) fails the same way every time.
+                    if attempt > self.opts.max_retries || e.is_builder() {
                         return Err(HubError::Network {
                             url: url.to_string(),
                             message: describe(&e),
@@ -237,11 +251,7 @@ impl HubApi {
         }
         let next =
             resp.headers().get_all(reqwest::header::LINK).iter().filter_map(|v| v.to_str().ok()).find_map(next_link);
-        let bytes = resp.bytes().await.map_err(|e| HubError::Network {
-            url: url.to_string(),
-            message: describe(&e),
-            attempts: 1,
-        })?;
+        let bytes = read_capped(resp, MAX_JSON_BYTES).await?;
         let value = serde_json::from_slice(&bytes)
             .map_err(|e| HubError::Protocol { url: url.to_string(), reason: format!("bad JSON: {e}") })?;
         Ok((value, next))
@@ -269,7 +279,13 @@ impl HubApi {
                         path: e.path,
                         size: e.size,
                     }));
-                    next = n.filter(|_| pages < 10_000);
+                    if n.is_some() && pages >= MAX_TREE_PAGES {
+                        return Err(HubError::Protocol {
+                            url: page_url,
+                            reason: format!("the file listing goes on past {MAX_TREE_PAGES} pages; stopping"),
+                        });
+                    }
+                    next = n;
                 }
                 Err(e @ (HubError::Unauthorized { .. } | HubError::Forbidden { .. })) => return Err(e),
                 Err(e) => {
@@ -366,6 +382,35 @@ fn join_relative(base: &str, loc: &str) -> String {
     } else {
         let dir = base.rfind('/').map(|i| &base[..=i]).unwrap_or(base);
         format!("{dir}{loc}")
+    }
+}
+
+/// Largest JSON answer read from the API (a tree listing of a very large repo is a few MiB).
+pub const MAX_JSON_BYTES: usize = 64 << 20;
+/// Most bytes of an error answer read for its message.
+const MAX_ERROR_BODY: usize = 64 << 10;
+/// Most pages of a repo's file listing followed (the Hub pages 1,000 entries each).
+pub const MAX_TREE_PAGES: usize = 1000;
+
+/// A response body of at most `max` bytes (checked as it arrives, so a hostile endpoint cannot
+/// make the client buffer gigabytes).
+async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>> {
+    let url = resp.url().to_string();
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(HubError::Protocol { url, reason: format!("answer larger than {max} bytes") });
+    }
+    let mut out = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if out.len() + c.len() > max {
+                    return Err(HubError::Protocol { url, reason: format!("answer larger than {max} bytes") });
+                }
+                out.extend_from_slice(&c);
+            }
+            Ok(None) => return Ok(out),
+            Err(e) => return Err(HubError::Network { url, message: describe(&e), attempts: 1 }),
+        }
     }
 }
 

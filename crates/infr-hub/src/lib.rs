@@ -27,6 +27,11 @@ mod resolve;
 mod select;
 
 pub use api::{encode_path, normalize_etag, FileMeta, HubApi, RepoFile, RepoInfo};
+
+/// The limits the API client applies to what endpoints send.
+pub mod api_limits {
+    pub use crate::api::{MAX_JSON_BYTES, MAX_TREE_PAGES};
+}
 pub use cache::HfCache;
 pub use download::Expected;
 pub use error::{HubError, Result};
