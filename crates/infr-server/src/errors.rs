@@ -153,14 +153,9 @@ pub async fn read_body_within(
         Err(_) => Err(ApiError::BodyTimeout(format!("request body not received within {} s", timeout.as_secs_f32()))),
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
-            // `to_bytes` reports its limit as http-body-util's `LengthLimitError`, somewhere in
-            // the source chain ("length limit exceeded").
-            let mut cause: Option<&dyn std::error::Error> = Some(&e);
-            let mut too_large = false;
-            while let Some(c) = cause {
-                too_large |= c.to_string().contains("length limit exceeded");
-                cause = c.source();
-            }
+            // `to_bytes` reports its limit as http-body-util's `LengthLimitError`, in the source chain.
+            let too_large = std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |c| c.source())
+                .any(|c| c.is::<http_body_util::LengthLimitError>());
             if too_large {
                 Err(ApiError::TooLarge(format!("request body is larger than {max_bytes} bytes")))
             } else {
