@@ -65,6 +65,7 @@ pub(crate) fn load(
             kq_scale: 1.0,
             softcap: None,
             window: if is_swa[il] { window.map(|w| w as u32) } else { None },
+            sinks: None,
             norm_eps: hp.rms_eps,
             kv_layer: il as u32,
         };

@@ -4,22 +4,20 @@
 //! softmax over the chosen experts' logits, the clamped SwiGLU). Mirrors llama.cpp
 //! `src/models/openai-moe.cpp` (architecture `gpt-oss`).
 
-use infr_core::{Activation, AttnParams, ExpertGateUp, GraphBuilder, KvLayerSpec, MoeGating, RopeMode, RopeParams};
+use infr_core::{Activation, ExpertGateUp, GraphBuilder, KvLayerSpec, MoeGating, RopeMode};
 use infr_core::{WeightId, WeightSource};
 
-use crate::builders::{self, blk, AttnWeights, MoeFfn, MoeHparams, MoeStyle, OutputHead};
+use crate::builders::{self, blk, AttnConfig, AttnWeights, MoeFfn, MoeHparams, MoeStyle, OutputHead};
 use crate::{Architecture, Hparams, ModelError, TensorLoader};
 
 #[derive(Debug)]
 struct Layer {
     attn_norm: WeightId,
     attn: AttnWeights,
-    sinks: WeightId,
+    cfg: AttnConfig,
     post_attn_norm: WeightId,
     router_bias: WeightId,
     moe: MoeFfn,
-    rope: RopeParams,
-    window: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -28,9 +26,6 @@ struct GptOss {
     layers: Vec<Layer>,
     eps: f32,
     n_embd: usize,
-    n_head: u32,
-    n_kv_head: u32,
-    head_dim: u32,
     kv: Vec<KvLayerSpec>,
 }
 
@@ -76,28 +71,30 @@ pub(crate) fn load(
         });
         moe.params.down_bias = Some(bias(tl, "ffn_down_exps.bias", e)?);
         let base = if swa[il] { base_swa } else { hp.rope_freq_base };
+        let cfg = AttnConfig {
+            n_head: hp.n_head[il] as u32,
+            n_kv_head: hp.n_head_kv[il] as u32,
+            head_dim: hp.head_dim_k as u32,
+            rope: builders::rope_params(hp, RopeMode::Neox, base, hp.rope_freq_scale, None),
+            q_scale: None,
+            kq_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
+            softcap: None,
+            window: swa[il].then_some(window as u32),
+            sinks: Some(tl.require(&blk(il, "attn_sinks.weight"), &[hp.n_head[il]])?),
+            norm_eps: hp.rms_eps,
+            kv_layer: il as u32,
+        };
         layers.push(Layer {
             attn_norm: tl.require(&blk(il, "attn_norm.weight"), &[e])?,
             attn: builders::load_attention(tl, hp, il, false)?,
-            sinks: tl.require(&blk(il, "attn_sinks.weight"), &[hp.n_head[il]])?,
+            cfg,
             post_attn_norm: tl.require(&blk(il, "post_attention_norm.weight"), &[e])?,
             router_bias: tl.require(&blk(il, "ffn_gate_inp.bias"), &[ne])?,
             moe,
-            rope: builders::rope_params(hp, RopeMode::Neox, base, hp.rope_freq_scale, None),
-            window: swa[il].then_some(window as u32),
         });
     }
     let kv = builders::uniform_kv_layers(hp);
-    Ok(Box::new(GptOss {
-        head,
-        layers,
-        eps: hp.rms_eps,
-        n_embd: e,
-        n_head: hp.n_head[0] as u32,
-        n_kv_head: hp.n_head_kv[0] as u32,
-        head_dim: hp.head_dim_k as u32,
-        kv,
-    }))
+    Ok(Box::new(GptOss { head, layers, eps: hp.rms_eps, n_embd: e, kv }))
 }
 
 impl Architecture for GptOss {
@@ -107,27 +104,7 @@ impl Architecture for GptOss {
         for (il, l) in self.layers.iter().enumerate() {
             g.set_label(format!("blk.{il}"));
             let h = g.rms_norm(x, Some(l.attn_norm), self.eps, e);
-            let a = &l.attn;
-            let q = g.linear(h, a.wq, a.bq);
-            let k = g.linear(h, a.wk, a.bk);
-            let v = g.linear(h, a.wv, a.bv);
-            let q = g.rope(q, l.rope);
-            let k = g.rope(k, l.rope);
-            let params = AttnParams {
-                kv_layer: il as u32,
-                n_head: self.n_head,
-                n_kv_head: self.n_kv_head,
-                head_dim_k: self.head_dim,
-                head_dim_v: self.head_dim,
-                scale: 1.0 / (self.head_dim as f32).sqrt(),
-                softcap: None,
-                window: l.window,
-                chunk: None,
-                sinks: Some(l.sinks),
-                write_kv: true,
-            };
-            let att = g.attention(q, k, v, params);
-            let att = g.linear(att, a.wo, a.bo);
+            let att = l.attn.build(g, h, &l.cfg);
             x = g.add(x, att);
             let h = g.rms_norm(x, Some(l.post_attn_norm), self.eps, e);
             let logits = g.linear(h, l.moe.router, Some(l.router_bias));

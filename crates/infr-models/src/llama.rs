@@ -64,6 +64,7 @@ pub(crate) fn load_dense(
             kq_scale,
             softcap: None,
             window: None,
+            sinks: None,
             norm_eps: hp.rms_eps,
             kv_layer: il as u32,
         };

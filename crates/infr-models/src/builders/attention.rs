@@ -65,6 +65,8 @@ pub struct AttnConfig {
     pub kq_scale: f32,
     pub softcap: Option<f32>,
     pub window: Option<u32>,
+    /// Per-head attention sinks (gpt-oss), if any.
+    pub sinks: Option<WeightId>,
     /// Epsilon of the per-head norms.
     pub norm_eps: f32,
     pub kv_layer: u32,
@@ -98,7 +100,7 @@ impl AttnWeights {
             softcap: c.softcap,
             window: c.window,
             chunk: None,
-            sinks: None,
+            sinks: c.sinks,
             write_kv: true,
         };
         let a = g.attention(q, k, v, params);
