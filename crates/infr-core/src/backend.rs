@@ -49,13 +49,25 @@ pub struct KvLayerSpec {
     pub head_dim_v: u32,
 }
 
-/// The whole KV cache: layers × pages of `page_size` token slots.
+/// One layer of per-sequence recurrent state (a DeltaNet layer's conv window or its state
+/// matrices): a fixed block of f32 per state slot, whatever the sequence length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLayerSpec {
+    /// f32 values per slot.
+    pub floats: u32,
+}
+
+/// The model's memory: attention layers × pages of `page_size` token slots, and recurrent
+/// state layers × `n_state_slots` fixed-size slots (one per live sequence plus snapshots).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvSpec {
     pub layers: Vec<KvLayerSpec>,
     pub n_pages: u32,
     pub page_size: u32,
     pub dtype: KvDType,
+    /// Recurrent state layers, in the order ops name them (`state` index).
+    pub states: Vec<StateLayerSpec>,
+    pub n_state_slots: u32,
 }
 
 impl KvSpec {
@@ -69,15 +81,18 @@ impl KvSpec {
         let slots = self.n_pages as f64 * self.page_size as f64;
         let per_slot: f64 =
             self.layers.iter().map(|l| (l.n_kv_head * (l.head_dim_k + l.head_dim_v)) as f64 * per_elem).sum();
-        (slots * per_slot) as u64
+        let states: u64 = self.states.iter().map(|l| l.floats as u64 * 4).sum::<u64>() * self.n_state_slots as u64;
+        (slots * per_slot) as u64 + states
     }
 }
 
-/// The physical KV pages of one sequence in a step: `pages[i]` holds positions
-/// `i*page_size .. (i+1)*page_size`.
+/// The memory of one sequence in a step: its physical KV pages (`pages[i]` holds positions
+/// `i*page_size .. (i+1)*page_size`) and its recurrent state slot (read unless the step
+/// starts the sequence at position 0, then overwritten).
 #[derive(Debug, Clone, Copy)]
 pub struct SeqPages<'a> {
     pub pages: &'a [u32],
+    pub state_slot: u32,
 }
 
 /// Per-step inputs; the plan is reused across steps of the same shape.
@@ -120,6 +135,23 @@ impl StepInputs<'_> {
         }
         if self.seqs.iter().any(|s| s.pages.iter().any(|&p| p >= n_pages)) {
             return bad(format!("page index beyond the cache's {n_pages} pages"));
+        }
+        Ok(())
+    }
+
+    /// Check what recurrent ops need: each sequence's rows contiguous and consecutive in
+    /// position (they walk them in order).
+    pub fn validate_runs(&self) -> Result<(), BackendError> {
+        let bad = |m: String| Err(BackendError::InvalidInput(m));
+        for t in 1..self.tokens.len() {
+            let (s, p) = (self.token_seq[t], self.positions[t]);
+            if s == self.token_seq[t - 1] {
+                if p != self.positions[t - 1] + 1 {
+                    return bad(format!("token {t}: positions of a sequence must be consecutive"));
+                }
+            } else if self.token_seq[..t].contains(&s) {
+                return bad(format!("token {t}: the rows of sequence {s} are not contiguous"));
+            }
         }
         Ok(())
     }
@@ -182,4 +214,14 @@ pub trait Backend: Send {
 
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError>;
+
+    /// Copy recurrent state slots `src → dst` in every state layer (snapshots for prefix
+    /// reuse, forks). A backend without state layers has nothing to copy.
+    fn copy_state(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        if pairs.is_empty() {
+            Ok(())
+        } else {
+            Err(BackendError::Unsupported { backend: self.device().id.clone(), what: "recurrent state".into() })
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! The graph IR: semantic ops over 2-D f32 activations.
+//! The graph IR: semantic ops over 2-D f32 activations (plus per-sequence state that
+//! recurrent ops keep in their state slots).
 //!
 //! Every node produces one tensor of shape `[rows, cols]` (row-major; a row is one token).
 //! Heads are a view on the columns (`cols = n_heads * head_dim`). Nodes are in execution order
@@ -19,6 +20,8 @@ pub enum Activation {
     Silu,
     /// GELU, tanh approximation (`ggml_gelu`), as Gemma uses (GeGLU).
     GeluTanh,
+    /// Sigmoid gate, `sigmoid(gate) * up` (Qwen3.5's output-gated attention).
+    Sigmoid,
     /// gpt-oss's clamped SwiGLU (`ggml_swiglu_oai`, alpha 1.702, limit 7):
     /// `x = min(gate, 7)`, `y = clamp(up, -7, 7)`, `x * sigmoid(1.702 x) * (y + 1)`.
     SwigluOai,
@@ -166,6 +169,47 @@ pub struct MoeParams {
     pub down_bias: Option<WeightId>,
 }
 
+/// Parameters of a causal depthwise 1-D convolution over each sequence's tokens
+/// (`ggml_ssm_conv`, as Mamba and gated DeltaNet layers use it).
+///
+/// The weight is `{kernel, channels}` f32; output row `t`, channel `c` is
+/// `sum_j w[c][j] * x[t - (kernel - 1) + j][c]`, where rows before the step come from the
+/// sequence's state slot (the last `kernel - 1` inputs, zeros at position 0), which the op
+/// then overwrites with the step's last `kernel - 1` inputs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conv1dParams {
+    pub weight: WeightId,
+    /// Taps of the convolution.
+    pub kernel: u32,
+    /// Index of the state layer holding the window (`(kernel - 1) * channels` f32).
+    pub state: u32,
+    /// Apply SiLU to the output.
+    pub silu: bool,
+}
+
+/// Parameters of the gated delta rule (Yang et al. 2024, "Gated Delta Networks"; llama.cpp
+/// `build_delta_net_autoregressive` / `ggml_gated_delta_net`), per value head `h` and token:
+///
+/// ```text
+/// g = softplus(alpha_h) * decay[h];  b = sigmoid(beta_h)
+/// S = exp(g) * S;  d = b * (v - S^T k);  S = S + k d^T;  o = S^T (q * scale)
+/// ```
+///
+/// `S` is `head_dim x head_dim` per value head, kept in a state slot (zeros at position 0).
+/// With more value heads than key heads, value head `h` reads key head `h % n_k_head`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeltaNetParams {
+    pub n_k_head: u32,
+    pub n_v_head: u32,
+    pub head_dim: u32,
+    /// `-exp(A_log)` per value head (`ssm_a`).
+    pub decay: WeightId,
+    /// Multiplier of q (`1/sqrt(head_dim)`).
+    pub scale: f32,
+    /// Index of the state layer (`n_v_head * head_dim^2` f32).
+    pub state: u32,
+}
+
 /// One semantic op. Inputs are earlier nodes; shapes are checked by [`GraphBuilder`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -199,6 +243,15 @@ pub enum Op {
     /// model from whatever its router reads): top-k, gating, the chosen experts' gated FFNs,
     /// their weighted sum, plus the shared expert.
     Moe { x: TensorId, logits: TensorId, params: MoeParams },
+    /// Columns `[offset, offset + len)` of each `period`-wide group of columns: splits fused
+    /// projections (`period = cols`) and per-head interleaved ones (Qwen3.5's q | gate).
+    SliceCols { x: TensorId, period: u32, offset: u32, len: u32 },
+    /// Causal depthwise convolution with a per-sequence window (see [`Conv1dParams`]).
+    Conv1d { x: TensorId, params: Conv1dParams },
+    /// Gated delta rule over each sequence's tokens (see [`DeltaNetParams`]); `q`, `k` are
+    /// `[rows, n_k_head * head_dim]`, `v` is `[rows, n_v_head * head_dim]`, `alpha` and `beta`
+    /// `[rows, n_v_head]`. Output `[rows, n_v_head * head_dim]`.
+    DeltaNet { q: TensorId, k: TensorId, v: TensorId, alpha: TensorId, beta: TensorId, params: DeltaNetParams },
 }
 
 impl Op {
@@ -212,7 +265,10 @@ impl Op {
             | Op::Scale { x, .. }
             | Op::TempScale { x, .. }
             | Op::Softcap { x, .. }
-            | Op::OutputRows { x } => vec![x],
+            | Op::OutputRows { x }
+            | Op::SliceCols { x, .. }
+            | Op::Conv1d { x, .. } => vec![x],
+            Op::DeltaNet { q, k, v, alpha, beta, .. } => vec![q, k, v, alpha, beta],
             Op::Attention { q, k, v, .. } => vec![q, k, v],
             Op::Add { a, b } | Op::Mul { a, b } => vec![a, b],
             Op::Glu { gate, up, .. } => vec![gate, up],
@@ -236,6 +292,9 @@ impl Op {
             Op::Softcap { .. } => "softcap",
             Op::OutputRows { .. } => "output_rows",
             Op::Moe { .. } => "moe",
+            Op::SliceCols { .. } => "slice_cols",
+            Op::Conv1d { .. } => "conv1d",
+            Op::DeltaNet { .. } => "delta_net",
         }
     }
 }
@@ -468,6 +527,46 @@ impl<'w> GraphBuilder<'w> {
             }
         }
         self.push(Op::Moe { x, logits, params: p }, rows, out)
+    }
+
+    /// Columns `[offset, offset + len)` of each `period` columns (see [`Op::SliceCols`]).
+    pub fn slice_cols(&mut self, x: TensorId, period: usize, offset: usize, len: usize) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert!(period > 0 && cols % period == 0, "slice_cols: period {period} does not divide {cols}");
+        assert!(len > 0 && offset + len <= period, "slice_cols: [{offset}, +{len}) outside {period}");
+        let p = Op::SliceCols { x, period: period as u32, offset: offset as u32, len: len as u32 };
+        self.push(p, rows, cols / period * len)
+    }
+
+    /// Causal depthwise convolution (see [`Conv1dParams`]).
+    pub fn conv1d(&mut self, x: TensorId, params: Conv1dParams) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(rows, self.n_tokens, "conv1d: input must have one row per token");
+        assert_eq!((self.weight_shape)(params.weight), vec![params.kernel as usize, cols], "conv1d: weight shape");
+        assert!(params.kernel >= 1, "conv1d: empty kernel");
+        self.push(Op::Conv1d { x, params }, rows, cols)
+    }
+
+    /// Gated delta rule (see [`DeltaNetParams`]).
+    pub fn delta_net(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        alpha: TensorId,
+        beta: TensorId,
+        p: DeltaNetParams,
+    ) -> TensorId {
+        let rows = self.n_tokens;
+        let (hk, hv, d) = (p.n_k_head as usize, p.n_v_head as usize, p.head_dim as usize);
+        assert!(hk > 0 && hv % hk == 0, "delta_net: {hv} value heads over {hk} key heads");
+        assert_eq!(self.shape(q), (rows, hk * d), "delta_net: q shape");
+        assert_eq!(self.shape(k), (rows, hk * d), "delta_net: k shape");
+        assert_eq!(self.shape(v), (rows, hv * d), "delta_net: v shape");
+        assert_eq!(self.shape(alpha), (rows, hv), "delta_net: alpha shape");
+        assert_eq!(self.shape(beta), (rows, hv), "delta_net: beta shape");
+        assert_eq!((self.weight_shape)(p.decay)[0], hv, "delta_net: decay length");
+        self.push(Op::DeltaNet { q, k, v, alpha, beta, params: p }, rows, hv * d)
     }
 
     /// Keep the output rows only.

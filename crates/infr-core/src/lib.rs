@@ -12,10 +12,13 @@ mod profile;
 mod top_k;
 mod weights;
 
-pub use backend::{Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages, StepInputs};
+pub use backend::{
+    Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs,
+};
 pub use graph::{
-    Activation, AttnParams, ExpertGateUp, Graph, GraphBuilder, MoeGating, MoeParams, Node, Op, RopeMode, RopeParams,
-    RopeScaling, SharedExpert, TempScaleParams, TensorId, WeightId, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT,
+    Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating, MoeParams,
+    Node, Op, RopeMode, RopeParams, RopeScaling, SharedExpert, TempScaleParams, TensorId, WeightId, SWIGLU_OAI_ALPHA,
+    SWIGLU_OAI_LIMIT,
 };
 pub use infr_quant::GgmlType;
 pub use profile::{prof_by_shape, prof_enabled, set_profiling, OpLabel, Profile, ProfileOnDrop};

@@ -271,6 +271,11 @@ impl Backend for CpuBackend {
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?.copy_pages(pairs)
     }
+
+    fn copy_state(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        let kv = self.kv.as_mut().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
+        kv.state.copy_slots(pairs)
+    }
 }
 
 #[cfg(test)]

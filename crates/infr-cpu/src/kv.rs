@@ -1,4 +1,5 @@
-//! The KV cache in host memory: per layer, K and V as `[slots, n_kv_head * head_dim]`.
+//! The KV cache in host memory: per layer, K and V as `[slots, n_kv_head * head_dim]`, and
+//! the recurrent state slots.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -76,6 +77,8 @@ pub(crate) struct KvLayer {
 #[derive(Debug)]
 pub(crate) struct KvCache {
     pub layers: Vec<KvLayer>,
+    /// Recurrent state slots beside the pages.
+    pub state: crate::state::StateCache,
     pub page_size: u32,
     pub n_pages: u32,
 }
@@ -97,7 +100,8 @@ impl KvCache {
                 })
             })
             .collect::<Result<Vec<_>, BackendError>>()?;
-        Ok(Self { layers, page_size: spec.page_size, n_pages: spec.n_pages })
+        let state = crate::state::StateCache::new(spec)?;
+        Ok(Self { layers, state, page_size: spec.page_size, n_pages: spec.n_pages })
     }
 
     /// Copy pages in every layer.

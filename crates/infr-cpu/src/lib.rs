@@ -12,6 +12,7 @@ mod matmul;
 mod ops;
 mod plan;
 mod simd;
+mod state;
 
 pub use backend::{CpuBackend, CpuOptions, MAX_THREADS_PER_CORE};
 pub use matmul::{act_type_for, KernelTier};

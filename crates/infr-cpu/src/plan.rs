@@ -9,12 +9,14 @@ use infr_core::{BackendError, Graph, Op, OpLabel, Profile, StepInputs, WeightId}
 use crate::backend::CpuWeight;
 use crate::kv::KvCache;
 use crate::matmul::{self, act_type_for, KernelTier};
-use crate::ops::{attention, elementwise, moe, norm, rope};
+use crate::ops::{attention, elementwise, moe, norm, recurrent, rope};
 
 /// A graph checked against the loaded weights.
 pub(crate) struct Plan {
     graph: Graph,
     last_use: Vec<usize>,
+    /// Whether any op keeps per-sequence state (then the step's runs are checked).
+    recurrent: bool,
 }
 
 fn missing(id: WeightId) -> BackendError {
@@ -96,10 +98,18 @@ impl Plan {
                         need_vec(gi, cols)?;
                     }
                 }
+                Op::Conv1d { x, params } => {
+                    let w = weights.get(&params.weight).ok_or_else(|| missing(params.weight))?;
+                    if w.ty != infr_quant::GgmlType::F32 || w.rows != graph.node(*x).cols {
+                        return Err(BackendError::InvalidInput("conv1d weight must be f32 {kernel, channels}".into()));
+                    }
+                }
+                Op::DeltaNet { params, .. } => need_vec(params.decay, params.n_v_head as usize)?,
                 _ => {}
             }
         }
-        Ok(Self { graph: graph.clone(), last_use: graph.last_uses() })
+        let recurrent = graph.nodes.iter().any(|n| matches!(n.op, Op::Conv1d { .. } | Op::DeltaNet { .. }));
+        Ok(Self { graph: graph.clone(), last_use: graph.last_uses(), recurrent })
     }
 
     pub(crate) fn execute(
@@ -113,6 +123,9 @@ impl Plan {
         let mut times: Vec<f64> = Vec::new();
         let g = &self.graph;
         inp.validate(g.n_tokens, g.n_outputs, kv.page_size, kv.n_pages)?;
+        if self.recurrent {
+            inp.validate_runs()?;
+        }
         let page_size = kv.page_size as usize;
         let mut bufs: Vec<Option<Vec<f32>>> = vec![None; g.nodes.len()];
         let w = |id: &WeightId| &weights[id];
@@ -273,6 +286,30 @@ impl Plan {
                     let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
                     let lb = bufs[logits.0 as usize].as_deref().expect("buffer alive");
                     moe::moe(weights, tier, xb, lb, params, node.cols)?
+                }
+                Op::SliceCols { x, period, offset, len } => {
+                    let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                    elementwise::slice_cols(xb, *period as usize, *offset as usize, *len as usize)
+                }
+                Op::Conv1d { x, params } => {
+                    let cw = w(&params.weight);
+                    let mut taps = vec![0f32; cw.rows * cw.cols];
+                    infr_quant::dequantize(cw.ty, &cw.bytes, &mut taps)
+                        .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+                    let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                    recurrent::conv1d(&mut kv.state, xb, &taps, node.cols, params, inp)?
+                }
+                Op::DeltaNet { q, k, v, alpha, beta, params } => {
+                    let b = |t: &infr_core::TensorId| bufs[t.0 as usize].as_deref().expect("buffer alive");
+                    let d = recurrent::DeltaNetInputs {
+                        q: b(q),
+                        k: b(k),
+                        v: b(v),
+                        alpha: b(alpha),
+                        beta: b(beta),
+                        decay: vec_of(&params.decay),
+                    };
+                    recurrent::delta_net(&mut kv.state, &d, params, inp)?
                 }
                 Op::OutputRows { x } => {
                     let src = bufs[x.0 as usize].as_deref().expect("buffer alive");

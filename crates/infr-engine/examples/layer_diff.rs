@@ -13,7 +13,15 @@ fn setup(w: &GgufWeights, m: &infr_models::Model, mut b: Box<dyn Backend>, dtype
         let data = w.data(name).unwrap();
         b.load_weight(id, &data).unwrap();
     }
-    b.init_kv(&KvSpec { layers: m.kv_layers(), n_pages: 4, page_size: 16, dtype }).unwrap();
+    b.init_kv(&KvSpec {
+        layers: m.kv_layers(),
+        n_pages: 4,
+        page_size: 16,
+        dtype,
+        states: m.state_layers(),
+        n_state_slots: 1,
+    })
+    .unwrap();
     b
 }
 
@@ -53,7 +61,7 @@ fn main() {
     let positions: Vec<u32> = (0..n as u32).collect();
     let token_seq = vec![0u32; n];
     let pages = [0u32, 1, 2, 3];
-    let seqs = [SeqPages { pages: &pages }];
+    let seqs = [SeqPages { pages: &pages, state_slot: 0 }];
     let inp = StepInputs {
         tokens: &toks,
         positions: &positions,

@@ -84,9 +84,10 @@ pub fn generate(
     }
     // Keep the cached prefix, but always recompute at least the last prompt token for logits.
     let cached = common_prefix(runner.seq_tokens(seq)?, prompt).min(prompt.len() - 1);
-    runner.truncate(seq, cached)?;
+    let cached = runner.truncate(seq, cached)?;
     let t0 = Instant::now();
     let mut scores = Scores::Full(runner.prefill(seq, &prompt[cached..], false)?);
+    runner.snapshot(seq)?;
     let prefill_time = t0.elapsed();
     let mut history: Vec<u32> = prompt.to_vec();
     let mut generated = 0;

@@ -36,6 +36,11 @@ struct SeqState {
     pages: Vec<u32>,
     /// Tokens whose K/V are in the cache.
     tokens: Vec<u32>,
+    /// For a model with recurrent layers: the sequence's live state slot (its snapshot
+    /// slot is `n_seq` above it), if one was free.
+    state_slot: Option<u32>,
+    /// Tokens covered by the state saved in the snapshot slot.
+    snapshot: Option<usize>,
 }
 
 /// The best logits of one output row as `(token, logit)`, best first ([`infr_core::top_k`]).
@@ -60,6 +65,9 @@ pub struct Runner {
     seqs: HashMap<SeqId, SeqState>,
     next_seq: u32,
     opts: RunnerOptions,
+    /// Free live state slots (empty for a model without recurrent layers).
+    free_state_slots: Vec<u32>,
+    recurrent: bool,
 }
 
 impl Runner {
@@ -90,7 +98,18 @@ impl Runner {
         let n_pages = u32::try_from(pages_per_seq.saturating_mul(opts.n_seq)).map_err(|_| {
             EngineError::Invalid(format!("a context of {} x {} tokens is too large", opts.n_seq, opts.n_ctx))
         })?;
-        let spec = KvSpec { layers: model.kv_layers(), n_pages, page_size: opts.page_size, dtype: opts.kv_dtype };
+        // A recurrent model keeps, per sequence, a live state slot and one snapshot slot.
+        let states = model.state_layers();
+        let recurrent = !states.is_empty();
+        let n_live = if recurrent { opts.n_seq as u32 } else { 0 };
+        let spec = KvSpec {
+            layers: model.kv_layers(),
+            n_pages,
+            page_size: opts.page_size,
+            dtype: opts.kv_dtype,
+            states,
+            n_state_slots: 2 * n_live,
+        };
         // Refuse what cannot fit before allocating anything (a huge --ctx-size would
         // otherwise abort the process in the allocator or exhaust the device).
         if let Some(available) = backend.memory_available() {
@@ -122,6 +141,8 @@ impl Runner {
             seqs: HashMap::new(),
             next_seq: 0,
             opts,
+            free_state_slots: (0..n_live).rev().collect(),
+            recurrent,
         })
     }
 
@@ -145,21 +166,43 @@ impl Runner {
         self.model.info.n_vocab
     }
 
-    /// Start an empty sequence.
+    /// Whether the model keeps per-sequence recurrent state (then a cached prefix can only
+    /// be cut back to a snapshot, see [`Runner::truncate`]).
+    pub fn is_recurrent(&self) -> bool {
+        self.recurrent
+    }
+
+    /// Start an empty sequence. A recurrent model has state for `n_seq` live sequences; a
+    /// step over a sequence beyond them fails.
     pub fn add_sequence(&mut self) -> SeqId {
         let id = SeqId(self.next_seq);
         self.next_seq += 1;
-        self.seqs.insert(id, SeqState::default());
+        let state_slot = self.free_state_slots.pop();
+        self.seqs.insert(id, SeqState { state_slot, ..SeqState::default() });
         id
     }
 
-    /// End a sequence and free its pages.
+    /// End a sequence and free its pages and state.
     pub fn remove_sequence(&mut self, id: SeqId) {
         if let Some(s) = self.seqs.remove(&id) {
             for p in s.pages {
                 self.pool.release(p);
             }
+            self.free_state_slots.extend(s.state_slot);
         }
+    }
+
+    /// Save the sequence's recurrent state as its snapshot (replacing the previous one), so
+    /// that a later request sharing this prefix can resume here. A no-op without recurrent
+    /// layers.
+    pub fn snapshot(&mut self, id: SeqId) -> Result<(), EngineError> {
+        let n_live = self.opts.n_seq as u32;
+        let s = self.seqs.get_mut(&id).ok_or(EngineError::UnknownSequence(id.0))?;
+        if let Some(slot) = s.state_slot {
+            self.backend.copy_state(&[(slot, slot + n_live)])?;
+            s.snapshot = Some(s.tokens.len());
+        }
+        Ok(())
     }
 
     /// The tokens cached for a sequence.
@@ -167,10 +210,26 @@ impl Runner {
         self.seqs.get(&id).map(|s| s.tokens.as_slice()).ok_or(EngineError::UnknownSequence(id.0))
     }
 
-    /// Forget cached tokens after the first `n` (keeps a reusable prefix).
-    pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<(), EngineError> {
+    /// Forget cached tokens after the first `n` (keeps a reusable prefix); returns how many
+    /// are kept. A recurrent state cannot be cut back, so a recurrent model keeps `n` only if
+    /// that is all it has, else falls back to its snapshot (if at or below `n`) or to nothing.
+    pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<usize, EngineError> {
         let ps = self.opts.page_size as usize;
+        let n_live = self.opts.n_seq as u32;
         let s = self.seqs.get_mut(&id).ok_or(EngineError::UnknownSequence(id.0))?;
+        let mut n = n.min(s.tokens.len());
+        if self.recurrent && n < s.tokens.len() {
+            n = match (s.snapshot, s.state_slot) {
+                (Some(m), Some(slot)) if m <= n => {
+                    self.backend.copy_state(&[(slot + n_live, slot)])?;
+                    m
+                }
+                _ => 0,
+            };
+            if s.snapshot.is_some_and(|m| m > n) {
+                s.snapshot = None;
+            }
+        }
         if n < s.tokens.len() {
             s.tokens.truncate(n);
             let keep = n.div_ceil(ps);
@@ -178,7 +237,7 @@ impl Runner {
                 self.pool.release(p);
             }
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Compile the plans of these `(tokens, outputs)` step shapes now rather than at their
@@ -259,6 +318,12 @@ impl Runner {
         }
         for it in items {
             self.reserve(it.seq, it.tokens.len())?;
+            if self.recurrent && self.seqs[&it.seq].state_slot.is_none() {
+                return Err(EngineError::Invalid(format!(
+                    "more live sequences than the {} this recurrent model has state for",
+                    self.opts.n_seq
+                )));
+            }
         }
         let mut tokens = Vec::with_capacity(n_tokens);
         let mut positions = Vec::with_capacity(n_tokens);
@@ -278,8 +343,15 @@ impl Runner {
             out_counts.push(if it.all_logits { it.tokens.len() } else { 1 });
         }
         let plan = self.plan(n_tokens, output_rows.len())?;
-        let page_lists: Vec<Vec<u32>> = items.iter().map(|it| self.seqs[&it.seq].pages.clone()).collect();
-        let seqs: Vec<SeqPages<'_>> = page_lists.iter().map(|p| SeqPages { pages: p }).collect();
+        let page_lists: Vec<(Vec<u32>, u32)> = items
+            .iter()
+            .map(|it| {
+                let s = &self.seqs[&it.seq];
+                (s.pages.clone(), s.state_slot.unwrap_or(0))
+            })
+            .collect();
+        let seqs: Vec<SeqPages<'_>> =
+            page_lists.iter().map(|(p, slot)| SeqPages { pages: p, state_slot: *slot }).collect();
         let inputs = StepInputs {
             tokens: &tokens,
             positions: &positions,

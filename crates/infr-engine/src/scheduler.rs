@@ -415,11 +415,13 @@ impl Scheduler {
         }
         let Some((i, lcp, _)) = best else { return };
         // Always compute at least the last prompt token: its logits give the first token.
-        let cached = lcp.min(prompt.len() - 1);
-        if let Err(e) = self.runner.truncate(self.slots[i].seq, cached) {
-            q.sink.send(Event::Error(RequestError::Engine(e.to_string())));
-            return;
-        }
+        let cached = match self.runner.truncate(self.slots[i].seq, lcp.min(prompt.len() - 1)) {
+            Ok(kept) => kept,
+            Err(e) => {
+                q.sink.send(Event::Error(RequestError::Engine(e.to_string())));
+                return;
+            }
+        };
         let info =
             StartInfo { slot: i, prompt_tokens: prompt.len(), cached_tokens: cached, queue_wait: now - q.submitted };
         if !q.sink.send(Event::Started(info)) {
@@ -580,6 +582,7 @@ impl Scheduler {
         };
         self.shared.computed.fetch_add(n_tokens as u64, Ordering::Relaxed);
         for ((i, part), row) in parts.into_iter().zip(logits) {
+            let seq = self.slots[i].seq;
             let Some(a) = self.slots[i].active.as_mut() else { continue };
             match part {
                 Part::Decode(_) => a.pending = None,
@@ -587,6 +590,11 @@ impl Scheduler {
                     a.prefilled = r.end;
                     if a.prefilled < a.prompt_len {
                         continue;
+                    }
+                    // A recurrent model saves its state at the end of the prompt: the next
+                    // turn of the conversation extends it even if it re-renders the reply.
+                    if let Err(e) = self.runner.snapshot(seq) {
+                        tracing::warn!("state snapshot failed: {e}");
                     }
                     a.first_token = Some(Instant::now());
                     if a.max_tokens == Some(0) {

@@ -29,6 +29,29 @@ fn check(name: &str, backend: Box<dyn Backend>) {
     assert!(failures.is_empty(), "{name}: {}", failures.join("; "));
 }
 
+/// The prompt in one step, then llama.cpp's continuation one token per step (teacher forced):
+/// the decode path, whose state a recurrent model carries from step to step.
+fn check_decode(name: &str, backend: Box<dyn Backend>) {
+    let o = Oracle::from_json(&std::fs::read_to_string(synth_dir().join(format!("{name}__fox.json"))).unwrap())
+        .expect("oracle parses");
+    let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let opts = infr_engine::RunnerOptions { n_ctx: 64, ..Default::default() };
+    let mut r = infr_engine::Runner::new(model, &w, backend, opts).expect("runner");
+    let nv = r.n_vocab();
+    let seq = r.add_sequence();
+    let logits = r.prefill(seq, &o.prompt_ids, true).expect("prefill");
+    let mut rows: Vec<Vec<f32>> = logits.chunks(nv).map(<[f32]>::to_vec).collect();
+    for &t in &o.greedy_ids[..o.greedy_ids.len() - 1] {
+        let out = r.step(&[infr_engine::StepItem { seq, tokens: &[t], all_logits: false }]).expect("step");
+        rows.push(out.into_iter().next().unwrap());
+    }
+    let rep = compare(&o, &rows, &o.greedy_ids, 0.5);
+    eprintln!("{name} (decode): {rep:?}");
+    let failures = rep.failures();
+    assert!(failures.is_empty(), "{name} (decode): {}", failures.join("; "));
+}
+
 fn cpu() -> Box<dyn Backend> {
     Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).unwrap())
 }
@@ -88,5 +111,41 @@ fn gpt_oss_cpu_matches_llama_cpp() {
 fn gpt_oss_vulkan_matches_llama_cpp() {
     if let Some(b) = common::vulkan() {
         check("gpt-oss", b);
+    }
+}
+
+#[test]
+fn qwen35_cpu_matches_llama_cpp() {
+    check("qwen35", cpu());
+}
+
+#[test]
+fn qwen35_vulkan_matches_llama_cpp() {
+    if let Some(b) = common::vulkan() {
+        check("qwen35", b);
+    }
+    if let Some(b) = common::vulkan() {
+        check_decode("qwen35", b);
+    }
+}
+
+#[test]
+fn qwen35_decode_cpu_matches_llama_cpp() {
+    check_decode("qwen35", cpu());
+    check_decode("qwen35moe", cpu());
+}
+
+#[test]
+fn qwen35moe_cpu_matches_llama_cpp() {
+    check("qwen35moe", cpu());
+}
+
+#[test]
+fn qwen35moe_vulkan_matches_llama_cpp() {
+    if let Some(b) = common::vulkan() {
+        check("qwen35moe", b);
+    }
+    if let Some(b) = common::vulkan() {
+        check_decode("qwen35moe", b);
     }
 }

@@ -15,6 +15,7 @@ mod llama4;
 mod model;
 mod qwen2;
 mod qwen3;
+mod qwen35;
 mod qwen3moe;
 mod registry;
 pub mod synth;

@@ -1,6 +1,6 @@
 //! A loaded model: its architecture, hyper-parameters and weight table.
 
-use infr_core::{Graph, GraphBuilder, KvLayerSpec, WeightSource};
+use infr_core::{Graph, GraphBuilder, KvLayerSpec, StateLayerSpec, WeightSource};
 
 use crate::{Hparams, ModelWeights};
 
@@ -10,6 +10,10 @@ pub trait Architecture: Send + Sync + std::fmt::Debug {
     fn build(&self, g: &mut GraphBuilder<'_>);
     /// Shape of the KV cache of each attention layer, in `kv_layer` order.
     fn kv_layers(&self) -> Vec<KvLayerSpec>;
+    /// Per-sequence recurrent state layers, in the order the graph's ops name them.
+    fn state_layers(&self) -> Vec<StateLayerSpec> {
+        Vec::new()
+    }
 }
 
 /// Summary facts about a model, for users and for the engine.
@@ -49,6 +53,11 @@ impl Model {
     /// KV cache geometry.
     pub fn kv_layers(&self) -> Vec<KvLayerSpec> {
         self.arch.kv_layers()
+    }
+
+    /// Recurrent state geometry (empty for a pure transformer).
+    pub fn state_layers(&self) -> Vec<StateLayerSpec> {
+        self.arch.state_layers()
     }
 
     /// Read the summary from a source's metadata and hyper-parameters.

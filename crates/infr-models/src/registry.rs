@@ -3,7 +3,8 @@
 use infr_core::WeightSource;
 
 use crate::{
-    gemma3, gpt_oss, llama, llama4, qwen2, qwen3, qwen3moe, Architecture, Hparams, Model, ModelError, TensorLoader,
+    gemma3, gpt_oss, llama, llama4, qwen2, qwen3, qwen35, qwen3moe, Architecture, Hparams, Model, ModelError,
+    TensorLoader,
 };
 
 type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
@@ -15,6 +16,8 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
+    ("qwen35", qwen35::load_dense),
+    ("qwen35moe", qwen35::load_moe),
     ("gemma3", gemma3::load),
     ("gpt-oss", gpt_oss::load),
 ];

@@ -264,6 +264,15 @@ impl Backend for VulkanBackend {
         }
         kv.copy_pages(&mut self.one, pairs).map_err(|e| e.into_backend(&self.info.id))
     }
+
+    fn copy_state(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
+        let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
+        let n = kv.spec.n_state_slots;
+        if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= n || d >= n) {
+            return Err(BackendError::InvalidInput(format!("state copy {s} -> {d} out of range")));
+        }
+        kv.copy_state(&mut self.one, pairs).map_err(|e| e.into_backend(&self.info.id))
+    }
 }
 
 impl Drop for VulkanBackend {

@@ -490,6 +490,7 @@ pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
         Elt::Softcap => ("softcap", "return tanh_exp(a * pc.inv_s) * pc.s;"),
         Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
         Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
+        Elt::Glu(Activation::Sigmoid) => ("glu_sigmoid", "return b / (1.0 + exp(-a));"),
         // ggml_swiglu_oai with gpt-oss's alpha 1.702 and limit 7.
         Elt::Glu(Activation::SwigluOai) => {
             ("glu_swiglu_oai", "let x = min(a, 7.0); return x / (1.0 + exp(-1.702 * x)) * (clamp(b, -7.0, 7.0) + 1.0);")
@@ -599,6 +600,7 @@ mod tests {
             Elt::Glu(Activation::Silu),
             Elt::Glu(Activation::GeluTanh),
             Elt::Glu(Activation::SwigluOai),
+            Elt::Glu(Activation::Sigmoid),
         ] {
             check(&elementwise(op, 8).0);
             check(&elementwise(op, 7).0);

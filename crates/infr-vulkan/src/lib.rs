@@ -23,6 +23,7 @@ pub mod pipeline;
 mod plan;
 mod prefill_matmul;
 pub mod profile;
+mod recurrent_kernels;
 pub mod repack;
 mod tables;
 mod weights;

@@ -48,6 +48,9 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),
     ("moe_combine", include_str!("shaders/moe_combine.wgsl")),
     ("temp_scale", include_str!("shaders/temp_scale.wgsl")),
+    ("slice_cols", include_str!("shaders/slice_cols.wgsl")),
+    ("conv1d", include_str!("shaders/conv1d.wgsl")),
+    ("delta_net", include_str!("shaders/delta_net.wgsl")),
     ("topk", include_str!("shaders/topk.wgsl")),
 ];
 

@@ -205,6 +205,11 @@ impl Plan {
                 let b = bufs.get(l as usize).ok_or_else(|| missing(format!("KV layer {l}")))?;
                 (b.raw, 0, b.size)
             }
+            Res::State(l) => {
+                let kv = res.kv.ok_or_else(|| missing("KV cache".into()))?;
+                let b = kv.state.get(l as usize).ok_or_else(|| missing(format!("state layer {l}")))?;
+                (b.raw, 0, b.size)
+            }
             Res::Step => (self.step.raw, 0, self.step.size),
             Res::Tables => (res.tables.raw, 0, res.tables.size),
             Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
@@ -290,13 +295,20 @@ impl Plan {
         w.extend_from_slice(inp.token_seq);
         w.extend_from_slice(inp.output_rows);
         debug_assert_eq!(w.len() as u32, l.tok_pages);
+        let tok_pages_at = w.len();
+        w.resize(w.len() + inp.tokens.len(), 0);
+        debug_assert_eq!(w.len() as u32, l.tok_state);
+        w.extend(inp.token_seq.iter().map(|&s| inp.seqs[s as usize].state_slot));
+        debug_assert_eq!(w.len() as u32, l.pages);
         let mut seq_start = Vec::with_capacity(inp.seqs.len());
         let mut at = l.pages;
         for s in inp.seqs {
             seq_start.push(at);
             at += s.pages.len() as u32;
         }
-        w.extend(inp.token_seq.iter().map(|&s| seq_start[s as usize]));
+        for (slot, &s) in w[tok_pages_at..].iter_mut().zip(inp.token_seq) {
+            *slot = seq_start[s as usize];
+        }
         for s in inp.seqs {
             w.extend_from_slice(s.pages);
         }

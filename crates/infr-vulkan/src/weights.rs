@@ -27,14 +27,22 @@ pub(crate) struct GpuWeight {
     pub cols: usize,
     pub rows: usize,
     pub chunks: Vec<WeightChunk>,
-    /// f32 values of a 1-D weight.
+    /// f32 values of a 1-D weight, or of a small float matrix (conv taps) read elementwise.
     pub vec: Option<Buffer>,
 }
+
+/// Float matrices up to this many elements also get an f32 copy (a convolution's taps).
+const SMALL_FLOAT_ELEMS: usize = 1 << 16;
 
 impl GpuWeight {
     /// Length of the f32 vector form, if this is a 1-D weight.
     pub fn vec_len(&self) -> Option<usize> {
-        self.vec.as_ref().map(|_| self.cols)
+        self.vec.as_ref().filter(|_| self.rows == 1).map(|_| self.cols)
+    }
+
+    /// Elements of the f32 copy (`rows * cols`), if there is one.
+    pub fn vec_elems(&self) -> Option<usize> {
+        self.vec.as_ref().map(|_| self.rows * self.cols)
     }
 }
 
@@ -57,7 +65,8 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         return Err(unsupported("empty weight".into()));
     }
     // Plain-float vectors of any length are kept as f32 only (norm weights, biases).
-    let vector_only = rows == 1 && !ty.is_quantized() && cols % layout.block_elems as usize != 0;
+    let small_float = !ty.is_quantized() && rows.saturating_mul(cols) <= SMALL_FLOAT_ELEMS;
+    let vector_only = (rows == 1 || small_float) && !ty.is_quantized() && cols % layout.block_elems as usize != 0;
     if cols % layout.block_elems as usize != 0 && !vector_only {
         return Err(unsupported(format!(
             "row of {cols} elements is not a multiple of {} for {ty}",
@@ -86,10 +95,10 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         chunks.push(WeightChunk { buf, row0: row0 as u32, rows: n as u32, soff_words: packed.scale_word_offset });
         row0 += n;
     }
-    let vec = if rows == 1 {
-        let mut v = vec![0f32; cols];
+    let vec = if rows == 1 || small_float {
+        let mut v = vec![0f32; cols * rows];
         infr_quant::dequantize(ty, &w.bytes, &mut v).map_err(|e| unsupported(e.to_string()))?;
-        let mut buf = Buffer::new(ctx, (cols * 4) as u64, MemKind::DeviceLocal, &format!("vector {}", w.name))?;
+        let mut buf = Buffer::new(ctx, (v.len() * 4) as u64, MemKind::DeviceLocal, &format!("vector {}", w.name))?;
         one.upload(&mut buf, 0, bytemuck::cast_slice(&v))?;
         Some(buf)
     } else {
@@ -103,6 +112,8 @@ pub(crate) struct KvCache {
     pub spec: KvSpec,
     pub k: Vec<Buffer>,
     pub v: Vec<Buffer>,
+    /// One buffer per recurrent state layer: `n_state_slots` blocks of `floats` f32.
+    pub state: Vec<Buffer>,
 }
 
 impl KvCache {
@@ -139,7 +150,45 @@ impl KvCache {
                 out.push(buf);
             }
         }
-        Ok(Self { spec: spec.clone(), k, v })
+        let mut state = Vec::new();
+        for (i, l) in spec.states.iter().enumerate() {
+            let bytes = (l.floats as u64 * spec.n_state_slots as u64 * 4).max(4);
+            if bytes > limit {
+                return Err(VkError::OutOfMemory {
+                    what: format!("state layer {i} (larger than a storage binding: {limit})"),
+                    bytes,
+                });
+            }
+            let buf = Buffer::new(ctx, bytes, MemKind::DeviceLocal, &format!("state layer {i}"))?;
+            let raw = buf.raw;
+            // SAFETY: the buffer is valid and idle; fill covers its whole size.
+            one.run(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, raw, 0, ash::vk::WHOLE_SIZE, 0) })?;
+            state.push(buf);
+        }
+        Ok(Self { spec: spec.clone(), k, v, state })
+    }
+
+    /// Copy state slots `src → dst` in every state layer, pair by pair.
+    pub fn copy_state(&self, one: &mut OneShot, pairs: &[(u32, u32)]) -> VkResult<()> {
+        let bufs: Vec<(ash::vk::Buffer, u64)> =
+            self.state.iter().zip(&self.spec.states).map(|(b, l)| (b.raw, l.floats as u64 * 4)).collect();
+        one.run(|d, cmd| {
+            for &(s, t) in pairs {
+                if s == t {
+                    continue;
+                }
+                for &(raw, slot_bytes) in bufs.iter().filter(|b| b.1 > 0) {
+                    let r = [ash::vk::BufferCopy::default()
+                        .src_offset(s as u64 * slot_bytes)
+                        .dst_offset(t as u64 * slot_bytes)
+                        .size(slot_bytes)];
+                    // SAFETY: both slots lie inside the buffer (checked by the caller) and
+                    // differ, so the regions do not overlap.
+                    unsafe { d.cmd_copy_buffer(cmd, raw, raw, &r) };
+                }
+                crate::memory::compute_barrier(d, cmd);
+            }
+        })
     }
 
     /// Copy whole pages `src → dst` in every layer, pair by pair (later pairs see earlier copies).

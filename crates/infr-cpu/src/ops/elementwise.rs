@@ -59,6 +59,13 @@ pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
                 }
             });
         }
+        Activation::Sigmoid => {
+            gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
+                for (g, u) in g.iter_mut().zip(u) {
+                    *g = u / (1.0 + (-*g).exp());
+                }
+            });
+        }
         Activation::SwigluOai => {
             let (alpha, limit) = (infr_core::SWIGLU_OAI_ALPHA, infr_core::SWIGLU_OAI_LIMIT);
             gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
@@ -70,6 +77,11 @@ pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
             });
         }
     }
+}
+
+/// Columns `[offset, offset + len)` of each `period` columns of `x`.
+pub(crate) fn slice_cols(x: &[f32], period: usize, offset: usize, len: usize) -> Vec<f32> {
+    x.chunks(period).flat_map(|g| &g[offset..offset + len]).copied().collect()
 }
 
 /// `cap * tanh(x / cap)` in place (as ggml: scale, tanh, scale).

@@ -1,10 +1,12 @@
 //! Shared graph builders: the pieces every transformer family is made of.
 
 mod attention;
+mod delta_net;
 mod ffn;
 mod moe;
 
 pub use attention::{load_attention, AttnConfig, AttnWeights};
+pub use delta_net::{load_delta_net, DeltaNetHparams, DeltaNetLayer};
 pub use ffn::{load_gated_ffn, GatedFfn};
 pub use moe::{load_moe, Ffn, MoeFfn, MoeHparams, MoeStyle};
 

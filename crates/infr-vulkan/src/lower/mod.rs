@@ -19,6 +19,7 @@ pub(crate) use crate::features::Features;
 
 mod matmul;
 mod moe;
+mod recurrent;
 
 use matmul::{gemv_jobs, job_weight, q8_info, vec_q8_rows, VEC_R};
 
@@ -35,6 +36,8 @@ pub(crate) enum Res {
     KvK(u32),
     /// V cache of a layer.
     KvV(u32),
+    /// Recurrent state layer `0` (all its slots).
+    State(u32),
     /// The step-input buffer.
     Step,
     /// The i-quant tables.
@@ -61,14 +64,16 @@ pub(crate) struct Dispatch {
     pub barrier_after: bool,
 }
 
-/// Offsets (in u32 words) of the step-input arrays inside the step buffer (token_seq sits
-/// between positions and output_rows; kernels use the per-token page-table offsets instead).
+/// Offsets (in u32 words) of the step-input arrays inside the step buffer: per token its id,
+/// position, sequence index, page-table offset and state slot; the output rows; the page lists.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepLayout {
     pub tokens: u32,
     pub positions: u32,
+    pub token_seq: u32,
     pub output_rows: u32,
     pub tok_pages: u32,
+    pub tok_state: u32,
     pub pages: u32,
 }
 
@@ -76,7 +81,15 @@ impl StepLayout {
     pub fn new(n_tokens: usize, n_outputs: usize) -> Self {
         let n = n_tokens as u32;
         let o = n_outputs as u32;
-        Self { tokens: 0, positions: n, output_rows: 3 * n, tok_pages: 3 * n + o, pages: 4 * n + o }
+        Self {
+            tokens: 0,
+            positions: n,
+            token_seq: 2 * n,
+            output_rows: 3 * n,
+            tok_pages: 3 * n + o,
+            tok_state: 4 * n + o,
+            pages: 5 * n + o,
+        }
     }
 }
 
@@ -150,6 +163,7 @@ pub(crate) fn supports(op: &Op) -> Result<(), String> {
             Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
         }
         Op::Moe { params, .. } => moe::unsupported(params).map_or(Ok(()), Err),
+        Op::Conv1d { .. } | Op::DeltaNet { .. } => recurrent::unsupported(op).map_or(Ok(()), Err),
         Op::Attention { params: ap, .. } if ap.chunk.or(ap.window).is_some_and(|c| c >= kernels::ATTN_CHUNKED) => {
             Err(format!("attention window or chunks of {} positions", ap.chunk.or(ap.window).unwrap_or(0)))
         }
@@ -676,6 +690,18 @@ pub(crate) fn lower(
                 for e in moe::lower(&m, weights, feat, &mut moe_temps, &mut temp_bytes, &mut rounded)? {
                     push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                 }
+            }
+            Op::SliceCols { period, offset, len, .. } => {
+                let e = recurrent::slice_cols(graph, i, *period, *offset, *len)?;
+                push(&e.spec, e.res, e.push, e.groups, None)?;
+            }
+            Op::Conv1d { params, .. } => {
+                let e = recurrent::conv1d(graph, i, params, weights, kv, &st)?;
+                push(&e.spec, e.res, e.push, e.groups, None)?;
+            }
+            Op::DeltaNet { params, .. } => {
+                let e = recurrent::delta_net(graph, i, params, weights, kv, &st)?;
+                push(&e.spec, e.res, e.push, e.groups, None)?;
             }
             Op::OutputRows { x } => {
                 let p =

@@ -183,7 +183,8 @@ impl Step {
 
     /// The step as backend inputs, for `f`.
     fn with_inputs<T>(&self, f: impl FnOnce(&StepInputs<'_>) -> T) -> T {
-        let seqs: Vec<SeqPages<'_>> = self.seqs.iter().map(|p| SeqPages { pages: p }).collect();
+        let seqs: Vec<SeqPages<'_>> =
+            self.seqs.iter().enumerate().map(|(i, p)| SeqPages { pages: p, state_slot: i as u32 }).collect();
         f(&StepInputs {
             tokens: &self.tokens,
             positions: &self.positions,
@@ -217,6 +218,8 @@ pub fn kv_spec(
         n_pages,
         page_size,
         dtype,
+        states: Vec::new(),
+        n_state_slots: 0,
     }
 }
 

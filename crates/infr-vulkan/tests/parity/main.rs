@@ -7,3 +7,4 @@ mod matmul;
 mod model;
 mod moe;
 mod ops;
+mod recurrent;

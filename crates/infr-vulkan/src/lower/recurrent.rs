@@ -1,0 +1,136 @@
+//! Lowering of the column slice and the recurrent ops (causal conv, gated delta rule): one
+//! dispatch each; the recurrent kernels read and write the state layers' slots in place.
+
+use std::collections::HashMap;
+
+use infr_core::{Conv1dParams, DeltaNetParams, Graph, KvSpec, Op, WeightId};
+
+use super::{bytes, threads_groups, u32_of, Res, StepLayout};
+use crate::error::{VkError, VkResult};
+use crate::prefill_matmul::Emit;
+use crate::recurrent_kernels::{self as rk, CONV_MAX_KERNEL, DELTA_NET_HEAD_DIMS};
+use crate::weights::GpuWeight;
+
+/// Why the Vulkan lowering cannot run this op, if it cannot (checked up front).
+pub(super) fn unsupported(op: &Op) -> Option<String> {
+    match op {
+        Op::Conv1d { params, .. } if params.kernel > CONV_MAX_KERNEL => {
+            Some(format!("convolution of {} taps (at most {CONV_MAX_KERNEL})", params.kernel))
+        }
+        Op::DeltaNet { params, .. } if !DELTA_NET_HEAD_DIMS.contains(&params.head_dim) => {
+            Some(format!("delta rule with head dim {}", params.head_dim))
+        }
+        _ => None,
+    }
+}
+
+fn emit(spec: crate::pipeline::KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) -> Emit {
+    Emit { spec, res, push, groups, shape: None, barrier_after: true }
+}
+
+/// `SliceCols` of node `i`.
+pub(super) fn slice_cols(graph: &Graph, i: usize, period: u32, offset: u32, len: u32) -> VkResult<Emit> {
+    let node = &graph.nodes[i];
+    let Op::SliceCols { x, .. } = node.op else { unreachable!("slice_cols lowering of another op") };
+    let cells = node.rows * node.cols;
+    let p = rk::SliceColsParams {
+        n: u32_of(cells, "elements")?,
+        in_cols: u32_of(graph.node(x).cols, "columns")?,
+        out_cols: u32_of(node.cols, "columns")?,
+        period,
+        offset,
+        len,
+    };
+    Ok(emit(rk::slice_cols(), vec![Res::Act(x.0), Res::Act(i as u32)], bytes(&p), threads_groups(cells)?))
+}
+
+fn state_floats(kv: Option<&KvSpec>, layer: u32, want: u64, what: &str) -> VkResult<u32> {
+    let kv = kv.ok_or_else(|| VkError::Unsupported(format!("{what} before init_kv")))?;
+    let l = kv
+        .states
+        .get(layer as usize)
+        .ok_or_else(|| VkError::Unsupported(format!("{what} reads state layer {layer} of {}", kv.states.len())))?;
+    if l.floats as u64 != want {
+        return Err(VkError::Unsupported(format!("{what}: state layer {layer} holds {} floats, not {want}", l.floats)));
+    }
+    Ok(l.floats)
+}
+
+/// `Conv1d` of node `i`.
+pub(super) fn conv1d(
+    graph: &Graph,
+    i: usize,
+    p: &Conv1dParams,
+    weights: &HashMap<WeightId, GpuWeight>,
+    kv: Option<&KvSpec>,
+    st: &StepLayout,
+) -> VkResult<Emit> {
+    let node = &graph.nodes[i];
+    let Op::Conv1d { x, .. } = node.op else { unreachable!("conv1d lowering of another op") };
+    if let Some(why) = unsupported(&node.op) {
+        return Err(VkError::Unsupported(why));
+    }
+    let c = node.cols;
+    let w = weights.get(&p.weight).ok_or_else(|| VkError::Unsupported(format!("conv1d: weight {}", p.weight.0)))?;
+    if w.vec_elems() != Some(c * p.kernel as usize) {
+        return Err(VkError::Unsupported(format!("conv1d: weight {} is not {c} x {} floats", p.weight.0, p.kernel)));
+    }
+    let floats = state_floats(kv, p.state, (p.kernel as u64 - 1) * c as u64, "conv1d")?;
+    let gp = rk::Conv1dParamsGpu {
+        n_tokens: u32_of(node.rows, "tokens")?,
+        channels: u32_of(c, "channels")?,
+        kernel: p.kernel,
+        silu: p.silu as u32,
+        pos_off: st.positions,
+        seq_off: st.token_seq,
+        state_off: st.tok_state,
+        slot_floats: floats,
+    };
+    let res = vec![Res::Act(x.0), Res::WeightVec(p.weight), Res::Step, Res::State(p.state), Res::Act(i as u32)];
+    Ok(emit(rk::conv1d(), res, bytes(&gp), threads_groups(node.rows * c)?))
+}
+
+/// `DeltaNet` of node `i`.
+pub(super) fn delta_net(
+    graph: &Graph,
+    i: usize,
+    p: &DeltaNetParams,
+    weights: &HashMap<WeightId, GpuWeight>,
+    kv: Option<&KvSpec>,
+    st: &StepLayout,
+) -> VkResult<Emit> {
+    let node = &graph.nodes[i];
+    let Op::DeltaNet { q, k, v, alpha, beta, .. } = node.op else { unreachable!("delta_net lowering of another op") };
+    if let Some(why) = unsupported(&node.op) {
+        return Err(VkError::Unsupported(why));
+    }
+    let d = p.head_dim as u64;
+    state_floats(kv, p.state, p.n_v_head as u64 * d * d, "delta_net")?;
+    let decay = weights.get(&p.decay).and_then(GpuWeight::vec_len);
+    if decay != Some(p.n_v_head as usize) {
+        return Err(VkError::Unsupported(format!("delta_net: decay {} is not {} floats", p.decay.0, p.n_v_head)));
+    }
+    let gp = rk::DeltaNetParamsGpu {
+        n_tokens: u32_of(node.rows, "tokens")?,
+        n_k_head: p.n_k_head,
+        n_v_head: p.n_v_head,
+        scale: p.scale,
+        pos_off: st.positions,
+        seq_off: st.token_seq,
+        state_off: st.tok_state,
+        pad: 0,
+    };
+    let groups = u32_of(node.rows * p.n_v_head as usize, "delta-rule workgroups")?;
+    let res = vec![
+        Res::Act(q.0),
+        Res::Act(k.0),
+        Res::Act(v.0),
+        Res::Act(alpha.0),
+        Res::Act(beta.0),
+        Res::WeightVec(p.decay),
+        Res::Step,
+        Res::State(p.state),
+        Res::Act(i as u32),
+    ];
+    Ok(emit(rk::delta_net(p.head_dim), res, bytes(&gp), groups))
+}

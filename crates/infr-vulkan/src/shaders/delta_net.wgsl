@@ -1,0 +1,98 @@
+// Gated delta rule (Yang et al. 2024; llama.cpp `build_delta_net_autoregressive`), one token
+// at a time: per value head h, with g = exp(softplus(alpha) * decay[h]), b = sigmoid(beta),
+//   S = g S;  d = b (v - S^T k);  S = S + k d^T;  o = S^T q * scale.
+// One workgroup of D threads per (first row of a sequence's run, value head); thread j keeps
+// row j of the head's D x D state (value index j, key index contiguous, as ggml stores it)
+// in registers while it walks the run. The state lives in the sequence's slot (zeros when
+// the run starts at position 0). Workgroups of other rows exit.
+
+struct Params {
+    n_tokens: u32,
+    n_k_head: u32,
+    n_v_head: u32,
+    scale: f32,
+    pos_off: u32,
+    seq_off: u32,
+    state_off: u32,
+    pad: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> Q: array<f32>;
+@group(0) @binding(1) var<storage, read> K: array<f32>;
+@group(0) @binding(2) var<storage, read> V: array<f32>;
+@group(0) @binding(3) var<storage, read> A: array<f32>;
+@group(0) @binding(4) var<storage, read> B: array<f32>;
+@group(0) @binding(5) var<storage, read> DECAY: array<f32>;
+@group(0) @binding(6) var<storage, read> STEP: array<u32>;
+@group(0) @binding(7) var<storage, read_write> STATE: array<f32>;
+@group(0) @binding(8) var<storage, read_write> Y: array<f32>;
+
+const D: u32 = {{D}}u;
+
+var<workgroup> kq: array<f32, {{D2}}>;
+var<workgroup> run_end: u32;
+
+// ggml_compute_softplus_f32.
+fn softplus(x: f32) -> f32 {
+    return select(log(1.0 + exp(x)), x, x > 20.0);
+}
+
+@compute @workgroup_size({{D}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let wg = wg_linear(wid, nwg);
+    let hv = pc.n_v_head;
+    let t0 = wg / hv;
+    let h = wg % hv;
+    if li == 0u {
+        // 0: not the first row of a run (or past the step).
+        var e = 0u;
+        if t0 < pc.n_tokens {
+            let s = STEP[pc.seq_off + t0];
+            if t0 == 0u || STEP[pc.seq_off + t0 - 1u] != s {
+                e = t0 + 1u;
+                while e < pc.n_tokens && STEP[pc.seq_off + e] == s {
+                    e++;
+                }
+            }
+        }
+        run_end = e;
+    }
+    let end = workgroupUniformLoad(&run_end);
+    if end == 0u {
+        return;
+    }
+    let kh = h % pc.n_k_head;
+    let base = (STEP[pc.state_off + t0] * hv + h) * D * D + li * D;
+    let fresh = STEP[pc.pos_off + t0] == 0u;
+    var s: array<f32, D>;
+    for (var i = 0u; i < D; i++) {
+        s[i] = select(STATE[base + i], 0.0, fresh);
+    }
+    for (var t = t0; t < end; t++) {
+        let qk = (t * pc.n_k_head + kh) * D;
+        kq[li] = K[qk + li];
+        kq[D + li] = Q[qk + li];
+        workgroupBarrier();
+        let g = exp(softplus(A[t * hv + h]) * DECAY[h]);
+        let b = 1.0 / (1.0 + exp(-B[t * hv + h]));
+        var sk = 0.0;
+        for (var i = 0u; i < D; i++) {
+            s[i] *= g;
+            sk += s[i] * kq[i];
+        }
+        let row = (t * hv + h) * D + li;
+        let d = (V[row] - sk) * b;
+        var o = 0.0;
+        for (var i = 0u; i < D; i++) {
+            s[i] += kq[i] * d;
+            o += s[i] * kq[D + i];
+        }
+        Y[row] = o * pc.scale;
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < D; i++) {
+        STATE[base + i] = s[i];
+    }
+}

@@ -1,0 +1,126 @@
+//! Parity of the recurrent ops (causal conv with its window, gated delta rule) and the column
+//! slice against the CPU reference, over steps that carry state: a fresh sequence, a prompt
+//! continued in chunks of uneven length, two sequences sharing a step (one starting at
+//! position 0), single-token decode steps.
+
+use infr_core::{Conv1dParams, DeltaNetParams, KvDType, StateLayerSpec};
+use infr_quant::GgmlType;
+
+use crate::common::*;
+
+const VOCAB: usize = 16;
+const HK: usize = 2;
+const HV: usize = 4;
+const D: usize = 32;
+const C: usize = (2 * HK + HV) * D;
+const TAPS: usize = 4;
+
+/// Steps over two sequences (index = state slot = page).
+fn steps() -> Vec<Step> {
+    let toks = |n: usize, salt: u32| -> Vec<u32> { (0..n as u32).map(|i| (i * 5 + salt) % VOCAB as u32).collect() };
+    let two = |a: (u32, usize), b: (u32, usize), salt: u32| {
+        let (pa, na) = a;
+        let (pb, nb) = b;
+        let mut positions: Vec<u32> = (pa..pa + na as u32).collect();
+        positions.extend(pb..pb + nb as u32);
+        let mut token_seq = vec![0u32; na];
+        token_seq.extend(vec![1u32; nb]);
+        Step {
+            tokens: toks(na + nb, salt),
+            positions,
+            token_seq,
+            seqs: vec![vec![0], vec![1]],
+            output_rows: (0..(na + nb) as u32).collect(),
+        }
+    };
+    vec![
+        two((0, 5), (0, 0), 1),
+        two((5, 3), (0, 2), 2),
+        two((8, 1), (2, 1), 3),
+        two((9, 1), (3, 1), 4),
+        two((10, 4), (4, 3), 5),
+        // Sequence 0 restarts at position 0 in the middle of the run.
+        two((0, 2), (7, 1), 6),
+    ]
+}
+
+fn state_spec() -> infr_core::KvSpec {
+    let mut kv = kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16);
+    kv.states = vec![
+        StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
+        StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
+        StateLayerSpec { floats: (HV * D * D) as u32 },
+    ];
+    kv.n_state_slots = 2;
+    kv
+}
+
+#[test]
+fn conv_and_delta_rule_match_cpu_across_steps() {
+    let mut rng = Rng(77);
+    let mut w = Weights::default();
+    let x = w.add(weight("x", GgmlType::F32, C, VOCAB, &mut rng, 1.0));
+    let a = w.add(weight("alpha", GgmlType::F32, HV, VOCAB, &mut rng, 2.0));
+    let b = w.add(weight("beta", GgmlType::F32, HV, VOCAB, &mut rng, 2.0));
+    let taps = w.add(weight("taps", GgmlType::F32, TAPS, C, &mut rng, 0.5));
+    let mut decay = weight("decay", GgmlType::F32, HV, 1, &mut rng, 1.0);
+    let neg: Vec<f32> = dequant(&decay).iter().map(|v| -v.abs() - 0.1).collect();
+    decay.bytes = infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&neg).to_vec());
+    let decay = w.add(decay);
+    let kv = state_spec();
+    let Some(mut pair) = Pair::new(&w, &kv) else { return };
+    let s = steps();
+    for step in &s {
+        let n = step.tokens.len();
+        let conv = |state: u32| Conv1dParams { weight: taps, kernel: TAPS as u32, state, silu: true };
+        // The conv alone (its own window), then the whole DeltaNet mixer on another window.
+        let g = graph(&w, n, n, |g| {
+            let t = g.embed(x);
+            let c = g.conv1d(t, conv(0));
+            g.output_rows(c)
+        });
+        pair.check(&format!("conv1d n={n}"), &g, std::slice::from_ref(step), 1e-5, 1e-5);
+        let g = graph(&w, n, n, |g| {
+            let t = g.embed(x);
+            let c = g.conv1d(t, conv(1));
+            let l2 = |g: &mut infr_core::GraphBuilder<'_>, t| {
+                let t = g.rms_norm(t, None, 1e-6 / D as f32, D);
+                g.scale(t, 1.0 / (D as f32).sqrt())
+            };
+            let q = g.slice_cols(c, C, 0, HK * D);
+            let q = l2(g, q);
+            let k = g.slice_cols(c, C, HK * D, HK * D);
+            let k = l2(g, k);
+            let v = g.slice_cols(c, C, 2 * HK * D, HV * D);
+            let (al, be) = (g.embed(a), g.embed(b));
+            let p = DeltaNetParams {
+                n_k_head: HK as u32,
+                n_v_head: HV as u32,
+                head_dim: D as u32,
+                decay,
+                scale: 1.0 / (D as f32).sqrt(),
+                state: 2,
+            };
+            let o = g.delta_net(q, k, v, al, be, p);
+            g.output_rows(o)
+        });
+        pair.check(&format!("delta_net n={n}"), &g, std::slice::from_ref(step), 1e-4, 1e-4);
+    }
+}
+
+#[test]
+fn slice_cols_matches_cpu() {
+    let mut rng = Rng(5);
+    let mut w = Weights::default();
+    let x = w.add(weight("x", GgmlType::F32, 96, VOCAB, &mut rng, 1.0));
+    let Some(mut pair) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
+    for (period, offset, len) in [(96, 0, 96), (96, 32, 40), (24, 12, 12), (8, 1, 3)] {
+        let g = graph(&w, 7, 7, |g| {
+            let t = g.embed(x);
+            let s = g.slice_cols(t, period, offset, len);
+            g.output_rows(s)
+        });
+        let step = Step::simple((0..7).collect(), 0, vec![0]);
+        pair.check(&format!("slice_cols {period}/{offset}/{len}"), &g, &[step], 0.0, 0.0);
+    }
+}
