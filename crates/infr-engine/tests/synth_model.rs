@@ -51,6 +51,15 @@ fn synth_tiny_llama3_runs_on_cpu() {
 }
 
 #[test]
+fn synth_tiny_hybrids_run_on_cpu() {
+    for shape in ["tiny-qwen35", "tiny-qwen35moe"] {
+        for q in [SynthQuant::Q4_K_M, SynthQuant::Q8_0] {
+            run_tiny(shape, q, KernelTier::Fast);
+        }
+    }
+}
+
+#[test]
 fn synth_fast_and_reference_kernels_agree() {
     // Same file on both kernel tiers: the synthetic blocks are valid input for the fast
     // kernels too (they quantize activations, so allow a small relative difference).

@@ -33,6 +33,18 @@
 //! | tiny-qwen3moe | qwen3moe |    256 |      2 |     8 |        4 |       64 |  256 |     8/2 |    512 | untied |       1e6 |    4096 |
 //! | tiny-gpt-oss  | gpt-oss  |    256 |      2 |     4 |        2 |       64 |  256 |     8/4 |    512 | untied |    1.5e5 |    4096 |
 //!
+//! Qwen3.5 / 3.6 hybrids (every `interval`-th layer gated attention, the others gated DeltaNet
+//! with `k`/`v` heads of `d` dims and a 4-tap conv; attention rotates 64 of 256 head dims):
+//!
+//! | shape           | arch      | n_embd | layers | heads | kv heads | head_dim | n_ff  | DeltaNet k/v x d | experts (+shared) | vocab  | output |
+//! |-----------------|-----------|-------:|-------:|------:|---------:|---------:|------:|-----------------:|------------------:|-------:|--------|
+//! | qwen3.5-9b      | qwen35    |   4096 |     32 |    16 |        4 |      256 | 12288 |       16/32 x 128 |                 - | 248320 | untied |
+//! | qwen3.6-35b-a3b | qwen35moe |   2048 |     40 |    16 |        2 |      256 |   512 |       16/32 x 128 |     256/8 (+512) | 248320 | untied |
+//! | tiny-qwen35     | qwen35    |    256 |      4 |     4 |        2 |       64 |   512 |         2/4 x 64 |                 - |    512 | tied   |
+//! | tiny-qwen35moe  | qwen35moe |    256 |      4 |     4 |        2 |       64 |   256 |         2/4 x 64 |       8/2 (+256) |    512 | untied |
+//!
+//! (rope base 1e7, rms eps 1e-6, context 262144; tiny shapes 4096.)
+//!
 //! gpt-oss files also carry what llama.cpp requires of that architecture: Q/K/V/O biases,
 //! per-head attention sinks, a sliding window of 128 on even layers, YaRN (factor 32 over
 //! 4096 positions), a biased router and biased experts, and its harmony control tokens.
@@ -46,7 +58,10 @@ use infr_gguf::{GgmlType, GgufError, GgufStreamWriter, Metadata, TensorSpec, Val
 use infr_quant::blocks::{BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
 use infr_quant::float::f32_to_f16;
 
+mod hybrid;
 mod vocab;
+
+pub use hybrid::HybridShape;
 
 /// Why a synthetic model could not be planned or written.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +124,8 @@ pub struct Shape {
     /// Experts per layer and experts used per token, for mixture-of-experts shapes (`n_ff`
     /// is then one expert's width).
     pub experts: Option<(usize, usize)>,
+    /// The gated DeltaNet layers of a Qwen3.5 hybrid.
+    pub hybrid: Option<HybridShape>,
 }
 
 /// A Qwen3 shape: `(n_embd, layers, heads, kv heads, head_dim, n_ff)`, `(vocab, tied, context)`.
@@ -134,6 +151,7 @@ const fn qwen3(
         rms_eps: 1e-6,
         n_ctx,
         experts: None,
+        hybrid: None,
     }
 }
 
@@ -166,6 +184,7 @@ const fn gpt_oss(
         rms_eps: 1e-5,
         n_ctx,
         experts: Some((n_expert, n_used)),
+        hybrid: None,
     }
 }
 
@@ -193,6 +212,7 @@ const fn llama3(
         rms_eps: 1e-5,
         n_ctx: ctx.1,
         experts: None,
+        hybrid: None,
     }
 }
 
@@ -210,6 +230,10 @@ pub const SHAPES: &[Shape] = &[
     gpt_oss("gpt-oss-20b", "gpt-oss 20b", (2880, 24, 64, 8, 64, 2880), (32, 4, 201088, 131072)),
     qwen3moe(qwen3("tiny-qwen3moe", "tiny Qwen3 MoE", (256, 2, 8, 4, 64, 256), (512, false, 4096)), (8, 2)),
     gpt_oss("tiny-gpt-oss", "tiny gpt-oss", (256, 2, 4, 2, 64, 256), (8, 4, 512, 4096)),
+    hybrid::QWEN35_9B,
+    hybrid::QWEN36_35B_A3B,
+    hybrid::TINY_QWEN35,
+    hybrid::TINY_QWEN35MOE,
 ];
 
 impl Shape {
@@ -302,8 +326,13 @@ pub fn tensor_type(
     dims: &[u64],
 ) -> GgmlType {
     let default = quant.default_type();
-    // llama-quantize leaves norms, biases, sinks and routers in f32.
-    if dims.len() < 2 || name.ends_with("_norm.weight") || name.ends_with(".bias") || name.contains("ffn_gate_inp") {
+    // llama-quantize leaves norms, biases, sinks, routers and conv taps in f32.
+    if dims.len() < 2
+        || name.ends_with("_norm.weight")
+        || name.ends_with(".bias")
+        || name.contains("ffn_gate_inp")
+        || name.contains("ssm_conv1d")
+    {
         return GgmlType::F32;
     }
     if quant == SynthQuant::MXFP4_MOE && name.contains("_exps.weight") && dims[0] % 32 == 0 {
@@ -368,6 +397,11 @@ impl SynthPlan {
         let (ff, hd) = (s.n_ff as u64, s.head_dim as u64);
         let mut raw: Vec<(String, Vec<u64>, usize)> = vec![("token_embd.weight".into(), vec![e, s.n_vocab as u64], 0)];
         for il in 0..s.n_layer {
+            if let Some(hy) = &s.hybrid {
+                let layer = hybrid::layer_tensors(s, hy, il);
+                raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}"), d, il)));
+                continue;
+            }
             let mut layer = vec![
                 ("attn_norm.weight", vec![e]),
                 ("attn_q.weight", vec![e, q]),
@@ -463,6 +497,9 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
         m.insert(format!("{a}.expert_used_count"), u(used));
         m.insert(format!("{a}.expert_feed_forward_length"), u(s.n_ff));
     }
+    if let Some(hy) = &s.hybrid {
+        hybrid::metadata(&mut m, s, hy);
+    }
     if a == "gpt-oss" {
         m.insert(format!("{a}.attention.sliding_window"), u(128));
         m.insert(format!("{a}.rope.scaling.type"), Value::String("yarn".into()));
@@ -539,6 +576,14 @@ pub fn write(
         while left > 0 {
             let n = left.min(step);
             fill(t.ty, &mut buf[..n], &mut rng);
+            // DeltaNet decays `ssm_a` store -exp(A_log): negative, or the state grows
+            // without bound.
+            if t.ty == GgmlType::F32 && t.name.ends_with(".ssm_a") {
+                for c in buf[..n].chunks_exact_mut(4) {
+                    let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    c.copy_from_slice(&(-v).to_le_bytes());
+                }
+            }
             w.write_data(&buf[..n])?;
             left -= n;
             progress(w.written(), total);

@@ -12,11 +12,12 @@ use infr_models::synth::{self, Shape, SynthPlan, SynthQuant};
 /// Arguments of `infr synth`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, llama3-8b (and
-    /// tiny-qwen3, tiny-llama3 for tests).
+    /// Model shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, llama3-8b,
+    /// qwen3-30b-a3b, gpt-oss-20b, qwen3.5-9b, qwen3.6-35b-a3b (and tiny-qwen3, tiny-llama3,
+    /// tiny-qwen3moe, tiny-gpt-oss, tiny-qwen35, tiny-qwen35moe for tests).
     #[arg(long)]
     pub shape: String,
-    /// Quantization mix as llama-quantize makes it: Q4_K_M, Q8_0, Q4_0 or F16.
+    /// Quantization mix as llama-quantize makes it: Q4_K_M, Q8_0, Q4_0, F16 or MXFP4_MOE.
     #[arg(long, default_value = "Q4_K_M")]
     pub quant: String,
     /// Random seed (the file is a deterministic function of shape, quant, layers and seed).

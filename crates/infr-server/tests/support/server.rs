@@ -13,9 +13,15 @@ use infr_server::{ServerOptions, TextModel};
 use infr_tokenizer::chat::ChatTemplate;
 use serde_json::Value;
 
-/// The test model `name` (file stem) under `INFR_TEST_MODELS` (default `<repo>/models`);
+/// The test model `name` (file stem) under `INFR_TEST_MODELS` (default `<repo>/models`), or
+/// `synth:NAME` from `testdata/oracle/synth`;
 /// `None` (skip) when missing, a failure when `INFR_REQUIRE_MODELS` is set.
 pub fn model_path(name: &str) -> Option<PathBuf> {
+    // `synth:NAME`: a tiny random-weight model of the repository (always present).
+    if let Some(synth) = name.strip_prefix("synth:") {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth");
+        return Some(dir.join(format!("{synth}.gguf")));
+    }
     let dir = std::env::var_os("INFR_TEST_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
