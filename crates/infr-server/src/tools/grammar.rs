@@ -3,7 +3,8 @@
 //! that match its JSON schema. Token masks come from our tokenizer's pieces.
 //!
 //! Enforced for the JSON dialects (`<tool_call>` JSON, which the polyfill also asks for,
-//! Llama 3 JSON) and Qwen3-Coder XML (values as plain text without `<`). Mistral and Gemma
+//! Llama 3 JSON) and Qwen3-Coder XML (required parameters present, values typed by their
+//! schema: text without `<`, numerals, literals, JSON). Mistral and Gemma
 //! forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
 
 use std::sync::Arc;
@@ -137,27 +138,70 @@ pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
             json_calls("arguments")
         )),
         Dialect::Llama3 => Some(format!("start: call\ncall: %json {}\n", json_calls("parameters"))),
-        Dialect::QwenXml => {
-            let names: Vec<String> = setup
-                .tools
-                .iter()
-                .filter_map(tool_name)
-                .map(|n| serde_json::to_string(n).unwrap_or_default())
-                .collect();
-            if names.is_empty() {
-                return None;
-            }
-            Some(format!(
-                "start: \"<tool_call>\\n<function=\" name \">\\n\" param* \"</function>\\n</tool_call>\"\n\
-                 name: {}\n\
-                 param: \"<parameter=\" KEY \">\\n\" VALUE \"\\n</parameter>\\n\"\n\
-                 KEY: /[A-Za-z_][A-Za-z0-9_]*/\n\
-                 VALUE: /[^<]+/\n",
-                names.join(" | ")
-            ))
-        }
+        Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
         Dialect::Mistral | Dialect::Gemma => None,
     }
+}
+
+/// A Lark string literal of `text`.
+fn lit(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// The grammar of one Qwen3-Coder XML parameter value for its JSON schema: plain text
+/// without `<` for strings, bounded numerals, literals for booleans and string enums, and
+/// JSON (by the schema) for objects, arrays and anything else.
+fn xml_value(schema: &Value) -> String {
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let alts: Vec<String> = options
+            .iter()
+            .map(|o| match o {
+                Value::String(s) => lit(s),
+                other => lit(&other.to_string()),
+            })
+            .collect();
+        if !alts.is_empty() {
+            return format!("({})", alts.join(" | "));
+        }
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => "/[^<]+/".into(),
+        Some("integer") => "/-?(0|[1-9][0-9]{0,17})/".into(),
+        Some("number") => "/-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?/".into(),
+        Some("boolean") => "(\"true\" | \"false\")".into(),
+        _ => format!("%json {schema}"),
+    }
+}
+
+/// Qwen3-Coder's XML call of one of `tools`: the declared function name, then its parameters
+/// in schema order, the required ones present, each value as its type allows.
+fn qwen_xml_grammar(tools: &[Value], params: impl Fn(&Value) -> Value) -> Option<String> {
+    let mut rules = Vec::new();
+    let mut calls = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let Some(name) = tool_name(t) else { continue };
+        let schema = params(t);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+        let mut seq = Vec::new();
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            for (j, (key, ps)) in props.iter().enumerate() {
+                let rule = format!("p{i}_{j}");
+                let open = lit(&format!("<parameter={key}>\n"));
+                rules.push(format!("{rule}: {open} {} \"\\n</parameter>\\n\"", xml_value(ps)));
+                seq.push(if required.contains(&key.as_str()) { rule } else { format!("{rule}?") });
+            }
+        }
+        let open = lit(&format!("<tool_call>\n<function={name}>\n"));
+        rules.push(format!("call{i}: {open} {} \"</function>\\n</tool_call>\"", seq.join(" ")));
+        calls.push(format!("call{i}"));
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
 }
 
 #[cfg(test)]
@@ -184,7 +228,10 @@ mod tests {
         let g = tool_grammar(&setup("ipython", ToolChoice::Required)).unwrap();
         assert!(g.contains("\"parameters\""), "{g}");
         let g = tool_grammar(&setup("<tool_call><function=x><parameter=y>", ToolChoice::Required)).unwrap();
-        assert!(g.contains("name: \"get_weather\" | \"noop\""), "{g}");
+        assert!(g.starts_with("start: call0 | call1\n"), "{g}");
+        assert!(g.contains("call0: \"<tool_call>\\n<function=get_weather>\\n\" p0_0 \"</function>"), "{g}");
+        assert!(g.contains("p0_0: \"<parameter=city>\\n\" /[^<]+/"), "{g}");
+        assert!(g.contains("call1: \"<tool_call>\\n<function=noop>\\n\"  \"</function>"), "{g}");
         assert!(tool_grammar(&setup("<start_of_turn>", ToolChoice::Required)).is_none());
     }
 }
