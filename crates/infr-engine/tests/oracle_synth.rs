@@ -149,3 +149,23 @@ fn qwen35moe_vulkan_matches_llama_cpp() {
         check_decode("qwen35moe", b);
     }
 }
+
+#[test]
+fn gemma4_cpu_matches_llama_cpp() {
+    for name in ["gemma4", "gemma4-e", "gemma4-moe"] {
+        check(name, cpu());
+        check_decode(name, cpu());
+    }
+}
+
+#[test]
+fn gemma4_vulkan_matches_llama_cpp() {
+    for name in ["gemma4", "gemma4-e", "gemma4-moe"] {
+        if let Some(b) = common::vulkan() {
+            check(name, b);
+        }
+        if let Some(b) = common::vulkan() {
+            check_decode(name, b);
+        }
+    }
+}

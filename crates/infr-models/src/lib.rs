@@ -8,6 +8,7 @@
 pub mod builders;
 mod error;
 mod gemma3;
+mod gemma4;
 mod gpt_oss;
 mod hparams;
 mod llama;

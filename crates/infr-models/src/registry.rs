@@ -3,7 +3,7 @@
 use infr_core::WeightSource;
 
 use crate::{
-    gemma3, gpt_oss, llama, llama4, qwen2, qwen3, qwen35, qwen3moe, Architecture, Hparams, Model, ModelError,
+    gemma3, gemma4, gpt_oss, llama, llama4, qwen2, qwen3, qwen35, qwen3moe, Architecture, Hparams, Model, ModelError,
     TensorLoader,
 };
 
@@ -19,6 +19,7 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("qwen35", qwen35::load_dense),
     ("qwen35moe", qwen35::load_moe),
     ("gemma3", gemma3::load),
+    ("gemma4", gemma4::load),
     ("gpt-oss", gpt_oss::load),
 ];
 
