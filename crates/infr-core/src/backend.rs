@@ -47,6 +47,10 @@ pub struct KvLayerSpec {
     pub n_kv_head: u32,
     pub head_dim_k: u32,
     pub head_dim_v: u32,
+    /// A sliding-window (or chunked) layer sees only the last `window` positions: its cache
+    /// lives in the window pages (see [`KvSpec::n_window_pages`], [`SeqPages::window_pages`]),
+    /// which the engine reuses as a ring, so it does not grow with the context.
+    pub window: Option<u32>,
 }
 
 /// One layer of per-sequence recurrent state (a DeltaNet layer's conv window or its state
@@ -65,6 +69,8 @@ pub struct KvSpec {
     pub n_pages: u32,
     pub page_size: u32,
     pub dtype: KvDType,
+    /// Pages of the windowed layers' caches (same page size).
+    pub n_window_pages: u32,
     /// Recurrent state layers, in the order ops name them (`state` index).
     pub states: Vec<StateLayerSpec>,
     pub n_state_slots: u32,
@@ -73,16 +79,21 @@ pub struct KvSpec {
 impl KvSpec {
     /// Bytes the cache takes.
     pub fn bytes(&self) -> u64 {
+        let kv: f64 = self.layers.iter().map(|l| self.layer_bytes(l) as f64).sum();
+        let states: u64 = self.states.iter().map(|l| l.floats as u64 * 4).sum::<u64>() * self.n_state_slots as u64;
+        kv as u64 + states
+    }
+
+    /// Bytes of one layer's K and V.
+    pub fn layer_bytes(&self, l: &KvLayerSpec) -> u64 {
         let per_elem = match self.dtype {
             KvDType::F32 => 4.0,
             KvDType::F16 => 2.0,
             KvDType::Q8_0 => 34.0 / 32.0,
         };
-        let slots = self.n_pages as f64 * self.page_size as f64;
-        let per_slot: f64 =
-            self.layers.iter().map(|l| (l.n_kv_head * (l.head_dim_k + l.head_dim_v)) as f64 * per_elem).sum();
-        let states: u64 = self.states.iter().map(|l| l.floats as u64 * 4).sum::<u64>() * self.n_state_slots as u64;
-        (slots * per_slot) as u64 + states
+        let pages = if l.window.is_some() { self.n_window_pages } else { self.n_pages };
+        let slots = pages as f64 * self.page_size as f64;
+        (slots * (l.n_kv_head * (l.head_dim_k + l.head_dim_v)) as f64 * per_elem) as u64
     }
 }
 
@@ -92,6 +103,8 @@ impl KvSpec {
 #[derive(Debug, Clone, Copy)]
 pub struct SeqPages<'a> {
     pub pages: &'a [u32],
+    /// The windowed layers' pages for the same positions (as long as `pages`; a ring repeats).
+    pub window_pages: &'a [u32],
     pub state_slot: u32,
 }
 
@@ -112,13 +125,8 @@ pub struct StepInputs<'a> {
 
 impl StepInputs<'_> {
     /// Check the arrays against each other and the KV geometry.
-    pub fn validate(
-        &self,
-        n_tokens: usize,
-        n_outputs: usize,
-        page_size: u32,
-        n_pages: u32,
-    ) -> Result<(), BackendError> {
+    pub fn validate(&self, n_tokens: usize, n_outputs: usize, kv: &KvSpec) -> Result<(), BackendError> {
+        let (page_size, n_pages) = (kv.page_size, kv.n_pages);
         let bad = |m: String| Err(BackendError::InvalidInput(m));
         if self.tokens.len() != n_tokens || self.positions.len() != n_tokens || self.token_seq.len() != n_tokens {
             return bad(format!("expected {n_tokens} tokens/positions/seq ids"));
@@ -135,6 +143,13 @@ impl StepInputs<'_> {
         }
         if self.seqs.iter().any(|s| s.pages.iter().any(|&p| p >= n_pages)) {
             return bad(format!("page index beyond the cache's {n_pages} pages"));
+        }
+        if kv.layers.iter().any(|l| l.window.is_some()) {
+            let nw = kv.n_window_pages;
+            if self.seqs.iter().any(|s| s.window_pages.len() < s.pages.len() || s.window_pages.iter().any(|&p| p >= nw))
+            {
+                return bad(format!("window pages missing or beyond the cache's {nw}"));
+            }
         }
         Ok(())
     }

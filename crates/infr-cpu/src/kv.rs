@@ -71,6 +71,19 @@ pub(crate) struct KvLayer {
     pub v: KvStore,
     pub k_width: usize,
     pub v_width: usize,
+    /// In the window pages (a sliding-window layer's ring), not the context pages.
+    pub windowed: bool,
+}
+
+impl KvLayer {
+    /// The page list of `seq` this layer's cache is addressed by.
+    pub(crate) fn pages_of<'a>(&self, seq: &infr_core::SeqPages<'a>) -> &'a [u32] {
+        if self.windowed {
+            seq.window_pages
+        } else {
+            seq.pages
+        }
+    }
 }
 
 /// The whole cache.
@@ -81,15 +94,17 @@ pub(crate) struct KvCache {
     pub state: crate::state::StateCache,
     pub page_size: u32,
     pub n_pages: u32,
+    pub spec: KvSpec,
 }
 
 impl KvCache {
     pub(crate) fn new(spec: &KvSpec) -> Result<Self, BackendError> {
-        let slots = spec.n_pages as usize * spec.page_size as usize;
         let layers = spec
             .layers
             .iter()
             .map(|l| {
+                let pages = if l.window.is_some() { spec.n_window_pages } else { spec.n_pages };
+                let slots = pages as usize * spec.page_size as usize;
                 let kw = (l.n_kv_head * l.head_dim_k) as usize;
                 let vw = (l.n_kv_head * l.head_dim_v) as usize;
                 Ok(KvLayer {
@@ -97,21 +112,22 @@ impl KvCache {
                     v: KvStore::new(spec.dtype, slots * vw)?,
                     k_width: kw,
                     v_width: vw,
+                    windowed: l.window.is_some(),
                 })
             })
             .collect::<Result<Vec<_>, BackendError>>()?;
         let state = crate::state::StateCache::new(spec)?;
-        Ok(Self { layers, state, page_size: spec.page_size, n_pages: spec.n_pages })
+        Ok(Self { layers, state, page_size: spec.page_size, n_pages: spec.n_pages, spec: spec.clone() })
     }
 
-    /// Copy pages in every layer.
+    /// Copy context pages in every layer that uses them (not the windowed layers' rings).
     pub(crate) fn copy_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         let ps = self.page_size as usize;
         for &(s, d) in pairs {
             if s >= self.n_pages || d >= self.n_pages {
                 return Err(BackendError::InvalidInput(format!("page copy {s} -> {d} out of range")));
             }
-            for l in &mut self.layers {
+            for l in self.layers.iter_mut().filter(|l| !l.windowed) {
                 l.k.copy_within(s as usize * ps * l.k_width, d as usize * ps * l.k_width, ps * l.k_width);
                 l.v.copy_within(s as usize * ps * l.v_width, d as usize * ps * l.v_width, ps * l.v_width);
             }

@@ -122,7 +122,7 @@ impl Plan {
     ) -> Result<Vec<f32>, BackendError> {
         let mut times: Vec<f64> = Vec::new();
         let g = &self.graph;
-        inp.validate(g.n_tokens, g.n_outputs, kv.page_size, kv.n_pages)?;
+        inp.validate(g.n_tokens, g.n_outputs, &kv.spec)?;
         if self.recurrent {
             inp.validate_runs()?;
         }

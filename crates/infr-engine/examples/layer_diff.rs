@@ -18,6 +18,7 @@ fn setup(w: &GgufWeights, m: &infr_models::Model, mut b: Box<dyn Backend>, dtype
         n_pages: 4,
         page_size: 16,
         dtype,
+        n_window_pages: 4,
         states: m.state_layers(),
         n_state_slots: 1,
     })
@@ -61,7 +62,7 @@ fn main() {
     let positions: Vec<u32> = (0..n as u32).collect();
     let token_seq = vec![0u32; n];
     let pages = [0u32, 1, 2, 3];
-    let seqs = [SeqPages { pages: &pages, state_slot: 0 }];
+    let seqs = [SeqPages { pages: &pages, window_pages: &pages, state_slot: 0 }];
     let inp = StepInputs {
         tokens: &toks,
         positions: &positions,

@@ -41,6 +41,10 @@ struct SeqState {
     state_slot: Option<u32>,
     /// Tokens covered by the state saved in the snapshot slot.
     snapshot: Option<usize>,
+    /// The windowed layers' ring of pages (at most `ring_pages`), and the page of each of
+    /// `pages`' positions in it (`ring[i % ring_pages]`).
+    ring: Vec<u32>,
+    window_pages: Vec<u32>,
 }
 
 /// The best logits of one output row as `(token, logit)`, best first ([`infr_core::top_k`]).
@@ -68,6 +72,12 @@ pub struct Runner {
     /// Free live state slots (empty for a model without recurrent layers).
     free_state_slots: Vec<u32>,
     recurrent: bool,
+    /// Pages of the windowed layers (sliding-window attention), reused per sequence as a ring
+    /// of `ring_pages` pages, enough for the widest window plus one step.
+    window_pool: PagePool,
+    ring_pages: usize,
+    max_window: usize,
+    spec: KvSpec,
 }
 
 impl Runner {
@@ -102,11 +112,21 @@ impl Runner {
         let states = model.state_layers();
         let recurrent = !states.is_empty();
         let n_live = if recurrent { opts.n_seq as u32 } else { 0 };
+        let layers = model.kv_layers();
+        // Windowed layers keep a ring of pages per sequence: the widest window plus a step,
+        // with a page of slack for the page boundaries (never more than the context).
+        let max_window = layers.iter().filter_map(|l| l.window).max().map_or(0, |w| w as usize);
+        let ring_pages = if max_window == 0 {
+            0
+        } else {
+            ((max_window + opts.ubatch - 1).div_ceil(opts.page_size as usize) + 1).min(pages_per_seq)
+        };
         let spec = KvSpec {
-            layers: model.kv_layers(),
+            layers,
             n_pages,
             page_size: opts.page_size,
             dtype: opts.kv_dtype,
+            n_window_pages: (ring_pages * opts.n_seq) as u32,
             states,
             n_state_slots: 2 * n_live,
         };
@@ -132,6 +152,14 @@ impl Runner {
             backend.load_weight(id, &data)?;
         }
         backend.init_kv(&spec)?;
+        tracing::debug!(
+            kv_bytes = spec.bytes(),
+            window_ring_pages = ring_pages,
+            "memory: {} attention layers ({} windowed), {} state layers",
+            spec.layers.len(),
+            spec.layers.iter().filter(|l| l.window.is_some()).count(),
+            spec.states.len()
+        );
         tracing::debug!(n_pages, page_size = opts.page_size, kv_bytes = spec.bytes(), "KV cache allocated");
         Ok(Self {
             model,
@@ -143,6 +171,10 @@ impl Runner {
             opts,
             free_state_slots: (0..n_live).rev().collect(),
             recurrent,
+            window_pool: PagePool::new(spec.n_window_pages, spec.page_size),
+            ring_pages,
+            max_window,
+            spec,
         })
     }
 
@@ -166,6 +198,11 @@ impl Runner {
         self.model.info.n_vocab
     }
 
+    /// The memory layout the backend holds (attention layers, window ring, state slots).
+    pub fn kv_spec(&self) -> &KvSpec {
+        &self.spec
+    }
+
     /// Whether the model keeps per-sequence recurrent state (then a cached prefix can only
     /// be cut back to a snapshot, see [`Runner::truncate`]).
     pub fn is_recurrent(&self) -> bool {
@@ -187,6 +224,9 @@ impl Runner {
         if let Some(s) = self.seqs.remove(&id) {
             for p in s.pages {
                 self.pool.release(p);
+            }
+            for p in s.ring {
+                self.window_pool.release(p);
             }
             self.free_state_slots.extend(s.state_slot);
         }
@@ -213,29 +253,44 @@ impl Runner {
     /// Forget cached tokens after the first `n` (keeps a reusable prefix); returns how many
     /// are kept. A recurrent state cannot be cut back, so a recurrent model keeps `n` only if
     /// that is all it has, else falls back to its snapshot (if at or below `n`) or to nothing.
+    /// Windowed layers keep only their ring: a prefix whose window has been overwritten since
+    /// is not kept either.
     pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<usize, EngineError> {
         let ps = self.opts.page_size as usize;
         let n_live = self.opts.n_seq as u32;
         let s = self.seqs.get_mut(&id).ok_or(EngineError::UnknownSequence(id.0))?;
-        let mut n = n.min(s.tokens.len());
-        if self.recurrent && n < s.tokens.len() {
+        let len = s.tokens.len();
+        let mut n = n.min(len);
+        let mut restore = None;
+        if self.recurrent && n < len {
             n = match (s.snapshot, s.state_slot) {
                 (Some(m), Some(slot)) if m <= n => {
-                    self.backend.copy_state(&[(slot + n_live, slot)])?;
+                    restore = Some((slot + n_live, slot));
                     m
                 }
                 _ => 0,
             };
-            if s.snapshot.is_some_and(|m| m > n) {
-                s.snapshot = None;
+        }
+        // The ring still holds page i if no later page overwrote it: i > last - ring_pages.
+        if self.ring_pages > 0 && n > 0 && n < len {
+            let oldest = n.saturating_sub(self.max_window) / ps;
+            if oldest + self.ring_pages <= (len - 1) / ps {
+                n = 0;
             }
         }
-        if n < s.tokens.len() {
+        if let Some(pair) = restore.filter(|_| n > 0) {
+            self.backend.copy_state(&[pair])?;
+        }
+        if s.snapshot.is_some_and(|m| m > n) {
+            s.snapshot = None;
+        }
+        if n < len {
             s.tokens.truncate(n);
             let keep = n.div_ceil(ps);
             for p in s.pages.drain(keep..) {
                 self.pool.release(p);
             }
+            s.window_pages.truncate(keep);
         }
         Ok(n)
     }
@@ -270,6 +325,16 @@ impl Runner {
             return Err(EngineError::ContextFull { needed, n_ctx: self.opts.n_ctx });
         }
         while s.pages.len() * ps < needed {
+            if self.ring_pages > 0 {
+                let i = s.pages.len() % self.ring_pages;
+                if i == s.ring.len() {
+                    match self.window_pool.alloc() {
+                        Some(p) => s.ring.push(p),
+                        None => return Err(EngineError::KvFull { tokens: extra }),
+                    }
+                }
+                s.window_pages.push(s.ring[i]);
+            }
             match self.pool.alloc() {
                 Some(p) => s.pages.push(p),
                 None => return Err(EngineError::KvFull { tokens: extra }),
@@ -317,6 +382,14 @@ impl Runner {
             return Err(EngineError::Invalid("a step item has no tokens".into()));
         }
         for it in items {
+            // A ring holds one step beyond the window: no longer steps.
+            if self.ring_pages > 0 && it.tokens.len() > self.opts.ubatch {
+                return Err(EngineError::Invalid(format!(
+                    "a step of {} tokens for one sequence exceeds the ubatch of {}",
+                    it.tokens.len(),
+                    self.opts.ubatch
+                )));
+            }
             self.reserve(it.seq, it.tokens.len())?;
             if self.recurrent && self.seqs[&it.seq].state_slot.is_none() {
                 return Err(EngineError::Invalid(format!(
@@ -343,15 +416,15 @@ impl Runner {
             out_counts.push(if it.all_logits { it.tokens.len() } else { 1 });
         }
         let plan = self.plan(n_tokens, output_rows.len())?;
-        let page_lists: Vec<(Vec<u32>, u32)> = items
+        let page_lists: Vec<(Vec<u32>, Vec<u32>, u32)> = items
             .iter()
             .map(|it| {
                 let s = &self.seqs[&it.seq];
-                (s.pages.clone(), s.state_slot.unwrap_or(0))
+                (s.pages.clone(), s.window_pages.clone(), s.state_slot.unwrap_or(0))
             })
             .collect();
         let seqs: Vec<SeqPages<'_>> =
-            page_lists.iter().map(|(p, slot)| SeqPages { pages: p, state_slot: *slot }).collect();
+            page_lists.iter().map(|(p, w, slot)| SeqPages { pages: p, window_pages: w, state_slot: *slot }).collect();
         let inputs = StepInputs {
             tokens: &tokens,
             positions: &positions,

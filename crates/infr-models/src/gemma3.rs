@@ -69,7 +69,12 @@ pub(crate) fn load(
             norm_eps: hp.rms_eps,
             kv_layer: il as u32,
         };
-        kv.push(KvLayerSpec { n_kv_head: cfg.n_kv_head, head_dim_k: cfg.head_dim, head_dim_v: hp.head_dim_v as u32 });
+        kv.push(KvLayerSpec {
+            n_kv_head: cfg.n_kv_head,
+            head_dim_k: cfg.head_dim,
+            head_dim_v: hp.head_dim_v as u32,
+            window: cfg.window,
+        });
         layers.push(Layer {
             attn_norm: tl.require(&blk(il, "attn_norm.weight"), &[e])?,
             attn: builders::load_attention(tl, hp, il, true)?,

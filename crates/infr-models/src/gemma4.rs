@@ -170,7 +170,8 @@ pub(crate) fn load(
         let has_kv = donor.is_none();
         let kv_layer = match donor {
             None => {
-                kv.push(KvLayerSpec { n_kv_head: hkv as u32, head_dim_k: hd as u32, head_dim_v: hd as u32 });
+                let window = swa.then_some(window);
+                kv.push(KvLayerSpec { n_kv_head: hkv as u32, head_dim_k: hd as u32, head_dim_v: hd as u32, window });
                 kv.len() as u32 - 1
             }
             Some(d) => {

@@ -93,7 +93,7 @@ pub(crate) fn load(
             moe,
         });
     }
-    let kv = builders::uniform_kv_layers(hp);
+    let kv = builders::uniform_kv_layers(hp, |il| layers[il].cfg.window);
     Ok(Box::new(GptOss { head, layers, eps: hp.rms_eps, n_embd: e, kv }))
 }
 

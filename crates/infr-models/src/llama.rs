@@ -75,6 +75,7 @@ pub(crate) fn load_dense(
             n_kv_head: cfg.n_kv_head,
             head_dim_k: hp.head_dim_k as u32,
             head_dim_v: hp.head_dim_v as u32,
+            window: None,
         });
         layers.push(DenseLayer {
             attn_norm: tl.require(&blk(il, "attn_norm.weight"), &[hp.n_embd])?,

@@ -99,7 +99,8 @@ pub(crate) fn load(
             chunk: chunked[il].then_some(CHUNK),
         });
     }
-    let kv = builders::uniform_kv_layers(hp);
+    // A chunked layer sees at most its chunk.
+    let kv = builders::uniform_kv_layers(hp, |il| layers[il].chunk);
     Ok(Box::new(Llama4 {
         head,
         layers,

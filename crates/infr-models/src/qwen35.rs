@@ -138,7 +138,7 @@ fn load(hp: &Hparams, src: &dyn WeightSource, tl: &mut TensorLoader<'_>, moe: bo
                 eps: hp.rms_eps,
                 kv_layer: kv.len() as u32,
             };
-            kv.push(KvLayerSpec { n_kv_head: hkv as u32, head_dim_k: d as u32, head_dim_v: d as u32 });
+            kv.push(KvLayerSpec { n_kv_head: hkv as u32, head_dim_k: d as u32, head_dim_v: d as u32, window: None });
             Mixer::Attention(a)
         };
         let ffn = match &moe_hp {

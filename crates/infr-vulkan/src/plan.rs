@@ -299,6 +299,9 @@ impl Plan {
         w.resize(w.len() + inp.tokens.len(), 0);
         debug_assert_eq!(w.len() as u32, l.tok_state);
         w.extend(inp.token_seq.iter().map(|&s| inp.seqs[s as usize].state_slot));
+        debug_assert_eq!(w.len() as u32, l.tok_wpages);
+        let tok_wpages_at = w.len();
+        w.resize(w.len() + inp.tokens.len(), 0);
         debug_assert_eq!(w.len() as u32, l.pages);
         let mut seq_start = Vec::with_capacity(inp.seqs.len());
         let mut at = l.pages;
@@ -306,11 +309,20 @@ impl Plan {
             seq_start.push(at);
             at += s.pages.len() as u32;
         }
-        for (slot, &s) in w[tok_pages_at..].iter_mut().zip(inp.token_seq) {
-            *slot = seq_start[s as usize];
+        let mut wseq_start = Vec::with_capacity(inp.seqs.len());
+        for s in inp.seqs {
+            wseq_start.push(at);
+            at += s.window_pages.len() as u32;
+        }
+        for (t, &s) in inp.token_seq.iter().enumerate() {
+            w[tok_pages_at + t] = seq_start[s as usize];
+            w[tok_wpages_at + t] = wseq_start[s as usize];
         }
         for s in inp.seqs {
             w.extend_from_slice(s.pages);
+        }
+        for s in inp.seqs {
+            w.extend_from_slice(s.window_pages);
         }
     }
 
@@ -464,7 +476,7 @@ impl Plan {
         let dev = self.ctx.caps.id.clone();
         let e = |err: VkError| err.into_backend(&dev);
         match res.kv {
-            Some(kv) => inp.validate(self.n_tokens, self.n_outputs, kv.spec.page_size, kv.spec.n_pages)?,
+            Some(kv) => inp.validate(self.n_tokens, self.n_outputs, &kv.spec)?,
             None => {
                 let n = self.n_tokens;
                 if inp.tokens.len() != n || inp.positions.len() != n || inp.token_seq.len() != n {

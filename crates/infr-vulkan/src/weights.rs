@@ -131,10 +131,11 @@ impl KvCache {
             return Err(VkError::Unsupported("q8_0 KV cache".into()));
         }
         let eb = Self::elem_bytes(spec.dtype);
-        let slots = spec.n_pages as u64 * spec.page_size as u64;
         let limit = ctx.caps.max_storage_buffer_range;
         let (mut k, mut v) = (Vec::new(), Vec::new());
         for (i, l) in spec.layers.iter().enumerate() {
+            let pages = if l.window.is_some() { spec.n_window_pages } else { spec.n_pages };
+            let slots = pages as u64 * spec.page_size as u64;
             for (which, d, out) in [("K", l.head_dim_k, &mut k), ("V", l.head_dim_v, &mut v)] {
                 let bytes = slots * (l.n_kv_head * d) as u64 * eb;
                 if bytes > limit {
@@ -191,12 +192,13 @@ impl KvCache {
         })
     }
 
-    /// Copy whole pages `src → dst` in every layer, pair by pair (later pairs see earlier copies).
+    /// Copy whole context pages `src → dst` in every layer that uses them (not the windowed
+    /// layers' rings), pair by pair (later pairs see earlier copies).
     pub fn copy_pages(&self, one: &mut OneShot, pairs: &[(u32, u32)]) -> VkResult<()> {
         let eb = Self::elem_bytes(self.spec.dtype);
         let ps = self.spec.page_size as u64;
         let mut bufs = Vec::new();
-        for (l, spec) in self.spec.layers.iter().enumerate() {
+        for (l, spec) in self.spec.layers.iter().enumerate().filter(|(_, s)| s.window.is_none()) {
             bufs.push((self.k[l].raw, ps * (spec.n_kv_head * spec.head_dim_k) as u64 * eb));
             bufs.push((self.v[l].raw, ps * (spec.n_kv_head * spec.head_dim_v) as u64 * eb));
         }

@@ -19,7 +19,7 @@ fn slot(pages: &[u32], page_size: usize, pos: usize) -> usize {
 pub(crate) fn write_kv(layer: &mut KvLayer, k: &[f32], v: &[f32], inp: &StepInputs<'_>, page_size: usize) {
     for t in 0..inp.tokens.len() {
         let seq = &inp.seqs[inp.token_seq[t] as usize];
-        let s = slot(seq.pages, page_size, inp.positions[t] as usize);
+        let s = slot(layer.pages_of(seq), page_size, inp.positions[t] as usize);
         layer.k.write(s * layer.k_width, &k[t * layer.k_width..(t + 1) * layer.k_width]);
         layer.v.write(s * layer.v_width, &v[t * layer.v_width..(t + 1) * layer.v_width]);
     }
@@ -91,7 +91,7 @@ pub(crate) fn attention(
     let seq_kv: Vec<Option<SeqKv>> = ranges
         .par_iter()
         .enumerate()
-        .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, inp.seqs[s].pages, page_size, lo, hi)))
+        .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, layer.pages_of(&inp.seqs[s]), page_size, lo, hi)))
         .collect();
     let mut out = vec![0f32; n * nh * dv];
     // One task per (token, KV head): the `group` query heads sharing that KV head read each

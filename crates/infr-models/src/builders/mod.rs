@@ -34,13 +34,15 @@ pub fn swa_layers(hp: &Hparams, src: &dyn WeightSource, default_n: usize) -> Res
     Ok((0..hp.n_layer).map(|il| n == 0 || il % n < n - 1).collect())
 }
 
-/// One KV cache layer per model layer, with the common head counts and sizes.
-pub fn uniform_kv_layers(hp: &Hparams) -> Vec<KvLayerSpec> {
+/// One KV cache layer per model layer, with the common head counts and sizes; `window(il)` is
+/// how many positions layer `il` sees, if limited (sliding window, or a chunk).
+pub fn uniform_kv_layers(hp: &Hparams, window: impl Fn(usize) -> Option<u32>) -> Vec<KvLayerSpec> {
     (0..hp.n_layer)
         .map(|il| KvLayerSpec {
             n_kv_head: hp.n_head_kv[il] as u32,
             head_dim_k: hp.head_dim_k as u32,
             head_dim_v: hp.head_dim_v as u32,
+            window: window(il),
         })
         .collect()
 }

@@ -65,7 +65,8 @@ pub(crate) struct Dispatch {
 }
 
 /// Offsets (in u32 words) of the step-input arrays inside the step buffer: per token its id,
-/// position, sequence index, page-table offset and state slot; the output rows; the page lists.
+/// position, sequence index, page-table offset, state slot and window page-table offset; the
+/// output rows; the page lists, then the window page lists.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepLayout {
     pub tokens: u32,
@@ -74,6 +75,8 @@ pub(crate) struct StepLayout {
     pub output_rows: u32,
     pub tok_pages: u32,
     pub tok_state: u32,
+    /// Per token: the offset of its sequence's window page list (windowed layers).
+    pub tok_wpages: u32,
     pub pages: u32,
 }
 
@@ -88,7 +91,8 @@ impl StepLayout {
             output_rows: 3 * n,
             tok_pages: 3 * n + o,
             tok_state: 4 * n + o,
-            pages: 5 * n + o,
+            tok_wpages: 5 * n + o,
+            pages: 6 * n + o,
         }
     }
 }
@@ -473,6 +477,8 @@ pub(crate) fn lower(
                 }
                 let kw = ap.n_kv_head * ap.head_dim_k;
                 let vw = ap.n_kv_head * ap.head_dim_v;
+                // A windowed layer's cache is addressed through the window page lists.
+                let pt_off = if layer.window.is_some() { st.tok_wpages } else { st.tok_pages };
                 if let Some(prep) = fx.attn_prep.get(&i) {
                     let Op::Rope { params: rp, .. } = &graph.node(prep.q.rope).op else {
                         return Err(VkError::Unsupported(format!("node {i}: fused attention input is not a RoPE")));
@@ -505,7 +511,7 @@ pub(crate) fn lower(
                         write_kv: ap.write_kv as u32,
                         page_size: kv.page_size,
                         pos_off: st.positions,
-                        pt_off: st.tok_pages,
+                        pt_off,
                         kw,
                         vw,
                     };
@@ -537,7 +543,7 @@ pub(crate) fn lower(
                         n_tokens: n_tok as u32,
                         page_size: kv.page_size,
                         pos_off: st.positions,
-                        pt_off: st.tok_pages,
+                        pt_off,
                     };
                     let res =
                         vec![Res::Act(k.0), Res::Act(v.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step];
@@ -557,7 +563,7 @@ pub(crate) fn lower(
                     vw,
                     n_tokens: n_tok as u32,
                     pos_off: st.positions,
-                    pt_off: st.tok_pages,
+                    pt_off,
                     round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
                     n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.max_splits),
                     flash_rows: 0,

@@ -183,8 +183,12 @@ impl Step {
 
     /// The step as backend inputs, for `f`.
     fn with_inputs<T>(&self, f: impl FnOnce(&StepInputs<'_>) -> T) -> T {
-        let seqs: Vec<SeqPages<'_>> =
-            self.seqs.iter().enumerate().map(|(i, p)| SeqPages { pages: p, state_slot: i as u32 }).collect();
+        let seqs: Vec<SeqPages<'_>> = self
+            .seqs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SeqPages { pages: p, window_pages: p, state_slot: i as u32 })
+            .collect();
         f(&StepInputs {
             tokens: &self.tokens,
             positions: &self.positions,
@@ -214,10 +218,11 @@ pub fn kv_spec(
     dtype: KvDType,
 ) -> KvSpec {
     KvSpec {
-        layers: vec![KvLayerSpec { n_kv_head, head_dim_k: dk, head_dim_v: dv }; layers],
+        layers: vec![KvLayerSpec { n_kv_head, head_dim_k: dk, head_dim_v: dv, window: None }; layers],
         n_pages,
         page_size,
         dtype,
+        n_window_pages: n_pages,
         states: Vec::new(),
         n_state_slots: 0,
     }
