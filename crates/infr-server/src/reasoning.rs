@@ -1,7 +1,8 @@
 //! Reasoning ("thinking") in model output. Qwen3, DeepSeek-R1, QwQ and their kin write their
-//! chain of thought between `<think>` and `</think>` before the answer; some chat templates
-//! (DeepSeek-R1's, Qwen3's with thinking on) already end the prompt with the opener, so the
-//! reply starts inside the reasoning and carries only the closer.
+//! chain of thought between `<think>` and `</think>` before the answer (Gemma 4 between
+//! `<|channel>thought` and `<channel|>`, see [`Tags`]); some chat templates (DeepSeek-R1's,
+//! Qwen3's with thinking on) already end the prompt with the opener, so the reply starts inside
+//! the reasoning and carries only the closer.
 //!
 //! [`ReasoningSplit`] separates the two parts of a reply, whole or streamed: the reasoning goes
 //! to OpenAI's `reasoning_content` / Anthropic's `thinking` block, the rest is the content (and
@@ -17,6 +18,29 @@ use std::str::FromStr;
 pub const OPEN: &str = "<think>";
 /// The tag that closes reasoning.
 pub const CLOSE: &str = "</think>";
+
+/// The markers around a model family's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tags {
+    pub open: &'static str,
+    pub close: &'static str,
+}
+
+/// `<think>` ... `</think>` (Qwen3, DeepSeek-R1, QwQ, SmolLM3...).
+pub const THINK: Tags = Tags { open: OPEN, close: CLOSE };
+/// Gemma 4's thought channel: `<|channel>thought` ... `<channel|>`.
+pub const GEMMA4: Tags = Tags { open: "<|channel>thought", close: "<channel|>" };
+
+impl Tags {
+    /// The markers a chat template uses.
+    pub fn for_template(template_source: &str) -> Tags {
+        if template_source.contains(GEMMA4.open) {
+            GEMMA4
+        } else {
+            THINK
+        }
+    }
+}
 
 /// How the server treats reasoning in replies (`--reasoning-format`, as llama.cpp's flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,17 +88,19 @@ impl ReasoningFormat {
     /// `template_source` is the chat template's text; `prompt_open` says whether the rendered
     /// prompt ends with an open `<think>` (see [`prompt_opens_reasoning`]).
     pub fn splitter(self, template_source: &str, prompt_open: bool) -> Option<ReasoningSplit> {
+        let tags = Tags::for_template(template_source);
         match self {
             Self::None => None,
-            Self::Deepseek => Some(ReasoningSplit::new(prompt_open)),
-            Self::Auto => Some(ReasoningSplit::new(prompt_open && template_source.contains(OPEN))),
+            Self::Deepseek => Some(ReasoningSplit::with_tags(tags, prompt_open)),
+            Self::Auto => Some(ReasoningSplit::with_tags(tags, prompt_open && template_source.contains(tags.open))),
         }
     }
 }
 
-/// Whether a rendered prompt leaves reasoning open: it ends with `<think>` (and whitespace).
+/// Whether a rendered prompt leaves reasoning open: it ends with an opener (and whitespace).
 pub fn prompt_opens_reasoning(prompt_text: &str) -> bool {
-    prompt_text.trim_end().ends_with(OPEN)
+    let t = prompt_text.trim_end();
+    t.ends_with(THINK.open) || t.ends_with(GEMMA4.open)
 }
 
 /// Where the splitter is in the reply.
@@ -100,6 +126,7 @@ pub struct Split {
 /// Incremental splitter of a reply into reasoning and content.
 #[derive(Debug, Clone)]
 pub struct ReasoningSplit {
+    tags: Tags,
     state: State,
     held: String,
     /// Drop the whitespace that opens the current part.
@@ -110,8 +137,13 @@ impl ReasoningSplit {
     /// A splitter for a reply that starts inside reasoning (`open`: the prompt ended with
     /// `<think>`) or may open with `<think>`.
     pub fn new(open: bool) -> Self {
+        Self::with_tags(THINK, open)
+    }
+
+    /// [`ReasoningSplit::new`] for other markers.
+    pub fn with_tags(tags: Tags, open: bool) -> Self {
         let state = if open { State::Reasoning } else { State::Start };
-        Self { state, held: String::new(), trim: open }
+        Self { tags, state, held: String::new(), trim: open }
     }
 
     /// Split a whole reply.
@@ -131,14 +163,14 @@ impl ReasoningSplit {
             match self.state {
                 State::Start => {
                     let t = self.held.trim_start();
-                    if let Some(rest) = t.strip_prefix(OPEN) {
+                    if let Some(rest) = t.strip_prefix(self.tags.open) {
                         let skip = self.held.len() - rest.len();
                         self.held.drain(..skip);
                         self.state = State::Reasoning;
                         self.trim = true;
                         continue;
                     }
-                    if t.is_empty() || OPEN.starts_with(t) {
+                    if t.is_empty() || self.tags.open.starts_with(t) {
                         return out; // may still become `<think>`
                     }
                     self.state = State::Content;
@@ -148,16 +180,16 @@ impl ReasoningSplit {
                     if self.trim && !self.trim_start() {
                         return out;
                     }
-                    if let Some(at) = self.held.find(CLOSE) {
+                    if let Some(at) = self.held.find(self.tags.close) {
                         out.reasoning.push_str(self.held[..at].trim_end());
-                        self.held.drain(..at + CLOSE.len());
+                        self.held.drain(..at + self.tags.close.len());
                         self.state = State::Content;
                         self.trim = true;
                         continue;
                     }
                     // Hold back a possible start of `</think>` and the whitespace before it
                     // (trailing whitespace of the reasoning is dropped if the closer follows).
-                    let keep = partial_suffix(&self.held, CLOSE);
+                    let keep = partial_suffix(&self.held, self.tags.close);
                     let send = self.held[..self.held.len() - keep].trim_end().len();
                     out.reasoning.extend(self.held.drain(..send));
                     return out;
@@ -264,6 +296,18 @@ mod tests {
         assert!(ReasoningFormat::Auto.splitter("chatml", true).is_some_and(|s| s.state == State::Start));
         assert!(ReasoningFormat::Deepseek.splitter("chatml", true).is_some_and(|s| s.state == State::Reasoning));
         assert!(ReasoningFormat::None.splitter(qwen3, true).is_none());
+    }
+
+    #[test]
+    fn gemma4_thought_channel() {
+        let s = ReasoningSplit::with_tags(GEMMA4, false).split_whole("<|channel>thought\nHmm.\n<channel|>Paris.");
+        assert_eq!((s.reasoning.as_str(), s.content.as_str()), ("Hmm.", "Paris."));
+        let g4 = "{{ '<|channel>thought\\n<channel|>' }}";
+        assert_eq!(Tags::for_template(g4), GEMMA4);
+        assert!(ReasoningFormat::Auto.splitter(g4, false).is_some_and(|s| s.tags == GEMMA4));
+        // Thinking off: the template closes an empty thought at the end of the prompt.
+        assert!(!prompt_opens_reasoning("<|turn>model\n<|channel>thought\n<channel|>"));
+        assert!(prompt_opens_reasoning("<|turn>model\n<|channel>thought\n"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Enforced for the JSON dialects (`<tool_call>` JSON, which the polyfill also asks for,
 //! Llama 3 JSON) and Qwen3-Coder XML (required parameters present, values typed by their
-//! schema: text without `<`, numerals, literals, JSON). Mistral and Gemma
+//! schema: text without `<`, numerals, literals, JSON). Mistral, Gemma and Gemma 4
 //! forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
 
 use std::sync::Arc;
@@ -139,7 +139,9 @@ pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
         )),
         Dialect::Llama3 => Some(format!("start: call\ncall: %json {}\n", json_calls("parameters"))),
         Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
-        Dialect::Mistral | Dialect::Gemma => None,
+        // Gemma 4 writes its markers and string quotes as control tokens, which the
+        // grammar's token trie keeps out of text: not enforced.
+        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 => None,
     }
 }
 

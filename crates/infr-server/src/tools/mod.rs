@@ -18,6 +18,7 @@
 //! holding text back while a call may be starting.
 
 pub mod gemma;
+pub mod gemma4;
 pub mod grammar;
 pub mod hermes;
 pub mod llama_json;
@@ -44,6 +45,8 @@ pub enum Dialect {
     Mistral,
     /// Gemma: a Python-style call list `[f(a=1)]` or a ```` ```tool_code ```` block.
     Gemma,
+    /// Gemma 4: `<|tool_call>call:f{a:<|"|>x<|"|>}<tool_call|>`.
+    Gemma4,
     /// Unknown template: the JSON forms (`<tool_call>`, bare `{"name": ..}`, `[TOOL_CALLS]`).
     Generic,
 }
@@ -52,7 +55,9 @@ impl Dialect {
     /// The dialect a chat template's source asks for.
     pub fn detect(template_source: &str) -> Self {
         let has = |s: &str| template_source.contains(s);
-        if has("<function=") && has("<parameter=") {
+        if has(gemma4::OPEN) {
+            Dialect::Gemma4
+        } else if has("<function=") && has("<parameter=") {
             Dialect::QwenXml
         } else if has("<tool_call>") {
             Dialect::Hermes
@@ -75,6 +80,7 @@ impl Dialect {
             Dialect::Llama3 => &["<|python_tag|>", "```json"],
             Dialect::Mistral => &["[TOOL_CALLS]", "```json"],
             Dialect::Gemma => &["```tool_code", "<tool_call>"],
+            Dialect::Gemma4 => &[gemma4::OPEN],
         }
     }
 
@@ -82,7 +88,7 @@ impl Dialect {
     pub(crate) fn bare_start(self) -> BareStart {
         match self {
             Dialect::Hermes | Dialect::Generic | Dialect::Llama3 | Dialect::Mistral => BareStart::JsonObject,
-            Dialect::QwenXml => BareStart::None,
+            Dialect::QwenXml | Dialect::Gemma4 => BareStart::None,
             Dialect::Gemma => BareStart::PythonList,
         }
     }
@@ -152,6 +158,7 @@ pub fn parse(dialect: Dialect, text: &str, tools: &[Value]) -> Parsed {
                 p
             }
         }
+        Dialect::Gemma4 => gemma4::parse(text),
     };
     if parsed.calls.is_empty() {
         return Parsed { content: text.to_owned(), calls: Vec::new() };

@@ -183,6 +183,7 @@ fn closer_of(dialect: Dialect, opener: &str) -> Option<&'static str> {
         "<tool_call>" => Some(hermes::CLOSE),
         "```json" | "```tool_code" => Some("```"),
         "<function=" if dialect == Dialect::QwenXml => Some(hermes::CLOSE),
+        super::gemma4::OPEN => Some(super::gemma4::CLOSE),
         _ => None,
     }
 }
@@ -223,12 +224,26 @@ mod tests {
     }
 
     #[test]
+    fn streamed_gemma4_calls() {
+        let t = "Checking.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>\
+                 <|tool_call>call:noop{}<tool_call|> done";
+        for step in [1, 2, 5, 1000] {
+            let (text, calls) = run(Dialect::Gemma4, t, step);
+            assert_eq!(text, "Checking. done", "step {step}");
+            assert_eq!(calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["get_weather", "noop"]);
+            assert_eq!(calls[0].arguments, "{\"city\":\"Paris\"}");
+        }
+        assert_eq!(Dialect::detect("{{ '<|tool_call>call:' }}"), Dialect::Gemma4);
+    }
+
+    #[test]
     fn plain_text_passes_through_and_partial_openers_are_held() {
         let mut s = ToolStream::new(Dialect::Hermes, Vec::new());
         assert_eq!(s.push("Hello <tool"), vec![ToolEvent::Text("Hello ".into())]);
         assert_eq!(s.push("s> here"), vec![ToolEvent::Text("<tools> here".into())]);
         assert_eq!(s.finish(), vec![]);
-        for d in [Dialect::Hermes, Dialect::QwenXml, Dialect::Llama3, Dialect::Gemma, Dialect::Generic] {
+        for d in [Dialect::Hermes, Dialect::QwenXml, Dialect::Llama3, Dialect::Gemma, Dialect::Gemma4, Dialect::Generic]
+        {
             let t = "{\"name\": \"Ada\"} is [not] a call <tool_call> broken";
             assert_eq!(run(d, t, 2), (t.to_owned(), vec![]), "{d:?}");
         }
