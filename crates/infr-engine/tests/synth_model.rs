@@ -51,8 +51,8 @@ fn synth_tiny_llama3_runs_on_cpu() {
 }
 
 #[test]
-fn synth_tiny_hybrids_run_on_cpu() {
-    for shape in ["tiny-qwen35", "tiny-qwen35moe"] {
+fn synth_tiny_hybrid_and_gemma4_shapes_run_on_cpu() {
+    for shape in ["tiny-qwen35", "tiny-qwen35moe", "tiny-gemma4", "tiny-gemma4-moe"] {
         for q in [SynthQuant::Q4_K_M, SynthQuant::Q8_0] {
             run_tiny(shape, q, KernelTier::Fast);
         }

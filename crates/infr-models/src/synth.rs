@@ -45,6 +45,20 @@
 //!
 //! (rope base 1e7, rms eps 1e-6, context 262144; tiny shapes 4096.)
 //!
+//! Gemma 4 (every 6th layer global with its own head size and KV heads, the others sliding;
+//! global layers rotate a quarter of their dims; tied output; soft-capped logits):
+//!
+//! | shape           | n_embd | layers | heads | KV heads sliding/global | head dim sliding/global | n_ff  | window | extras |
+//! |-----------------|-------:|-------:|------:|------------------------:|------------------------:|------:|-------:|--------|
+//! | gemma4-31b      |   5376 |     60 |    32 |                  16 / 4 |               256 / 512 | 21504 |   1024 | V = K on global layers |
+//! | gemma4-26b-a4b  |   2816 |     30 |    16 |                   8 / 2 |               256 / 512 |  2112 |   1024 | + 128 experts of 704, 8 per token |
+//! | gemma4-e4b      |   2560 |     42 |     8 |                   2 / 2 |               256 / 512 | 10240 |    512 | PLE 256, last 18 layers share KV |
+//! | tiny-gemma4     |    256 |      6 |     4 |                   2 / 1 |                64 / 128 |   512 |     16 | PLE 32, 2 shared, V = K |
+//! | tiny-gemma4-moe |    256 |      4 |     4 |                   2 / 1 |                64 / 128 |   512 |     16 | + 8 experts of 256, 2 per token |
+//!
+//! (vocab 262144, from the published GGUF metadata; the global layers' KV heads of the 31B
+//! and 26B are not in it and are taken as 4 and 2.)
+//!
 //! gpt-oss files also carry what llama.cpp requires of that architecture: Q/K/V/O biases,
 //! per-head attention sinks, a sliding window of 128 on even layers, YaRN (factor 32 over
 //! 4096 positions), a biased router and biased experts, and its harmony control tokens.
@@ -58,9 +72,11 @@ use infr_gguf::{GgmlType, GgufError, GgufStreamWriter, Metadata, TensorSpec, Val
 use infr_quant::blocks::{BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
 use infr_quant::float::f32_to_f16;
 
+mod gemma4;
 mod hybrid;
 mod vocab;
 
+pub use gemma4::Gemma4Shape;
 pub use hybrid::HybridShape;
 
 /// Why a synthetic model could not be planned or written.
@@ -126,6 +142,8 @@ pub struct Shape {
     pub experts: Option<(usize, usize)>,
     /// The gated DeltaNet layers of a Qwen3.5 hybrid.
     pub hybrid: Option<HybridShape>,
+    /// Gemma 4's layer kinds, per-layer embeddings and KV sharing.
+    pub gemma4: Option<Gemma4Shape>,
 }
 
 /// A Qwen3 shape: `(n_embd, layers, heads, kv heads, head_dim, n_ff)`, `(vocab, tied, context)`.
@@ -152,6 +170,7 @@ const fn qwen3(
         n_ctx,
         experts: None,
         hybrid: None,
+        gemma4: None,
     }
 }
 
@@ -185,6 +204,7 @@ const fn gpt_oss(
         n_ctx,
         experts: Some((n_expert, n_used)),
         hybrid: None,
+        gemma4: None,
     }
 }
 
@@ -213,6 +233,7 @@ const fn llama3(
         n_ctx: ctx.1,
         experts: None,
         hybrid: None,
+        gemma4: None,
     }
 }
 
@@ -234,6 +255,11 @@ pub const SHAPES: &[Shape] = &[
     hybrid::QWEN36_35B_A3B,
     hybrid::TINY_QWEN35,
     hybrid::TINY_QWEN35MOE,
+    gemma4::GEMMA4_31B,
+    gemma4::GEMMA4_26B_A4B,
+    gemma4::GEMMA4_E4B,
+    gemma4::TINY_GEMMA4,
+    gemma4::TINY_GEMMA4_MOE,
 ];
 
 impl Shape {
@@ -390,13 +416,28 @@ impl SynthPlan {
             if n == 0 || n > 1024 {
                 return Err(SynthError::BadLayers(n));
             }
+            // Gemma 4's shared-KV layers scale with the depth; the last layer with its own
+            // KV must be a global one (llama.cpp picks the donors from there).
+            if let Some(g) = shape.gemma4.as_mut() {
+                let kv_from = n - n * g.shared_kv / shape.n_layer;
+                let kv_from = kv_from.div_ceil(g.period) * g.period;
+                g.shared_kv = if g.shared_kv > 0 && kv_from < n { n - kv_from } else { 0 };
+            }
             shape.n_layer = n;
         }
         let s = &shape;
         let (e, q, kv) = (s.n_embd as u64, (s.n_head * s.head_dim) as u64, (s.n_head_kv * s.head_dim) as u64);
         let (ff, hd) = (s.n_ff as u64, s.head_dim as u64);
         let mut raw: Vec<(String, Vec<u64>, usize)> = vec![("token_embd.weight".into(), vec![e, s.n_vocab as u64], 0)];
+        if let Some(g4) = &s.gemma4 {
+            raw.extend(gemma4::global_tensors(s, g4).into_iter().map(|(n, d)| (n, d, 0)));
+        }
         for il in 0..s.n_layer {
+            if let Some(g4) = &s.gemma4 {
+                let layer = gemma4::layer_tensors(s, g4, il);
+                raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}"), d, il)));
+                continue;
+            }
             if let Some(hy) = &s.hybrid {
                 let layer = hybrid::layer_tensors(s, hy, il);
                 raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}"), d, il)));
@@ -500,6 +541,9 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
     if let Some(hy) = &s.hybrid {
         hybrid::metadata(&mut m, s, hy);
     }
+    if let Some(g4) = &s.gemma4 {
+        gemma4::metadata(&mut m, s, g4);
+    }
     if a == "gpt-oss" {
         m.insert(format!("{a}.attention.sliding_window"), u(128));
         m.insert(format!("{a}.rope.scaling.type"), Value::String("yarn".into()));
@@ -522,8 +566,26 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
         "<|message|>",
         "<|call|>",
     ];
+    // Gemma 4's turn, tool and thought markers (bos <bos>, eos <eos>).
+    const GEMMA4: &[&str] = &[
+        "<bos>",
+        "<eos>",
+        "<|turn>",
+        "<turn|>",
+        "<|tool>",
+        "<tool|>",
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|tool_response>",
+        "<tool_response|>",
+        "<|\"|>",
+        "<|channel>",
+        "<channel|>",
+        "<|think|>",
+    ];
     let (pre, controls, bos, eos, add_bos) = match a {
         "llama" => ("llama-bpe", LLAMA3, 0, 4, true),
+        "gemma4" => ("gpt-4o", GEMMA4, 0, 1, true),
         "gpt-oss" => ("gpt-4o", HARMONY, 0, 2, false),
         _ => ("qwen2", QWEN, 0, 2, false),
     };
@@ -576,6 +638,11 @@ pub fn write(
         while left > 0 {
             let n = left.min(step);
             fill(t.ty, &mut buf[..n], &mut rng);
+            if t.ty == GgmlType::F32 && t.name == "rope_freqs.weight" {
+                for (c, v) in buf[..n].chunks_exact_mut(4).zip(gemma4::rope_freqs(n / 4)) {
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
             // DeltaNet decays `ssm_a` store -exp(A_log): negative, or the state grows
             // without bound.
             if t.ty == GgmlType::F32 && t.name.ends_with(".ssm_a") {

@@ -51,6 +51,7 @@ const fn qwen35(
         n_ctx,
         experts,
         hybrid: Some(hybrid),
+        gemma4: None,
     }
 }
 
