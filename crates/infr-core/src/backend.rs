@@ -227,6 +227,13 @@ pub trait Backend: Send {
         Ok(crate::top_k_rows(&out, inputs.output_rows.len(), k))
     }
 
+    /// Build now whatever [`Backend::execute_top_k`] with this `k` would build on first use
+    /// (a GPU's selection passes and buffers), so that serving allocates nothing new.
+    fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {
+        let _ = (plan, k);
+        Ok(())
+    }
+
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError>;
 

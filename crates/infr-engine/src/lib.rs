@@ -12,6 +12,7 @@ mod request;
 mod runner;
 mod sampling;
 mod scheduler;
+mod shapes;
 
 pub use error::EngineError;
 pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
@@ -25,3 +26,4 @@ pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
 pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,
 };
+pub use shapes::ShapeLadder;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use infr_core::{Backend, BackendError, KvDType, KvSpec, PlanId, SeqPages, StepInputs, WeightSource};
 use infr_models::Model;
 
-use crate::{EngineError, PagePool};
+use crate::{EngineError, PagePool, ShapeLadder};
 
 /// Handle of a sequence in a [`Runner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,6 +47,12 @@ struct SeqState {
     window_pages: Vec<u32>,
 }
 
+/// How many best logits to select for samplers that need `k`: the next power of two, so
+/// that the set of selections a backend builds stays small (samplers keep their own `k`).
+pub fn top_k_request(k: usize) -> usize {
+    k.max(1).next_power_of_two()
+}
+
 /// The best logits of one output row as `(token, logit)`, best first ([`infr_core::top_k`]).
 pub type Candidates = Vec<(u32, f32)>;
 
@@ -65,6 +71,9 @@ pub struct Runner {
     model: Model,
     backend: Box<dyn Backend>,
     plans: HashMap<(usize, usize), PlanId>,
+    /// The step shapes plans are built for, and how many have been built.
+    ladder: ShapeLadder,
+    plans_built: usize,
     pool: PagePool,
     seqs: HashMap<SeqId, SeqState>,
     next_seq: u32,
@@ -165,6 +174,8 @@ impl Runner {
             model,
             backend,
             plans: HashMap::new(),
+            ladder: ShapeLadder::new(opts.ubatch, opts.n_seq),
+            plans_built: 0,
             pool: PagePool::new(n_pages, opts.page_size),
             seqs: HashMap::new(),
             next_seq: 0,
@@ -304,6 +315,32 @@ impl Runner {
         Ok(())
     }
 
+    /// Build the plan of every step shape serving can take (see [`ShapeLadder`]), so that no
+    /// request waits for one and the plans' memory is all allocated at start.
+    pub fn prepare_serving_plans(&mut self) -> Result<(), EngineError> {
+        let shapes = self.ladder.serving_shapes();
+        self.prepare_plans(&shapes)?;
+        // The selection passes of greedy and of the default top-k, rounded as the scheduler
+        // asks for them (see [`top_k_request`]).
+        for s in shapes {
+            let plan = self.plan(s.0, s.1)?;
+            for k in [1, top_k_request(40)] {
+                self.backend.prepare_top_k(plan, k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many step plans have been built so far.
+    pub fn plans_built(&self) -> usize {
+        self.plans_built
+    }
+
+    /// Memory the backend could still allocate, if it knows (see `Backend::memory_available`).
+    pub fn memory_available(&self) -> Option<u64> {
+        self.backend.memory_available()
+    }
+
     fn plan(&mut self, n_tokens: usize, n_outputs: usize) -> Result<PlanId, EngineError> {
         if let Some(&p) = self.plans.get(&(n_tokens, n_outputs)) {
             return Ok(p);
@@ -312,6 +349,7 @@ impl Runner {
         let graph = self.model.graph(n_tokens, n_outputs);
         let p = self.backend.compile(&graph)?;
         self.plans.insert((n_tokens, n_outputs), p);
+        self.plans_built += 1;
         tracing::debug!(n_tokens, n_outputs, ms = t0.elapsed().as_secs_f64() * 1e3, "compiled a step plan");
         Ok(p)
     }
@@ -346,39 +384,28 @@ impl Runner {
     /// One forward step over several sequences. Returns, per item, its logits rows
     /// (`tokens.len()` rows if `all_logits`, else one), each `n_vocab` wide.
     pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let (logits, out_counts) = self.run_step(items, |b, plan, inputs| b.execute(plan, inputs))?;
         let v = self.n_vocab();
-        let mut res = Vec::with_capacity(items.len());
-        let mut off = 0;
-        for c in out_counts {
-            res.push(logits[off * v..(off + c) * v].to_vec());
-            off += c;
-        }
-        Ok(res)
+        let rows = self
+            .run_step(items, |b, plan, inputs| Ok(b.execute(plan, inputs)?.chunks(v).map(<[f32]>::to_vec).collect()))?;
+        Ok(rows.into_iter().map(|r| r.concat()).collect())
     }
 
     /// [`Runner::step`] returning, per item, the `k` largest logits of each of its output
     /// rows (best first, as [`infr_core::top_k`]) instead of whole rows: a backend that
     /// selects them on its device reads back only these.
     pub fn step_top_k(&mut self, items: &[StepItem<'_>], k: usize) -> Result<Vec<Vec<Candidates>>, EngineError> {
-        let (mut rows, out_counts) = self.run_step(items, |b, plan, inputs| b.execute_top_k(plan, inputs, k))?;
-        let mut res = Vec::with_capacity(items.len());
-        for c in out_counts {
-            let rest = rows.split_off(c.min(rows.len()));
-            res.push(std::mem::replace(&mut rows, rest));
-        }
-        Ok(res)
+        self.run_step(items, |b, plan, inputs| b.execute_top_k(plan, inputs, k))
     }
 
-    /// Build a step's inputs, run `exec` on the backend, record the tokens; returns its
-    /// output and the number of output rows of each item.
-    fn run_step<T>(
+    /// Run the items' rows as steps of the ladder's shapes (see [`ShapeLadder`]): build each
+    /// piece's inputs, run `exec` (one result per output row of the plan), record the tokens.
+    /// Returns, per item, the results of its output rows.
+    fn run_step<R>(
         &mut self,
         items: &[StepItem<'_>],
-        exec: impl FnOnce(&mut dyn Backend, PlanId, &StepInputs<'_>) -> Result<T, BackendError>,
-    ) -> Result<(T, Vec<usize>), EngineError> {
-        let n_tokens: usize = items.iter().map(|i| i.tokens.len()).sum();
-        if n_tokens == 0 || items.iter().any(|i| i.tokens.is_empty()) {
+        exec: impl Fn(&mut dyn Backend, PlanId, &StepInputs<'_>) -> Result<Vec<R>, BackendError>,
+    ) -> Result<Vec<Vec<R>>, EngineError> {
+        if items.is_empty() || items.iter().any(|i| i.tokens.is_empty()) {
             return Err(EngineError::Invalid("a step item has no tokens".into()));
         }
         for it in items {
@@ -398,45 +425,72 @@ impl Runner {
                 )));
             }
         }
-        let mut tokens = Vec::with_capacity(n_tokens);
-        let mut positions = Vec::with_capacity(n_tokens);
-        let mut token_seq = Vec::with_capacity(n_tokens);
-        let mut output_rows = Vec::new();
-        let mut out_counts = Vec::with_capacity(items.len());
-        for (si, it) in items.iter().enumerate() {
+        // Every row of the step: (item, token, position, whether its logits are wanted).
+        let mut rows: Vec<(usize, u32, u32, bool)> = Vec::new();
+        for (i, it) in items.iter().enumerate() {
             let start = self.seqs[&it.seq].tokens.len();
             for (j, &t) in it.tokens.iter().enumerate() {
-                if it.all_logits || j + 1 == it.tokens.len() {
-                    output_rows.push(tokens.len() as u32);
-                }
-                tokens.push(t);
-                positions.push((start + j) as u32);
-                token_seq.push(si as u32);
+                rows.push((i, t, (start + j) as u32, it.all_logits || j + 1 == it.tokens.len()));
             }
-            out_counts.push(if it.all_logits { it.tokens.len() } else { 1 });
         }
-        let plan = self.plan(n_tokens, output_rows.len())?;
-        let page_lists: Vec<(Vec<u32>, Vec<u32>, u32)> = items
-            .iter()
-            .map(|it| {
-                let s = &self.seqs[&it.seq];
-                (s.pages.clone(), s.window_pages.clone(), s.state_slot.unwrap_or(0))
-            })
-            .collect();
-        let seqs: Vec<SeqPages<'_>> =
-            page_lists.iter().map(|(p, w, slot)| SeqPages { pages: p, window_pages: w, state_slot: *slot }).collect();
-        let inputs = StepInputs {
-            tokens: &tokens,
-            positions: &positions,
-            token_seq: &token_seq,
-            seqs: &seqs,
-            output_rows: &output_rows,
-        };
-        let out = exec(self.backend.as_mut(), plan, &inputs)?;
-        for it in items {
-            self.seqs.get_mut(&it.seq).expect("reserved above").tokens.extend_from_slice(it.tokens);
+        let mut results: Vec<Vec<R>> = items.iter().map(|_| Vec::new()).collect();
+        let mut at = 0;
+        while at < rows.len() {
+            let n = self.ladder.piece(rows.len() - at);
+            let piece = &rows[at..at + n];
+            at += n;
+            // The piece's sequences in order of appearance.
+            let mut piece_items: Vec<usize> = Vec::new();
+            let mut token_seq = Vec::with_capacity(n);
+            for r in piece {
+                if piece_items.last() != Some(&r.0) {
+                    piece_items.push(r.0);
+                }
+                token_seq.push(piece_items.len() as u32 - 1);
+            }
+            let real: Vec<u32> = (0..n as u32).filter(|&r| piece[r as usize].3).collect();
+            let n_out = self.ladder.outputs(n, real.len());
+            let output_rows: Vec<u32> = if n_out == n {
+                (0..n as u32).collect()
+            } else {
+                let pad = real.last().copied().unwrap_or(n as u32 - 1);
+                real.iter().copied().chain(std::iter::repeat(pad)).take(n_out).collect()
+            };
+            let tokens: Vec<u32> = piece.iter().map(|r| r.1).collect();
+            let positions: Vec<u32> = piece.iter().map(|r| r.2).collect();
+            let plan = self.plan(n, n_out)?;
+            let page_lists: Vec<(Vec<u32>, Vec<u32>, u32)> = piece_items
+                .iter()
+                .map(|&i| {
+                    let s = &self.seqs[&items[i].seq];
+                    (s.pages.clone(), s.window_pages.clone(), s.state_slot.unwrap_or(0))
+                })
+                .collect();
+            let seqs: Vec<SeqPages<'_>> = page_lists
+                .iter()
+                .map(|(p, w, slot)| SeqPages { pages: p, window_pages: w, state_slot: *slot })
+                .collect();
+            let inputs = StepInputs {
+                tokens: &tokens,
+                positions: &positions,
+                token_seq: &token_seq,
+                seqs: &seqs,
+                output_rows: &output_rows,
+            };
+            let out = exec(self.backend.as_mut(), plan, &inputs)?;
+            // Keep the results of the real output rows, in row order.
+            for (k, res) in out.into_iter().enumerate() {
+                let row = output_rows[k] as usize;
+                let wanted = if n_out == n { piece[row].3 } else { k < real.len() };
+                if wanted {
+                    results[piece[row].0].push(res);
+                }
+            }
+            for r in piece {
+                self.seqs.get_mut(&items[r.0].seq).expect("reserved above").tokens.push(r.1);
+            }
         }
-        Ok((out, out_counts))
+        Ok(results)
     }
 
     /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every

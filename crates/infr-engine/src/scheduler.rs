@@ -63,6 +63,11 @@ struct Shared {
     queued: AtomicUsize,
     computed: AtomicU64,
     steps: AtomicU64,
+    /// Step plans built since start, and the backend's free memory (refreshed when a plan
+    /// is built, when a request ends and every [`MEMORY_REFRESH_STEPS`] steps; `u64::MAX` if
+    /// unknown).
+    plans_built: AtomicUsize,
+    memory_available: AtomicU64,
     /// Shutting down: new and queued requests are refused, running ones go on.
     draining: AtomicBool,
     /// The grace period is over: running requests end now.
@@ -82,7 +87,14 @@ pub struct SchedulerStats {
     pub tokens_computed: u64,
     /// Forward steps run so far.
     pub steps: u64,
+    /// Step plans built so far (all at start, see [`crate::ShapeLadder`]).
+    pub plans_built: usize,
+    /// Memory the backend could still allocate (device memory for a GPU), if it knows.
+    pub memory_available: Option<u64>,
 }
+
+/// Steps between refreshes of [`SchedulerStats::memory_available`].
+const MEMORY_REFRESH_STEPS: u64 = 64;
 
 struct Queued {
     req: Request,
@@ -161,6 +173,8 @@ impl SchedulerHandle {
             queued: self.shared.queued.load(Ordering::Relaxed),
             tokens_computed: self.shared.computed.load(Ordering::Relaxed),
             steps: self.shared.steps.load(Ordering::Relaxed),
+            plans_built: self.shared.plans_built.load(Ordering::Relaxed),
+            memory_available: Some(self.shared.memory_available.load(Ordering::Relaxed)).filter(|&m| m != u64::MAX),
         }
     }
 
@@ -300,14 +314,15 @@ impl Scheduler {
         if ro.n_seq > ro.ubatch {
             return Err(EngineError::Invalid(format!("{} slots need a ubatch of at least as many tokens", ro.n_seq)));
         }
-        // Every decode shape (one token for each of 1..=n_seq sequences) is built up front, so
-        // the first requests of a busy server do not wait for plan builds.
+        // Every step shape serving takes is built up front: no request waits for a plan
+        // build, and the plans' memory does not grow with the prompt lengths seen.
         let t0 = Instant::now();
-        let decode_shapes: Vec<(usize, usize)> = (1..=ro.n_seq).map(|n| (n, n)).collect();
-        runner.prepare_plans(&decode_shapes)?;
-        tracing::info!("built {} decode plans in {:.0} ms", ro.n_seq, t0.elapsed().as_secs_f64() * 1e3);
+        runner.prepare_serving_plans()?;
+        tracing::info!("built {} step plans in {:.0} ms", runner.plans_built(), t0.elapsed().as_secs_f64() * 1e3);
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
         let shared = Arc::new(Shared::default());
+        shared.plans_built.store(runner.plans_built(), Ordering::Relaxed);
+        shared.memory_available.store(runner.memory_available().unwrap_or(u64::MAX), Ordering::Relaxed);
         let slots = (0..ro.n_seq).map(|_| Slot { seq: runner.add_sequence(), last_used: 0, active: None }).collect();
         let thread = SchedulerThread::default();
         let handle = SchedulerHandle {
@@ -456,6 +471,8 @@ impl Scheduler {
         self.clock += 1;
         self.slots[i].last_used = self.clock;
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        let free = self.runner.memory_available().unwrap_or(u64::MAX);
+        self.shared.memory_available.store(free, Ordering::Relaxed);
         Some(a)
     }
 
@@ -555,7 +572,7 @@ impl Scheduler {
         }
         let t0 = std::time::Instant::now();
         let result = match top_k {
-            Some(k) => self.runner.step_top_k(&items, k).and_then(|rows| {
+            Some(k) => self.runner.step_top_k(&items, crate::runner::top_k_request(k)).and_then(|rows| {
                 rows.into_iter().map(|r| Scores::top(r.into_iter().next())).collect::<Result<Vec<_>, _>>()
             }),
             None => self.runner.step(&items).map(|rows| rows.into_iter().map(Scores::Full).collect()),
@@ -567,7 +584,12 @@ impl Scheduler {
             ms = t0.elapsed().as_secs_f64() * 1e3,
             "step"
         );
-        self.shared.steps.fetch_add(1, Ordering::Relaxed);
+        let steps = self.shared.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        let built = self.runner.plans_built();
+        if built != self.shared.plans_built.swap(built, Ordering::Relaxed) || steps % MEMORY_REFRESH_STEPS == 0 {
+            let free = self.runner.memory_available().unwrap_or(u64::MAX);
+            self.shared.memory_available.store(free, Ordering::Relaxed);
+        }
         let logits = match result {
             Ok(l) => l,
             Err(e) => {

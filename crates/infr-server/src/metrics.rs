@@ -272,7 +272,15 @@ mod tests {
     use crate::generate::FinishKind;
 
     fn stats() -> infr_engine::SchedulerStats {
-        infr_engine::SchedulerStats { slots: 2, active: 1, queued: 0, tokens_computed: 40, steps: 9 }
+        infr_engine::SchedulerStats {
+            slots: 2,
+            active: 1,
+            queued: 0,
+            tokens_computed: 40,
+            steps: 9,
+            plans_built: 3,
+            memory_available: None,
+        }
     }
 
     /// `name{labels} value` of each sample line; panics on a malformed line.

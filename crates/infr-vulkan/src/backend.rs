@@ -257,6 +257,18 @@ impl Backend for VulkanBackend {
         p.execute_top_k(inputs, &res, prof, k, pipes)
     }
 
+    fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {
+        let device = k > 0
+            && k <= crate::fused_kernels::MAX_DEVICE_TOP_K
+            && self.features.subgroups
+            && self.ctx.caps.subgroup_size >= 4;
+        if device {
+            let (p, _, _, pipes) = self.plan_parts(plan)?;
+            p.top_tail(k, pipes)?;
+        }
+        Ok(())
+    }
+
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
         if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= kv.spec.n_pages || d >= kv.spec.n_pages) {

@@ -102,8 +102,11 @@ impl Plan {
         }
         let act = Buffer::new(ctx, act_bytes, MemKind::DeviceLocal, "activations")?;
         let layout = StepLayout::new(graph.n_tokens, graph.n_outputs);
-        // Room for one page per token to start with; grows (and re-records) on demand.
-        let step_cap = (layout.pages as u64 + graph.n_tokens as u64 * 4 + 64) * 4;
+        // Room for every page list a step can carry: the sequences' lists hold distinct pages
+        // of the cache (the window lists are as long), so at most all of them twice. Sized
+        // once, so that serving does not grow it; without a cache, one page per token.
+        let max_pages = res.kv.map_or(graph.n_tokens as u64 * 2, |kv| 2 * kv.spec.n_pages as u64);
+        let step_cap = (layout.pages as u64 + max_pages + 64) * 4;
         let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
         let out = graph.node(graph.output());
         let readback = Buffer::new(ctx, (out.rows * out.cols * 4) as u64, MemKind::Readback, "output readback")?;
@@ -348,18 +351,7 @@ impl Plan {
         k: usize,
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
-        let ti = match self.tops.iter().position(|t| t.k == k) {
-            Some(i) => i,
-            None => {
-                if self.tops.len() >= MAX_TOP_TAILS {
-                    self.drop_top(0);
-                }
-                let dev = self.ctx.caps.id.clone();
-                let tail = self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?;
-                self.tops.push(tail);
-                self.tops.len() - 1
-            }
-        };
+        let ti = self.top_tail(k, pipes)?;
         self.submit(inp, res, prof, self.tops[ti].cmd)?;
         let top = &self.tops[ti];
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
@@ -368,6 +360,20 @@ impl Plan {
             .chunks(k)
             .map(|row| row.iter().filter(|p| p[1] != u32::MAX).map(|p| (p[1], f32::from_bits(p[0]))).collect())
             .collect())
+    }
+
+    /// The index of the top-`k` tail, built now if needed (its buffers are the plan's).
+    pub fn top_tail(&mut self, k: usize, pipes: &mut Pipelines) -> Result<usize, infr_core::BackendError> {
+        if let Some(i) = self.tops.iter().position(|t| t.k == k) {
+            return Ok(i);
+        }
+        if self.tops.len() >= MAX_TOP_TAILS {
+            self.drop_top(0);
+        }
+        let dev = self.ctx.caps.id.clone();
+        let tail = self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?;
+        self.tops.push(tail);
+        Ok(self.tops.len() - 1)
     }
 
     /// Record the two top-k passes over the output rows and the copy of the winners.
