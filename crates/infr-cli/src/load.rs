@@ -179,6 +179,33 @@ pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, mut op
              supported yet; use 0 (CPU) or -1 (every layer on the device)"
         );
     }
+    warn_past_training_context(&model, opts.n_ctx);
     let backend = backend(cfg, d.reference)?;
     Ok(Runner::new(model, w, backend, opts)?)
+}
+
+/// A context longer than the model was trained on is allowed, but the user is told whether
+/// RoPE scaling from the file covers it (quality usually drops past the trained length).
+fn warn_past_training_context(model: &infr_models::Model, n_ctx: usize) {
+    let train = model.info.n_ctx_train;
+    if train == 0 || n_ctx <= train {
+        return;
+    }
+    let hp = &model.hparams;
+    let scaling = match hp.rope_scaling {
+        infr_models::RopeScalingType::Yarn => format!(
+            "the file's YaRN scaling (factor {:.1} over {} positions) applies",
+            1.0 / hp.rope_freq_scale,
+            hp.n_ctx_orig_yarn
+        ),
+        _ if hp.rope_freq_scale != 1.0 => {
+            format!("the file's linear RoPE scaling (factor {:.1}) applies", 1.0 / hp.rope_freq_scale)
+        }
+        _ => "the file sets no RoPE scaling, so positions past it are extrapolated".to_owned(),
+    };
+    tracing::warn!(
+        "a context of {n_ctx} tokens per sequence is longer than the {train} {} was trained on; {scaling}; \
+         expect weaker answers past {train} tokens",
+        model.info.name.as_deref().unwrap_or(&model.info.arch)
+    );
 }

@@ -93,6 +93,9 @@ pub struct SchedulerStats {
     pub memory_available: Option<u64>,
 }
 
+/// Prompts of at least this many tokens log their prefill progress.
+const LONG_PROMPT: usize = 4096;
+
 /// Steps between refreshes of [`SchedulerStats::memory_available`].
 const MEMORY_REFRESH_STEPS: u64 = 64;
 
@@ -611,6 +614,18 @@ impl Scheduler {
                 Part::Prefill(r) => {
                     a.prefilled = r.end;
                     if a.prefilled < a.prompt_len {
+                        // Long prompts (agent system prompts run to tens of thousands of
+                        // tokens) say where they are.
+                        if a.prompt_len >= LONG_PROMPT {
+                            let s = a.admitted.elapsed().as_secs_f64();
+                            tracing::info!(
+                                slot = i,
+                                "prefill {}/{} tokens ({:.0} t/s)",
+                                a.prefilled,
+                                a.prompt_len,
+                                (a.prefilled - a.cached) as f64 / s.max(1e-3)
+                            );
+                        }
                         continue;
                     }
                     // A recurrent model saves its state at the end of the prompt: the next

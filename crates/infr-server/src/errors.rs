@@ -26,6 +26,9 @@ pub enum ApiError {
         message: String,
         /// The request field holding the prompt.
         param: &'static str,
+        /// Prompt tokens, and the most a prompt may have.
+        tokens: usize,
+        limit: usize,
     },
     /// The request body is larger than the server accepts (413).
     #[error("{0}")]
@@ -103,7 +106,14 @@ impl ApiError {
             Self::Busy(_) | Self::Timeout(_) => "overloaded_error",
             Self::Internal(_) | Self::NotSupported(_) => "api_error",
         };
-        json!({ "type": "error", "error": { "type": ty, "message": self.to_string() } })
+        // The wording Anthropic clients parse to shrink their context and retry.
+        let message = match self {
+            Self::ContextExceeded { tokens, limit, .. } => {
+                format!("prompt is too long: {tokens} tokens > {limit} maximum")
+            }
+            e => e.to_string(),
+        };
+        json!({ "type": "error", "error": { "type": ty, "message": message } })
     }
 }
 
@@ -112,7 +122,9 @@ impl From<RequestError> for ApiError {
         let msg = e.to_string();
         match e {
             RequestError::QueueFull { .. } | RequestError::ShutDown => Self::Busy(msg),
-            RequestError::PromptTooLong { .. } => Self::ContextExceeded { message: msg, param: "messages" },
+            RequestError::PromptTooLong { tokens, n_ctx } => {
+                Self::ContextExceeded { message: msg, param: "messages", tokens, limit: n_ctx.saturating_sub(1) }
+            }
             RequestError::EmptyPrompt | RequestError::InvalidToken { .. } => {
                 Self::BadRequest { message: msg, param: None }
             }
@@ -127,7 +139,9 @@ impl ApiError {
     /// The same error naming `field` as the one holding the prompt (completions say `prompt`).
     pub fn with_prompt_field(self, field: &'static str) -> Self {
         match self {
-            Self::ContextExceeded { message, .. } => Self::ContextExceeded { message, param: field },
+            Self::ContextExceeded { message, tokens, limit, .. } => {
+                Self::ContextExceeded { message, param: field, tokens, limit }
+            }
             e => e,
         }
     }

@@ -63,6 +63,7 @@ pub fn router(state: SharedState) -> Router {
     let gated = Router::new()
         .route("/v1/models", get(routes_openai::models))
         .route("/models", get(routes_openai::models))
+        .route("/v1/models/{id}", get(routes_openai::model))
         .route("/v1/chat/completions", post(routes_openai::chat_completions))
         .route("/chat/completions", post(routes_openai::chat_completions))
         .route("/v1/completions", post(routes_openai::completions))
@@ -73,6 +74,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/metrics", get(metrics::handler))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_key));
     Router::new()
+        .route("/", get(routes_misc::index))
         .route("/health", get(routes_misc::health))
         .route("/v1/health", get(routes_misc::health))
         .merge(gated)

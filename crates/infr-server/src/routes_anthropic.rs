@@ -285,7 +285,8 @@ pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> 
         let (text, o) = generate::collect(rx).await?;
         return Ok(Json(reply.body(text, &o)).into_response());
     }
-    Ok(sse::respond(rx, move |p| reply.event(p).into_iter().map(sse::Out::into_event).collect()))
+    let fmt = move |p| reply.event(p).into_iter().map(sse::Out::into_event).collect();
+    Ok(sse::respond_with(rx, fmt, sse::Heartbeat::AnthropicPing))
 }
 
 /// Template variables for Anthropic's `thinking` field: `{"type": "enabled" | "disabled"}`

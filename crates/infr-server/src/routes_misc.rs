@@ -15,6 +15,16 @@ pub async fn health(State(st): State<SharedState>) -> Json<Value> {
     Json(json!({ "status": "ok", "slots_idle": s.slots - s.active, "slots_processing": s.active, "queued": s.queued }))
 }
 
+/// `GET /` (and `HEAD /`, which uptime checks and gateways probe): what this server is.
+pub async fn index(State(st): State<SharedState>) -> Response {
+    let text = format!(
+        "infr serve: {} (OpenAI API at /v1/chat/completions and /v1/completions, Anthropic API at \
+         /v1/messages, health at /health)\n",
+        st.opts.model_id
+    );
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+}
+
 /// `GET /props`: llama.cpp's server properties.
 pub async fn props(State(st): State<SharedState>) -> Json<Value> {
     let d = &st.opts.default_sampling;

@@ -1,6 +1,7 @@
 //! OpenAI-compatible endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use infr_tokenizer::chat::ChatMessage;
@@ -281,18 +282,61 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
 }
 
 /// `GET /v1/models`.
-pub async fn models(State(st): State<SharedState>) -> Json<Value> {
+pub async fn models(State(st): State<SharedState>, headers: HeaderMap) -> Json<Value> {
+    if is_anthropic(&headers) {
+        let m = anthropic_model(&st);
+        let id = st.opts.model_id.clone();
+        return Json(json!({ "data": [m], "has_more": false, "first_id": id, "last_id": id }));
+    }
+    Json(json!({ "object": "list", "data": [openai_model(&st)] }))
+}
+
+/// `GET /v1/models/{id}`: the served model (OpenAI or Anthropic shape, as `models`), or 404.
+pub async fn model(
+    State(st): State<SharedState>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let anthropic = is_anthropic(&headers);
+    if id != st.opts.model_id {
+        let e =
+            ApiError::NotFound(format!("the model '{id}' does not exist (this server serves '{}')", st.opts.model_id));
+        return if anthropic {
+            crate::errors::AnthropicError(e).into_response()
+        } else {
+            OpenAiError(e).into_response()
+        };
+    }
+    Json(if anthropic { anthropic_model(&st) } else { openai_model(&st) }).into_response()
+}
+
+/// Whether a request comes from an Anthropic client (its SDKs send `anthropic-version`).
+fn is_anthropic(headers: &HeaderMap) -> bool {
+    headers.contains_key("anthropic-version")
+}
+
+/// The served model as OpenAI's model object, with the context it accepts (vLLM's
+/// `max_model_len`, which clients read for the per-request limit).
+fn openai_model(st: &SharedState) -> Value {
     let n_ctx = st.sched.n_ctx();
-    Json(json!({
-        "object": "list",
-        "data": [{
-            "id": st.opts.model_id,
-            "object": "model",
-            "created": st.started,
-            "owned_by": "infr",
-            "context_length": n_ctx,
-            "max_model_len": n_ctx,
-            "meta": { "n_ctx": n_ctx, "n_vocab": st.sched.n_vocab(), "slots": st.sched.slots() },
-        }],
-    }))
+    json!({
+        "id": st.opts.model_id,
+        "object": "model",
+        "created": st.started,
+        "owned_by": "infr",
+        "context_length": n_ctx,
+        "max_model_len": n_ctx,
+        "meta": { "n_ctx": n_ctx, "n_vocab": st.sched.n_vocab(), "slots": st.sched.slots() },
+    })
+}
+
+/// The served model as Anthropic's model object.
+fn anthropic_model(st: &SharedState) -> Value {
+    let created = infr_tokenizer::chat::UtcDateTime::from_unix(st.started as i64);
+    json!({
+        "type": "model",
+        "id": st.opts.model_id,
+        "display_name": st.opts.model_id,
+        "created_at": infr_tokenizer::chat::format_datetime("%Y-%m-%dT%H:%M:%SZ", &created),
+    })
 }

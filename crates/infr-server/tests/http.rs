@@ -56,6 +56,34 @@ async fn health_and_models() {
     let v: Value = client().get(format!("{base}/props")).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["n_ctx"], 1024);
     assert_eq!(v["default_generation_settings"]["n_ctx"], 1024);
+
+    // Agent-clients issue, defect 5: retrieve (OpenAI SDK `models.retrieve`), the Anthropic
+    // shape for Anthropic clients (`models.list` / `models.retrieve`), `HEAD /`.
+    let v: Value = client().get(format!("{base}/v1/models/{MODEL}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (v["id"].as_str(), v["object"].as_str(), v["max_model_len"].as_u64()),
+        (Some(MODEL), Some("model"), Some(1024))
+    );
+    let r = client().get(format!("{base}/v1/models/gpt-9")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("gpt-9"), "{v}");
+    let anthropic = |path: String| client().get(path).header("anthropic-version", "2023-06-01").send();
+    let v: Value = anthropic(format!("{base}/v1/models")).await.unwrap().json().await.unwrap();
+    assert_eq!((v["data"][0]["type"].as_str(), v["has_more"].as_bool()), (Some("model"), Some(false)), "{v}");
+    assert_eq!(v["data"][0]["display_name"], MODEL);
+    let created = v["data"][0]["created_at"].as_str().unwrap();
+    assert!(created.len() == 20 && created.ends_with('Z') && created.as_bytes()[10] == b'T', "{created}");
+    let v: Value = anthropic(format!("{base}/v1/models/{MODEL}")).await.unwrap().json().await.unwrap();
+    assert_eq!(v["type"], "model");
+    let r = anthropic(format!("{base}/v1/models/claude-x")).await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!((v["type"].as_str(), v["error"]["type"].as_str()), (Some("error"), Some("not_found_error")));
+    let r = client().head(format!("{base}/")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = client().get(format!("{base}/")).send().await.unwrap().text().await.unwrap();
+    assert!(r.contains(MODEL) && r.contains("/v1/chat/completions"), "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,6 +259,20 @@ async fn request_errors() {
     let (status, v) = post(chat.clone(), &chat_body(&long, 2)).await;
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"]["code"], "context_length_exceeded");
+    // Anthropic clients (Claude Code) parse "prompt is too long: N tokens > M maximum" to
+    // compact their context and retry.
+    let body = json!({"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": long}]});
+    let (status, v) = post(format!("{base}/v1/messages"), &body).await;
+    assert_eq!(status, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    let re = |s: &str| -> Option<(usize, usize)> {
+        let rest = s.strip_prefix("prompt is too long: ")?;
+        let (n, rest) = rest.split_once(" tokens > ")?;
+        let m = rest.strip_suffix(" maximum")?;
+        Some((n.parse().ok()?, m.parse().ok()?))
+    };
+    let (n, m) = re(msg).unwrap_or_else(|| panic!("unexpected wording: {msg}"));
+    assert!(n > m && m > 0, "{msg}");
 
     let (status, v) = post(format!("{base}/v1/completions"), &json!({"prompt": 12})).await;
     assert_eq!(status, 400);
