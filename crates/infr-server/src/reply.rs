@@ -75,7 +75,7 @@ impl OpenAiChat {
         if !s.reasoning.is_empty() {
             message["reasoning_content"] = Value::String(s.reasoning);
         }
-        let finish = if has_calls { "tool_calls" } else { o.finish.openai() };
+        let finish = if has_calls && !hit_limit(o) { "tool_calls" } else { o.finish.openai() };
         json!({
             "id": self.env.id,
             "object": "chat.completion",
@@ -108,7 +108,7 @@ impl OpenAiChat {
                 };
                 let held = self.deltas.finish(&mut self.new_id);
                 evs.extend(held.into_iter().map(|d| self.chunk(d, None)));
-                let finish = if self.deltas.has_calls() { "tool_calls" } else { o.finish.openai() };
+                let finish = if self.deltas.has_calls() && !hit_limit(&o) { "tool_calls" } else { o.finish.openai() };
                 evs.push(self.chunk(json!({}), Some(finish)));
                 if self.include_usage {
                     let mut last = self.chunk_json(json!({}), None);
@@ -192,7 +192,7 @@ impl AnthropicMessage {
             "role": "assistant",
             "model": self.env.model,
             "content": content,
-            "stop_reason": if has_calls { "tool_use" } else { o.finish.anthropic() },
+            "stop_reason": if has_calls && !hit_limit(o) { "tool_use" } else { o.finish.anthropic() },
             "stop_sequence": stop_sequence(o),
             "usage": anthropic_usage(o),
         })
@@ -249,7 +249,8 @@ impl AnthropicMessage {
                     evs.extend(self.blocks.start());
                 }
                 evs.extend(self.blocks.finish(&mut self.new_id));
-                let stop_reason = if self.blocks.has_calls() { "tool_use" } else { o.finish.anthropic() };
+                let stop_reason =
+                    if self.blocks.has_calls() && !hit_limit(&o) { "tool_use" } else { o.finish.anthropic() };
                 evs.push((
                     "message_delta",
                     json!({
@@ -316,3 +317,10 @@ impl AnthropicMessage {
 #[cfg(test)]
 #[path = "reply_tests.rs"]
 mod tests;
+
+/// Whether generation stopped at the token limit: then the reply says so (`length` /
+/// `max_tokens`) even after complete calls, since whatever came after them was cut off (the
+/// cut text is sent as text, not dropped).
+fn hit_limit(o: &Outcome) -> bool {
+    o.finish == crate::generate::FinishKind::Length
+}

@@ -272,3 +272,19 @@ fn anthropic_stream_without_reasoning_and_reasoning_only() {
     let evs: Vec<Out> = pieces("", 1, 0).into_iter().flat_map(|p| r.event(p)).collect();
     assert_eq!(shape(&evs)[1], ("content_block_start".into(), "text".into(), 0));
 }
+
+/// Agent-clients issue, defect 4: a reply cut by `max_tokens` after a complete call says
+/// `length` / `max_tokens`, and the cut-off rest reaches the client as text.
+#[test]
+fn a_cut_reply_with_calls_reports_the_limit_and_keeps_the_rest() {
+    let cut = format!("{CALL}\n<tool_call>\n{{\"name\": \"get_weather\", \"argu");
+    let o = Outcome { finish: FinishKind::Length, ..outcome(30) };
+    let v = OpenAiChat::new(env(), tools(), split(false), false, ids()).body(cut.clone(), &o);
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    assert_eq!(v["choices"][0]["message"]["tool_calls"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(v["choices"][0]["message"]["content"].as_str().unwrap_or("").contains("\"argu"), "{v}");
+    let v = AnthropicMessage::new(env(), tools(), split(false), ids()).body(cut, &o);
+    assert_eq!(v["stop_reason"], "max_tokens", "{v}");
+    let text: String = v["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+    assert!(text.contains("\"argu"), "{v}");
+}

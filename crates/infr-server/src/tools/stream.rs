@@ -25,6 +25,9 @@ pub struct ToolStream {
     capturing: bool,
     /// While capturing: the marker that closes the block (searched after `skip` bytes).
     closer: Option<(&'static str, usize)>,
+    /// While capturing a reply that opened with bare JSON: the block ends with that JSON
+    /// value (and a `</tool_call>` right after it, if any), so text after it is not held.
+    bare_json: bool,
     at_start: bool,
 }
 
@@ -38,7 +41,7 @@ enum Bare {
 impl ToolStream {
     /// A stream for `dialect`; `tools` are the declared tools (OpenAI JSON).
     pub fn new(dialect: Dialect, tools: Vec<Value>) -> Self {
-        Self { dialect, tools, buf: String::new(), capturing: false, closer: None, at_start: true }
+        Self { dialect, tools, buf: String::new(), capturing: false, closer: None, bare_json: false, at_start: true }
     }
 
     /// Add decoded text.
@@ -60,7 +63,8 @@ impl ToolStream {
                 match self.bare(t) {
                     Bare::Yes => {
                         self.capturing = true;
-                        self.closer = Some((hermes::CLOSE, 0));
+                        self.closer = None;
+                        self.bare_json = self.dialect.bare_start() == BareStart::JsonObject;
                         self.at_start = false;
                         continue;
                     }
@@ -111,10 +115,26 @@ impl ToolStream {
 
     /// While capturing: if the block has closed, send its calls (or its text) and return true.
     fn close_block(&mut self, out: &mut Vec<ToolEvent>) -> bool {
-        let Some((closer, skip)) = self.closer else { return false };
-        let Some(end) = self.buf.get(skip..).and_then(|b| b.find(closer)).map(|e| skip + e + closer.len()) else {
-            return false;
+        let end = if self.bare_json {
+            let Some(end) = json_value_end(&self.buf) else { return false };
+            // Take a `</tool_call>` that follows; wait while what follows may still be one.
+            let rest = &self.buf[end..];
+            let t = rest.trim_start();
+            if t.is_empty() || (hermes::CLOSE.starts_with(t) && t.len() < hermes::CLOSE.len()) {
+                return false;
+            }
+            match t.strip_prefix(hermes::CLOSE) {
+                Some(after) => self.buf.len() - after.len(),
+                None => end,
+            }
+        } else {
+            let Some((closer, skip)) = self.closer else { return false };
+            let Some(end) = self.buf.get(skip..).and_then(|b| b.find(closer)).map(|e| skip + e + closer.len()) else {
+                return false;
+            };
+            end
         };
+        self.bare_json = false;
         let block: String = self.buf.drain(..end).collect();
         self.capturing = false;
         self.closer = None;
@@ -175,6 +195,37 @@ impl ToolStream {
         }
         best
     }
+}
+
+/// The byte just after the JSON object or array that `s` starts with (after whitespace), once
+/// it is complete (strings and escapes respected).
+fn json_value_end(s: &str) -> Option<usize> {
+    let start = s.len() - s.trim_start().len();
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, c) in s[start..].char_indices() {
+        if in_str {
+            match (esc, c) {
+                (true, _) => esc = false,
+                (false, '\\') => esc = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(start + i + 1);
+                }
+            }
+            _ if depth == 0 => return None,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The marker that ends a block opened by `opener` (`None`: the block runs to the end).
@@ -247,6 +298,25 @@ mod tests {
             let t = "{\"name\": \"Ada\"} is [not] a call <tool_call> broken";
             assert_eq!(run(d, t, 2), (t.to_owned(), vec![]), "{d:?}");
         }
+    }
+
+    /// Agent-clients issue, defect 4: a reply that opens like a call but is plain JSON goes
+    /// out as soon as the JSON ends, not at the end of the reply.
+    #[test]
+    fn bare_json_is_released_when_it_ends() {
+        let mut s = ToolStream::new(Dialect::Hermes, Vec::new());
+        assert!(s.push("{\"name\": \"Ada\", \"note\": \"a } in a string\"").is_empty());
+        let out = s.push("} and then prose");
+        assert_eq!(
+            out,
+            vec![
+                ToolEvent::Text("{\"name\": \"Ada\", \"note\": \"a } in a string\"}".into()),
+                ToolEvent::Text(" and then prose".into())
+            ]
+        );
+        // A real call still comes out as a call, its closer taken along.
+        let (text, calls) = run(Dialect::Hermes, "{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\nDone.", 3);
+        assert_eq!((text.trim(), calls.len()), ("Done.", 1));
     }
 
     #[test]
