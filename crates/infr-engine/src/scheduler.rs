@@ -682,7 +682,11 @@ impl Scheduler {
             self.free(i);
             return;
         }
-        if a.max_tokens.is_some_and(|m| a.generated >= m) {
+        // A finished constraint (a forced call that just closed) is a complete reply even
+        // when it used the last allowed token.
+        if a.constraint.as_ref().is_some_and(|c| c.is_finished()) {
+            self.finish(i, Finish::Stop);
+        } else if a.max_tokens.is_some_and(|m| a.generated >= m) {
             self.finish(i, Finish::Length);
         } else if a.history.len() > n_ctx {
             self.finish(i, Finish::ContextFull);

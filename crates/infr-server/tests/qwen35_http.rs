@@ -76,7 +76,7 @@ async fn forced_call_and_history_through_the_xml_dialect() {
         "tools": [forecast],
         "tool_choice": "required",
         "chat_template_kwargs": {"enable_thinking": false},
-        "max_tokens": 60,
+        "max_tokens": 200,
         "temperature": 0,
     });
     let (status, v) = post(url.clone(), &body).await;
