@@ -214,6 +214,46 @@ impl Runner {
         &self.spec
     }
 
+    /// Whether sequences can share KV pages ([`Runner::share_prefix`]): not with recurrent
+    /// state or windowed rings, which are per sequence.
+    pub fn can_share_prefixes(&self) -> bool {
+        !self.recurrent && self.ring_pages == 0
+    }
+
+    /// Make `to` hold the first `n` cached tokens of `from` (at most what `from` has): its full
+    /// pages are shared (reference-counted; a page is copied before either sequence writes
+    /// into a shared one), the partial last page is copied. Returns the tokens `to` now holds.
+    pub fn share_prefix(&mut self, from: SeqId, to: SeqId, n: usize) -> Result<usize, EngineError> {
+        if !self.can_share_prefixes() || from == to {
+            return self.truncate(to, n);
+        }
+        let ps = self.opts.page_size as usize;
+        let src = self.seqs.get(&from).ok_or(EngineError::UnknownSequence(from.0))?;
+        let n = n.min(src.tokens.len());
+        let (full, tokens) = (src.pages[..n / ps].to_vec(), src.tokens[..n].to_vec());
+        let tail = (n % ps != 0).then(|| src.pages[n / ps]);
+        self.truncate(to, 0)?;
+        let mut pages = full;
+        for &p in &pages {
+            self.pool.retain(p);
+        }
+        if let Some(src_page) = tail {
+            let Some(p) = self.pool.alloc() else {
+                for &p in &pages {
+                    self.pool.release(p);
+                }
+                return Err(EngineError::KvFull { tokens: n });
+            };
+            self.backend.copy_kv_pages(&[(src_page, p)])?;
+            pages.push(p);
+        }
+        let dst = self.seqs.get_mut(&to).ok_or(EngineError::UnknownSequence(to.0))?;
+        dst.pages = pages;
+        dst.tokens = tokens;
+        dst.snapshot = None;
+        Ok(n)
+    }
+
     /// Whether the model keeps per-sequence recurrent state (then a cached prefix can only
     /// be cut back to a snapshot, see [`Runner::truncate`]).
     pub fn is_recurrent(&self) -> bool {
@@ -302,6 +342,18 @@ impl Runner {
                 self.pool.release(p);
             }
             s.window_pages.truncate(keep);
+            // The next token goes into a partly kept page: copy it first if another sequence
+            // shares it.
+            if n % ps != 0 {
+                if let Some(&last) = s.pages.last() {
+                    if self.pool.ref_count(last) > 1 {
+                        let p = self.pool.alloc().ok_or(EngineError::KvFull { tokens: ps })?;
+                        self.backend.copy_kv_pages(&[(last, p)])?;
+                        self.pool.release(last);
+                        *s.pages.last_mut().expect("a last page") = p;
+                    }
+                }
+            }
         }
         Ok(n)
     }

@@ -14,6 +14,7 @@
 //! **Prefix reuse.** A slot keeps its cached tokens after its request ends. A new request goes
 //! to the idle slot whose cache shares the longest prefix with its prompt (ties: the least
 //! recently used), which is truncated to that prefix; only the rest of the prompt is computed.
+//! When a busy slot holds a longer prefix, the idle slot shares that slot's KV pages instead.
 //! A multi-turn chat thus computes only its new turn.
 //!
 //! **Queue, cancellation, timeouts.** Requests wait in a bounded channel (full: [`RequestError::QueueFull`])
@@ -432,8 +433,27 @@ impl Scheduler {
             }
         }
         let Some((i, lcp, _)) = best else { return };
+        // A busy slot may hold a longer prefix (an agent's next turn while its sub-agent runs):
+        // share its full pages instead of computing them again.
+        let page = self.runner.options().page_size as usize;
+        let donor = self
+            .slots
+            .iter()
+            .filter(|s| s.active.is_some())
+            .map(|s| (s.seq, self.runner.seq_tokens(s.seq).map_or(0, |t| common_prefix(t, prompt))))
+            .max_by_key(|&(_, l)| l)
+            .filter(|&(_, l)| l >= lcp + page && self.runner.can_share_prefixes());
         // Always compute at least the last prompt token: its logits give the first token.
-        let cached = match self.runner.truncate(self.slots[i].seq, lcp.min(prompt.len() - 1)) {
+        let want = match donor {
+            Some((_, l)) => l,
+            None => lcp,
+        }
+        .min(prompt.len() - 1);
+        let kept = match donor {
+            Some((from, _)) => self.runner.share_prefix(from, self.slots[i].seq, want),
+            None => self.runner.truncate(self.slots[i].seq, want),
+        };
+        let cached = match kept {
             Ok(kept) => kept,
             Err(e) => {
                 q.sink.send(Event::Error(RequestError::Engine(e.to_string())));

@@ -179,6 +179,38 @@ fn prefix_reuse_computes_only_new_tokens() {
     assert_eq!(computed as usize, second.len() - cached + o2.tokens.len() - 1);
 }
 
+/// Agent-clients issue, defect 6: a request whose prefix a busy slot holds lands on an idle
+/// slot that shares the busy slot's KV pages, and answers as a cold run does.
+#[test]
+fn a_busy_slots_prefix_is_shared() {
+    let Some(w) = weights() else { return };
+    let p = prompts();
+    let long = p[3].1.clone(); // 312 tokens
+    let mut follow = long.clone();
+    follow.extend_from_slice(&p[0].1);
+    let cold = {
+        let h = scheduler(&w, 2, 2 * 1024, SchedulerOptions::default());
+        collect(&h.submit_channel(request(follow.clone(), 8)).unwrap())
+    };
+    let h = scheduler(&w, 2, 2 * 1024, SchedulerOptions::default());
+    let busy = h.submit_channel(request(long.clone(), 300)).unwrap();
+    // Wait until the long prompt is computed and the slot generates.
+    loop {
+        match busy.recv_timeout(Duration::from_secs(60)).expect("event") {
+            Event::Token(_) => break,
+            Event::Done(_) | Event::Error(_) => panic!("the busy request ended early"),
+            _ => {}
+        }
+    }
+    let o = collect(&h.submit_channel(request(follow.clone(), 8)).unwrap());
+    let s = o.start.expect("started");
+    assert_eq!(s.cached_tokens, long.len(), "the busy slot's prefix is shared");
+    assert_eq!(o.tokens, cold.tokens, "sharing pages changed the answer");
+    // The busy request is unaffected and still completes.
+    drop(busy);
+    wait_idle(&h);
+}
+
 #[test]
 fn refusals_are_typed() {
     let Some(w) = weights() else { return };
