@@ -56,7 +56,8 @@ fn check_openai_message(v: &Value) {
     let finish = choice["finish_reason"].as_str().unwrap();
     assert!(["stop", "length", "tool_calls"].contains(&finish), "{v}");
     if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
-        assert_eq!(finish, "tool_calls");
+        // A reply cut by max_tokens after its calls says so.
+        assert!(["tool_calls", "length"].contains(&finish), "{v}");
         for c in calls {
             assert!(c["id"].as_str().unwrap().starts_with("call_"), "{c}");
             assert_eq!(c["type"], "function");
