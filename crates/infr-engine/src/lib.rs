@@ -19,7 +19,7 @@ pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions,
 pub use pages::PagePool;
 pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
-    Timings, TokenConstraint, Usage,
+    Timings, TokenConstraint, TokenLogprob, Usage, MAX_LOGPROBS,
 };
 pub use runner::{Candidates, Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};

@@ -24,12 +24,40 @@ pub struct Request {
     pub stop_ids: Vec<u32>,
     /// Longest time from submission to completion (`None`: the scheduler's default).
     pub timeout: Option<Duration>,
+    /// Report each generated token's log-probability and this many alternatives
+    /// ([`Event::Logprob`] before each [`Event::Token`]); `None`: do not.
+    pub logprobs: Option<usize>,
+}
+
+/// Most alternatives a request may ask for with [`Request::logprobs`] (OpenAI's limit).
+pub const MAX_LOGPROBS: usize = 20;
+
+/// A generated token's log-probability under the model (log-softmax of its logits, after a
+/// grammar's mask, before sampling settings), and the most likely tokens with theirs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token: u32,
+    pub logprob: f32,
+    /// Best first.
+    pub top: Vec<(u32, f32)>,
+}
+
+impl TokenLogprob {
+    /// From a logits row: the chosen token's and the `n` best log-probabilities.
+    pub fn from_logits(row: &[f32], token: u32, n: usize) -> Self {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = row.iter().map(|&l| ((l - max) as f64).exp()).sum();
+        let lse = max as f64 + sum.ln();
+        let lp = |l: f32| (l as f64 - lse) as f32;
+        let top = infr_core::top_k(row, n).into_iter().map(|(t, l)| (t, lp(l))).collect();
+        Self { token, logprob: row.get(token as usize).map_or(f32::NEG_INFINITY, |&l| lp(l)), top }
+    }
 }
 
 impl Request {
     /// A greedy request with no limit but the context, stopping on `stop_ids`.
     pub fn new(prompt: Vec<u32>, stop_ids: Vec<u32>) -> Self {
-        Self { prompt, sampling: SamplingParams::greedy(), max_tokens: None, stop_ids, timeout: None }
+        Self { prompt, sampling: SamplingParams::greedy(), max_tokens: None, stop_ids, timeout: None, logprobs: None }
     }
 }
 
@@ -104,6 +132,8 @@ pub struct Done {
 pub enum Event {
     /// The request got a slot.
     Started(StartInfo),
+    /// The log-probabilities of the token that follows (when the request asked for them).
+    Logprob(TokenLogprob),
     /// A generated token.
     Token(u32),
     /// Generation ended normally; no more events follow.

@@ -31,7 +31,9 @@ use crate::request::{
     Usage,
 };
 use crate::sampling::Scores;
-use crate::{common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem};
+use crate::{
+    common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem, TokenLogprob,
+};
 
 /// Scheduler settings (the slot count and context come from the runner's options).
 #[derive(Debug, Clone)]
@@ -210,6 +212,12 @@ impl SchedulerHandle {
         if let Some(&(id, _)) = req.sampling.logit_bias.iter().find(|(t, _)| *t as usize >= self.n_vocab) {
             return Err(RequestError::InvalidToken { id, n_vocab: self.n_vocab });
         }
+        if req.logprobs.is_some_and(|n| n > crate::MAX_LOGPROBS) {
+            return Err(RequestError::InvalidSampling(format!(
+                "at most {} log-probability alternatives per token",
+                crate::MAX_LOGPROBS
+            )));
+        }
         req.sampling.validate().map_err(|e| RequestError::InvalidSampling(e.to_string()))
     }
 
@@ -278,6 +286,8 @@ struct Active {
     generated: usize,
     max_tokens: Option<usize>,
     stop_ids: Vec<u32>,
+    /// Alternatives per token to report with its log-probability, if asked.
+    logprobs: Option<usize>,
     deadline: Option<Instant>,
     submitted: Instant,
     admitted: Instant,
@@ -479,6 +489,7 @@ impl Scheduler {
             generated: 0,
             max_tokens: q.req.max_tokens,
             stop_ids: q.req.stop_ids,
+            logprobs: q.req.logprobs,
             deadline,
             submitted: q.submitted,
             admitted: now,
@@ -589,7 +600,9 @@ impl Scheduler {
                 Part::Prefill(r) => r.end >= a.prompt_len,
             };
             if draws {
-                let need = if a.constraint.is_some() { None } else { a.sampler.candidates_needed() };
+                // Log-probabilities need the whole row (its log-sum-exp).
+                let need =
+                    if a.constraint.is_some() || a.logprobs.is_some() { None } else { a.sampler.candidates_needed() };
                 top_k = top_k.zip(need).map(|(k, n)| k.max(n));
             }
         }
@@ -666,7 +679,11 @@ impl Scheduler {
                     if let Some(c) = a.constraint.as_mut() {
                         c.mask(&mut row);
                     }
-                    a.sampler.sample(&row, &a.history)
+                    let tok = a.sampler.sample(&row, &a.history);
+                    if let Some(n) = a.logprobs.filter(|_| !a.stop_ids.contains(&tok)) {
+                        a.sink.send(Event::Logprob(TokenLogprob::from_logits(&row, tok, n)));
+                    }
+                    tok
                 }
             };
             if let Some(c) = a.constraint.as_mut() {

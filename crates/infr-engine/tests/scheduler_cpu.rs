@@ -55,15 +55,17 @@ fn request(prompt: Vec<u32>, max_tokens: usize) -> Request {
 struct Outcome {
     start: Option<StartInfo>,
     tokens: Vec<u32>,
+    logprobs: Vec<infr_engine::TokenLogprob>,
     end: Result<Done, RequestError>,
 }
 
 fn collect(rx: &EventReceiver) -> Outcome {
-    let mut out = Outcome { start: None, tokens: Vec::new(), end: Err(RequestError::ShutDown) };
+    let mut out = Outcome { start: None, tokens: Vec::new(), logprobs: Vec::new(), end: Err(RequestError::ShutDown) };
     while let Ok(ev) = rx.recv_timeout(Duration::from_secs(120)) {
         match ev {
             Event::Started(s) => out.start = Some(s),
             Event::Token(t) => out.tokens.push(t),
+            Event::Logprob(l) => out.logprobs.push(l),
             Event::Done(d) => {
                 out.end = Ok(d);
                 break;
@@ -209,6 +211,31 @@ fn a_busy_slots_prefix_is_shared() {
     // The busy request is unaffected and still completes.
     drop(busy);
     wait_idle(&h);
+}
+
+/// Hardening issue, defect 7: a request that asks for log-probabilities gets one entry per
+/// generated token (the greedy token is the most likely one), and batching does not change it.
+#[test]
+fn logprobs_come_with_every_token() {
+    let Some(w) = weights() else { return };
+    let p = prompts();
+    let h = scheduler(&w, 2, 2 * 512, SchedulerOptions::default());
+    let req = |prompt: Vec<u32>| Request { logprobs: Some(3), ..request(prompt, 6) };
+    let o = collect(&h.submit_channel(req(p[1].1.clone())).unwrap());
+    o.end.as_ref().expect("done");
+    assert_eq!(o.logprobs.len(), o.tokens.len());
+    for (lp, &t) in o.logprobs.iter().zip(&o.tokens) {
+        assert_eq!(lp.token, t);
+        assert_eq!(lp.top.len(), 3);
+        assert_eq!(lp.top[0].0, t, "greedy picks the most likely token");
+        assert!(lp.logprob <= 0.0 && (lp.logprob - lp.top[0].1).abs() < 1e-6);
+        let p: f32 = lp.top.iter().map(|&(_, l)| l.exp()).sum();
+        assert!(p <= 1.0 + 1e-4, "probabilities above one: {p}");
+    }
+    assert!(matches!(
+        h.submit_channel(Request { logprobs: Some(21), ..request(p[0].1.clone(), 1) }),
+        Err(RequestError::InvalidSampling(_))
+    ));
 }
 
 #[test]

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use infr_engine::{Event, EventSink, Finish, StartInfo, TokenConstraint};
+use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::errors::ApiError;
@@ -78,10 +79,67 @@ pub enum Piece {
     Started(StartInfo),
     /// Text to send (never empty).
     Text(String),
+    /// The log-probabilities of a generated token (when the request asked for them); its
+    /// text follows in a later `Text`.
+    Logprob(LogprobEntry),
     /// Normal end; nothing follows.
     End(Outcome),
     /// Failure; nothing follows.
     Failed(ApiError),
+}
+
+/// A generated token's log-probability and its best alternatives, with token texts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogprobEntry {
+    pub token: TokenText,
+    pub logprob: f32,
+    pub top: Vec<(TokenText, f32)>,
+}
+
+/// A token's text: its bytes and their lossy UTF-8 form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenText {
+    pub text: String,
+    pub bytes: Vec<u8>,
+}
+
+impl LogprobEntry {
+    fn new(tok: &infr_tokenizer::Tokenizer, lp: infr_engine::TokenLogprob) -> Self {
+        let text = |id: u32| {
+            let bytes = tok.token_to_piece(id);
+            TokenText { text: String::from_utf8_lossy(&bytes).into_owned(), bytes }
+        };
+        Self {
+            token: text(lp.token),
+            logprob: lp.logprob,
+            top: lp.top.into_iter().map(|(t, l)| (text(t), l)).collect(),
+        }
+    }
+
+    /// OpenAI chat's `logprobs.content[i]`.
+    pub fn openai_chat(&self) -> Value {
+        let one = |t: &TokenText, l: f32| json!({ "token": t.text, "logprob": l, "bytes": t.bytes });
+        let mut v = one(&self.token, self.logprob);
+        v["top_logprobs"] = self.top.iter().map(|(t, l)| one(t, *l)).collect();
+        v
+    }
+}
+
+/// OpenAI completions' `logprobs` object for `entries`, whose text starts at `offset` bytes.
+pub fn completions_logprobs(entries: &[LogprobEntry], mut offset: usize) -> Value {
+    let mut text_offset = Vec::with_capacity(entries.len());
+    for e in entries {
+        text_offset.push(offset);
+        offset += e.token.text.len();
+    }
+    json!({
+        "tokens": entries.iter().map(|e| e.token.text.clone()).collect::<Vec<_>>(),
+        "token_logprobs": entries.iter().map(|e| e.logprob).collect::<Vec<_>>(),
+        "top_logprobs": entries.iter().map(|e| {
+            e.top.iter().map(|(t, l)| (t.text.clone(), json!(l))).collect::<serde_json::Map<_, _>>()
+        }).collect::<Vec<_>>(),
+        "text_offset": text_offset,
+    })
 }
 
 /// The scheduler's events into a tokio channel.
@@ -123,13 +181,20 @@ pub fn start_constrained(
 }
 
 /// Run a generation to its end and return the whole text (non-streaming responses).
-pub async fn collect(mut rx: mpsc::Receiver<Piece>) -> Result<(String, Outcome), ApiError> {
+pub async fn collect(rx: mpsc::Receiver<Piece>) -> Result<(String, Outcome), ApiError> {
+    collect_logprobs(rx).await.map(|(t, o, _)| (t, o))
+}
+
+/// [`collect`], also returning the tokens' log-probabilities (when asked for).
+pub async fn collect_logprobs(mut rx: mpsc::Receiver<Piece>) -> Result<(String, Outcome, Vec<LogprobEntry>), ApiError> {
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     while let Some(p) = rx.recv().await {
         match p {
             Piece::Started(_) => {}
             Piece::Text(t) => text.push_str(&t),
-            Piece::End(o) => return Ok((text, o)),
+            Piece::Logprob(e) => logprobs.push(e),
+            Piece::End(o) => return Ok((text, o, logprobs)),
             Piece::Failed(e) => return Err(e),
         }
     }
@@ -185,6 +250,7 @@ async fn drive(
                 cached = s.cached_tokens;
                 vec![Piece::Started(s)]
             }
+            Some(Event::Logprob(lp)) => vec![Piece::Logprob(LogprobEntry::new(st.text.tokenizer(), lp))],
             Some(Event::Token(t)) => {
                 completion += 1;
                 clock.first.get_or_insert_with(Instant::now);

@@ -72,8 +72,6 @@ macro_rules! sampling_request {
             /// yet, instead of answering as if they had been applied.
             fn refuse_unsupported(&self) -> Result<(), crate::ApiError> {
                 crate::params::refuse_unsupported([
-                    ("logprobs", &self.logprobs),
-                    ("top_logprobs", &self.top_logprobs),
                     ("best_of", &self.best_of),
                     ("suffix", &self.suffix),
                 ])
@@ -96,6 +94,7 @@ macro_rules! sampling_request {
                     logit_bias: self.logit_bias.clone(),
                     max_tokens: None,
                     stop: Vec::new(),
+                    logprobs: None,
                 }
             }
         }
@@ -153,6 +152,50 @@ pub struct Knobs {
     pub n: Option<i64>,
     /// OpenAI's `logit_bias`: `{"token id": bias}` (bias -100 to 100; -100 bans the token).
     pub logit_bias: Option<serde_json::Value>,
+    /// Report log-probabilities with this many alternatives per token.
+    pub logprobs: Option<usize>,
+}
+
+/// OpenAI chat's `logprobs` (bool) and `top_logprobs` (0 to 20): the alternatives to report,
+/// or `None`. `top_logprobs` needs `logprobs: true`.
+pub fn chat_logprobs(
+    logprobs: Option<&serde_json::Value>,
+    top: Option<&serde_json::Value>,
+) -> Result<Option<usize>, ApiError> {
+    let on = match logprobs {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::bad("logprobs must be a boolean", "logprobs")),
+    };
+    let n = match top {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => match v.as_u64().filter(|&n| n as usize <= infr_engine::MAX_LOGPROBS) {
+            Some(n) => Some(n as usize),
+            None => {
+                let max = infr_engine::MAX_LOGPROBS;
+                return Err(ApiError::bad(format!("top_logprobs must be an integer from 0 to {max}"), "top_logprobs"));
+            }
+        },
+    };
+    match (on, n) {
+        (true, n) => Ok(Some(n.unwrap_or(0))),
+        (false, Some(_)) => Err(ApiError::bad("top_logprobs needs logprobs: true", "top_logprobs")),
+        (false, None) => Ok(None),
+    }
+}
+
+/// OpenAI completions' `logprobs` (an integer, the alternatives per token), or `None`.
+pub fn completion_logprobs(v: Option<&serde_json::Value>) -> Result<Option<usize>, ApiError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64().filter(|&n| n as usize <= infr_engine::MAX_LOGPROBS) {
+            Some(n) => Ok(Some(n as usize)),
+            None => Err(ApiError::bad(
+                format!("logprobs must be an integer from 0 to {}", infr_engine::MAX_LOGPROBS),
+                "logprobs",
+            )),
+        },
+    }
 }
 
 /// The scheduler's form of `logit_bias`: ids as numbers; -100 (or less) bans a token, as
@@ -256,7 +299,7 @@ impl Knobs {
         };
         sampling.validate().map_err(|e| ApiError::BadRequest { message: e.to_string(), param: None })?;
         let max_tokens = self.max_tokens.and_then(|m| usize::try_from(m).ok());
-        let request = Request { prompt, sampling, max_tokens, stop_ids, timeout: None };
+        let request = Request { prompt, sampling, max_tokens, stop_ids, timeout: None, logprobs: self.logprobs };
         Ok(Prepared { request, stops: self.stop })
     }
 }

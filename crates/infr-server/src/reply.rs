@@ -52,6 +52,8 @@ pub struct OpenAiChat {
     deltas: OpenAiDeltas,
     include_usage: bool,
     new_id: IdSource,
+    /// Log-probabilities not yet sent: they go with the next chunk.
+    pending_logprobs: Vec<Value>,
 }
 
 impl OpenAiChat {
@@ -65,7 +67,7 @@ impl OpenAiChat {
         new_id: IdSource,
     ) -> Self {
         let deltas = OpenAiDeltas::new(tools.as_ref());
-        Self { env, tools, split, deltas, include_usage, new_id }
+        Self { env, tools, split, deltas, include_usage, new_id, pending_logprobs: Vec::new() }
     }
 
     /// The whole response body for a finished generation.
@@ -87,9 +89,29 @@ impl OpenAiChat {
         })
     }
 
-    /// The stream's events for one piece of the generation.
+    /// The stream's events for one piece of the generation; log-probabilities ride on the
+    /// next chunk sent.
     pub fn event(&mut self, p: Piece) -> Vec<Out> {
+        if let Piece::Logprob(e) = p {
+            self.pending_logprobs.push(e.openai_chat());
+            return Vec::new();
+        }
+        let mut evs = self.event_inner(p);
+        if !self.pending_logprobs.is_empty() {
+            let first = evs.iter_mut().find_map(|e| match e {
+                Out::Data(v) if v["choices"][0].is_object() => Some(v),
+                _ => None,
+            });
+            if let Some(v) = first {
+                v["choices"][0]["logprobs"] = json!({ "content": std::mem::take(&mut self.pending_logprobs) });
+            }
+        }
+        evs
+    }
+
+    fn event_inner(&mut self, p: Piece) -> Vec<Out> {
         match p {
+            Piece::Logprob(_) => Vec::new(),
             Piece::Started(_) => vec![self.chunk(json!({ "role": "assistant", "content": "" }), None)],
             Piece::Text(t) => {
                 let s = match &mut self.split {
@@ -201,6 +223,8 @@ impl AnthropicMessage {
     /// The stream's events for one piece of the generation.
     pub fn event(&mut self, p: Piece) -> Vec<Out> {
         let evs = match p {
+            // Anthropic's API has no log-probabilities.
+            Piece::Logprob(_) => Vec::new(),
             Piece::Started(s) => {
                 let start = json!({
                     "type": "message_start",

@@ -261,6 +261,8 @@ pub async fn messages(State(st): State<SharedState>, body: axum::body::Body) -> 
     let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
     req.refuse_unsupported()?;
+    // Anthropic's API has no log-probabilities.
+    crate::params::refuse_unsupported([("logprobs", &req.logprobs), ("top_logprobs", &req.top_logprobs)])?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
     let knobs = Knobs {
@@ -311,6 +313,8 @@ pub async fn count_tokens(State(st): State<SharedState>, body: axum::body::Body)
     let body = crate::errors::read_body(body).await?;
     let mut req: MessagesRequest = parse_json(&body)?;
     req.refuse_unsupported()?;
+    // Anthropic's API has no log-probabilities.
+    crate::params::refuse_unsupported([("logprobs", &req.logprobs), ("top_logprobs", &req.top_logprobs)])?;
     let messages = conversation(&mut req)?;
     let setup = tool_setup(&st, &mut req)?;
     let tools = setup.map(|s| s.tools);

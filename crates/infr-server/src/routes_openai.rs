@@ -160,8 +160,10 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
     let knobs = Knobs {
         max_tokens: req.max_completion_tokens.or(req.max_tokens).or(req.n_predict),
         stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),
+        logprobs: crate::params::chat_logprobs(req.logprobs.as_ref(), req.top_logprobs.as_ref())?,
         ..req.sampling_knobs()
     };
+    let want_logprobs = knobs.logprobs.is_some();
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages must not be empty", "messages").into());
     }
@@ -204,8 +206,13 @@ pub async fn chat_completions(State(st): State<SharedState>, body: axum::body::B
     let ids = st.clone();
     let mut reply = OpenAiChat::new(env, setup, split, include_usage, Box::new(move || ids.new_id("call_")));
     if !req.stream.unwrap_or(false) {
-        let (text, o) = generate::collect(rx).await?;
-        return Ok(Json(reply.body(text, &o)).into_response());
+        let (text, o, lps) = generate::collect_logprobs(rx).await?;
+        let mut v = reply.body(text, &o);
+        if want_logprobs {
+            let content: Vec<Value> = lps.iter().map(generate::LogprobEntry::openai_chat).collect();
+            v["choices"][0]["logprobs"] = json!({ "content": content });
+        }
+        return Ok(Json(v).into_response());
     }
     Ok(sse::respond(rx, move |p| reply.event(p).into_iter().map(sse::Out::into_event).collect()))
 }
@@ -218,8 +225,11 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
     let knobs = Knobs {
         max_tokens: req.max_tokens.or(req.n_predict),
         stop: req.stop.take().map(StopSpec::into_vec).unwrap_or_default(),
+        logprobs: crate::params::completion_logprobs(req.logprobs.as_ref())?,
         ..req.sampling_knobs()
     };
+    let knobs_logprobs = knobs.logprobs.is_some();
+    crate::params::refuse_unsupported([("top_logprobs", &req.top_logprobs)])?;
     if req.echo == Some(true) {
         return Err(ApiError::bad("echo is not supported", "echo").into());
     }
@@ -244,14 +254,16 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
     let id = st.new_id("cmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();
+    let want_logprobs = knobs_logprobs;
     if !req.stream.unwrap_or(false) {
-        let (text, o) = generate::collect(rx).await?;
+        let (text, o, lps) = generate::collect_logprobs(rx).await?;
+        let logprobs = if want_logprobs { generate::completions_logprobs(&lps, 0) } else { Value::Null };
         return Ok(Json(json!({
             "id": id,
             "object": "text_completion",
             "created": created,
             "model": model,
-            "choices": [{ "index": 0, "text": text, "logprobs": null, "finish_reason": o.finish.openai() }],
+            "choices": [{ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": o.finish.openai() }],
             "usage": usage_json(&o),
             "timings": timings_json(&o),
         }))
@@ -267,9 +279,23 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
             "choices": [{ "index": 0, "text": text, "logprobs": null, "finish_reason": finish }],
         })
     };
+    // Log-probabilities ride on the next text chunk (offsets count the text sent before).
+    let (mut pending, mut sent) = (Vec::new(), 0usize);
     Ok(sse::respond(rx, move |p| match p {
         Piece::Started(_) => Vec::new(),
-        Piece::Text(t) => vec![sse::data(&chunk(&t, None))],
+        Piece::Logprob(e) => {
+            pending.push(e);
+            Vec::new()
+        }
+        Piece::Text(t) => {
+            let mut c = chunk(&t, None);
+            if !pending.is_empty() {
+                c["choices"][0]["logprobs"] = generate::completions_logprobs(&pending, sent);
+                sent += pending.iter().map(|e| e.token.text.len()).sum::<usize>();
+                pending.clear();
+            }
+            vec![sse::data(&c)]
+        }
         Piece::End(o) => {
             let mut last = chunk("", Some(o.finish.openai()));
             if include_usage {

@@ -279,19 +279,68 @@ async fn request_errors() {
     assert_eq!(v["error"]["param"], "prompt");
 
     // Hardening issue, defect 7: options that are not implemented are refused, not ignored.
-    for (field, value) in
-        [("logprobs", json!(true)), ("top_logprobs", json!(3)), ("best_of", json!(2)), ("suffix", json!("}"))]
-    {
+    for (field, value) in [("best_of", json!(2)), ("suffix", json!("}"))] {
         let mut body = chat_body("hi", 1);
         body[field] = value;
         let (status, v) = post(chat.clone(), &body).await;
         assert_eq!((status, v["error"]["param"].as_str()), (400, Some(field)), "{v}");
     }
+    // Log-probabilities are implemented; bad values are 400s naming the field.
+    for (extra, field) in [
+        (json!({"logprobs": true, "top_logprobs": 21}), "top_logprobs"),
+        (json!({"top_logprobs": 2}), "top_logprobs"),
+        (json!({"logprobs": "yes"}), "logprobs"),
+    ] {
+        let mut body = chat_body("hi", 1);
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = post(chat.clone(), &body).await;
+        assert_eq!((status, v["error"]["param"].as_str()), (400, Some(field)), "{v}");
+    }
+    let anthropic = json!({"model": "x", "max_tokens": 2, "logprobs": true,
+                           "messages": [{"role": "user", "content": "hi"}]});
+    let (status, v) = post(format!("{base}/v1/messages"), &anthropic).await;
+    assert_eq!(status, 400, "{v}");
     let mut body = chat_body("hi", 1);
     body["logprobs"] = json!(false);
     body["best_of"] = json!(1);
     body["logit_bias"] = json!({});
     assert_eq!(post(chat.clone(), &body).await.0, 200);
+
+    // Hardening issue, defect 7: log-probabilities, whole and streamed, chat and completions.
+    let mut body = chat_body("Tell me a story.", 5);
+    body["logprobs"] = json!(true);
+    body["top_logprobs"] = json!(3);
+    let (status, v) = post(chat.clone(), &body).await;
+    assert_eq!(status, 200, "{v}");
+    let content = v["choices"][0]["logprobs"]["content"].as_array().expect("logprobs.content").clone();
+    assert_eq!(content.len() as u64, v["usage"]["completion_tokens"].as_u64().unwrap(), "{v}");
+    let joined: String = content.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert_eq!(joined, v["choices"][0]["message"]["content"].as_str().unwrap());
+    for e in &content {
+        let (lp, top) = (e["logprob"].as_f64().unwrap(), e["top_logprobs"].as_array().unwrap());
+        assert!(lp <= 0.0 && top.len() == 3, "{e}");
+        // Greedy: the chosen token is the most likely one.
+        assert_eq!(top[0]["token"], e["token"], "{e}");
+        assert!((top[0]["logprob"].as_f64().unwrap() - lp).abs() < 1e-6, "{e}");
+        assert!(top[1]["logprob"].as_f64().unwrap() <= lp, "{e}");
+    }
+    body["stream"] = json!(true);
+    let events = sse(chat.clone(), &body).await;
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|(_, d)| serde_json::from_str(d).unwrap()).collect();
+    let streamed: Vec<Value> =
+        chunks.iter().filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array()).flatten().cloned().collect();
+    assert_eq!(streamed, content, "streamed log-probabilities differ");
+    let completions = json!({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0, "logprobs": 2});
+    let (status, v) = post(format!("{base}/v1/completions"), &completions).await;
+    assert_eq!(status, 200, "{v}");
+    let lp = &v["choices"][0]["logprobs"];
+    let tokens: Vec<&str> = lp["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(tokens.concat(), v["choices"][0]["text"].as_str().unwrap());
+    assert_eq!(lp["token_logprobs"].as_array().unwrap().len(), tokens.len());
+    assert!(lp["top_logprobs"].as_array().unwrap().iter().all(|m| m.as_object().unwrap().len() <= 2));
+    assert_eq!(lp["text_offset"][0], 0);
 
     // Hardening issue, defect 7: logit_bias is applied (a +100 bias forces its token: three
     // greedy tokens are that token three times) and bad ids or values are 400s.
