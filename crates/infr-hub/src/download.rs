@@ -314,6 +314,7 @@ impl HubApi {
                 file.set_len(pos).await.map_err(|e| e.to_string())?;
                 file.seek(std::io::SeekFrom::Start(pos)).await.map_err(|e| e.to_string())?;
                 let mut resp = resp;
+                let mut speed = SpeedCheck::new(self.opts.min_speed, self.opts.speed_window);
                 loop {
                     match resp.chunk().await {
                         Ok(Some(bytes)) => {
@@ -321,6 +322,7 @@ impl HubApi {
                             hasher.update(&bytes);
                             pos += bytes.len() as u64;
                             bar.set_position(pos);
+                            speed.record(bytes.len() as u64)?;
                         }
                         Ok(None) => break,
                         Err(e) => return Err(describe(&e)),
@@ -337,7 +339,7 @@ impl HubApi {
                 Ok(Some(resp)) => return Err(self.status_error(resp, t.repo, t.commit, Some(t.file)).await),
                 Err(message) => {
                     file.flush().await.map_err(|e| HubError::io(tmp, e))?;
-                    if pos > progressed_from {
+                    if pos > progressed_from && !message.starts_with(TOO_SLOW) {
                         failures = 0;
                     }
                     failures += 1;
@@ -490,6 +492,7 @@ impl HubApi {
                 }
                 file.seek(std::io::SeekFrom::Start(from)).await.map_err(|e| e.to_string())?;
                 let mut resp = resp;
+                let mut speed = SpeedCheck::new(self.opts.min_speed, self.opts.speed_window);
                 while got < len {
                     match resp.chunk().await {
                         Ok(Some(bytes)) => {
@@ -497,6 +500,7 @@ impl HubApi {
                             file.write_all(&bytes[..take]).await.map_err(|e| format!("write: {e}"))?;
                             got += take as u64;
                             bar.inc(take as u64);
+                            speed.record(take as u64)?;
                         }
                         Ok(None) => return Err(format!("connection closed at byte {} of range", got)),
                         Err(e) => return Err(describe(&e)),
@@ -584,4 +588,42 @@ fn prefix_sha256(path: &Path, len: u64) -> std::io::Result<sha2::Sha256> {
 
 fn remove_quiet(p: &Path) {
     let _ = std::fs::remove_file(p);
+}
+
+/// The start of the error of a download below the minimum speed.
+const TOO_SLOW: &str = "too slow";
+
+/// Watches a response's throughput over fixed windows (see `HubOptions::min_speed`).
+struct SpeedCheck {
+    min_speed: u64,
+    window: std::time::Duration,
+    start: std::time::Instant,
+    bytes: u64,
+}
+
+impl SpeedCheck {
+    fn new(min_speed: u64, window: std::time::Duration) -> Self {
+        Self { min_speed, window, start: std::time::Instant::now(), bytes: 0 }
+    }
+
+    /// Count `n` more bytes; an error once a whole window passed below the minimum speed.
+    fn record(&mut self, n: u64) -> Result<(), String> {
+        self.bytes += n;
+        let elapsed = self.start.elapsed();
+        if elapsed < self.window || self.min_speed == 0 {
+            return Ok(());
+        }
+        let rate = self.bytes as f64 / elapsed.as_secs_f64();
+        if rate < self.min_speed as f64 {
+            return Err(format!(
+                "{TOO_SLOW}: {} bytes in {:.1} s ({rate:.0} B/s, the minimum is {} B/s)",
+                self.bytes,
+                elapsed.as_secs_f64(),
+                self.min_speed
+            ));
+        }
+        self.start = std::time::Instant::now();
+        self.bytes = 0;
+        Ok(())
+    }
 }

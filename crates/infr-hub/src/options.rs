@@ -47,6 +47,12 @@ pub struct HubOptions {
     pub connect_timeout: Duration,
     /// Longest wait for the next bytes of a response before the attempt counts as failed.
     pub read_timeout: Duration,
+    /// A download slower than `min_speed` bytes/s over `speed_window` counts as failed, so a
+    /// server that trickles bytes (each within `read_timeout`) cannot hold a pull forever
+    /// (curl's `--speed-limit` / `--speed-time`). Such failures are retried without the reset
+    /// progress earns.
+    pub min_speed: u64,
+    pub speed_window: Duration,
     /// `User-Agent` header.
     pub user_agent: String,
 }
@@ -66,6 +72,8 @@ impl Default for HubOptions {
             retry_base_delay: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            min_speed: 1024,
+            speed_window: Duration::from_secs(60),
             user_agent: format!("infr/{}", env!("CARGO_PKG_VERSION")),
         }
     }

@@ -270,6 +270,28 @@ async fn stalled_server_times_out_and_slow_server_progresses() {
     assert_eq!(read(&got.paths[0]), file(&r, "Model-Q4_K_M.gguf").data);
 }
 
+/// Hardening issue, defect 10: a server that trickles bytes, each in time for the read
+/// timeout, fails the minimum speed and is given up on after the retries, in bounded time.
+#[tokio::test]
+async fn trickling_server_fails_the_minimum_speed() {
+    let r = repo();
+    let server = MockHub::start(vec![r.clone()]);
+    let cache = tmp();
+    let mut o = opts(&server, cache.path());
+    o.read_timeout = Duration::from_secs(2);
+    o.min_speed = 50_000;
+    o.speed_window = Duration::from_millis(300);
+    o.max_retries = 1;
+    // 100 bytes every 50 ms: 2 kB/s, never silent for a whole read timeout.
+    server.set_faults(Faults { trickle: Some((100, Duration::from_millis(50))), ..Faults::default() });
+    let hub = Hub::new(o).unwrap_or_else(|e| panic!("{e}"));
+    let t0 = Instant::now();
+    let err = hub.resolve_str(REPO).await.err().unwrap_or_else(|| panic!("must give up"));
+    assert!(err.to_string().contains("too slow"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert_nothing_visible(cache.path(), &r, "Model-Q4_K_M.gguf");
+}
+
 #[tokio::test]
 async fn small_git_file_download_and_tree_fallbacks() {
     let r = repo();
