@@ -24,21 +24,42 @@ pub const CLOSE: &str = "</think>";
 pub struct Tags {
     pub open: &'static str,
     pub close: &'static str,
+    /// Headers that open the answer and are dropped from it (gpt-oss's final channel).
+    pub headers: &'static [&'static str],
 }
 
 /// `<think>` ... `</think>` (Qwen3, DeepSeek-R1, QwQ, SmolLM3...).
-pub const THINK: Tags = Tags { open: OPEN, close: CLOSE };
+pub const THINK: Tags = Tags { open: OPEN, close: CLOSE, headers: &[] };
 /// Gemma 4's thought channel: `<|channel>thought` ... `<channel|>`.
-pub const GEMMA4: Tags = Tags { open: "<|channel>thought", close: "<channel|>" };
+pub const GEMMA4: Tags = Tags { open: "<|channel>thought", close: "<channel|>", headers: &[] };
+/// gpt-oss's harmony format: the `analysis` channel is the reasoning, the `final` channel
+/// the answer (other messages, such as tool calls, pass on to the tool parser).
+pub const HARMONY: Tags = Tags {
+    open: "<|channel|>analysis<|message|>",
+    close: "<|end|>",
+    headers: &["<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>"],
+};
 
 impl Tags {
     /// The markers a chat template uses.
     pub fn for_template(template_source: &str) -> Tags {
         if template_source.contains(GEMMA4.open) {
             GEMMA4
+        } else if template_source.contains("<|channel|>analysis<|message|>") {
+            HARMONY
         } else {
             THINK
         }
+    }
+
+    /// Whether `t` may still become one of the answer headers.
+    fn header_prefix(&self, t: &str) -> bool {
+        self.headers.iter().any(|h| h.starts_with(t))
+    }
+
+    /// The length of the answer header `t` starts with, if any.
+    fn header_len(&self, t: &str) -> Option<usize> {
+        self.headers.iter().find(|h| t.starts_with(*h)).map(|h| h.len())
     }
 }
 
@@ -110,6 +131,8 @@ enum State {
     Start,
     /// Inside the reasoning, until `</think>`.
     Reasoning,
+    /// Just after the reasoning: an answer header may follow (harmony).
+    AfterReasoning,
     /// The answer: everything else passes through.
     Content,
 }
@@ -170,11 +193,28 @@ impl ReasoningSplit {
                         self.trim = true;
                         continue;
                     }
-                    if t.is_empty() || self.tags.open.starts_with(t) {
-                        return out; // may still become `<think>`
+                    if let Some(n) = self.tags.header_len(t) {
+                        let skip = self.held.len() - t.len() + n;
+                        self.held.drain(..skip);
+                        self.state = State::Content;
+                        self.trim = true;
+                        continue;
+                    }
+                    if t.is_empty() || self.tags.open.starts_with(t) || self.tags.header_prefix(t) {
+                        return out; // may still become `<think>` (or an answer header)
                     }
                     self.state = State::Content;
                     self.trim = false;
+                }
+                State::AfterReasoning => {
+                    let t = self.held.trim_start();
+                    if let Some(n) = self.tags.header_len(t) {
+                        let skip = self.held.len() - t.len() + n;
+                        self.held.drain(..skip);
+                    } else if !self.tags.headers.is_empty() && (t.is_empty() || self.tags.header_prefix(t)) {
+                        return out;
+                    }
+                    self.state = State::Content;
                 }
                 State::Reasoning => {
                     if self.trim && !self.trim_start() {
@@ -183,7 +223,7 @@ impl ReasoningSplit {
                     if let Some(at) = self.held.find(self.tags.close) {
                         out.reasoning.push_str(self.held[..at].trim_end());
                         self.held.drain(..at + self.tags.close.len());
-                        self.state = State::Content;
+                        self.state = State::AfterReasoning;
                         self.trim = true;
                         continue;
                     }
@@ -216,7 +256,9 @@ impl ReasoningSplit {
                 let held = if self.trim { held.trim_start() } else { &held };
                 out.reasoning = held.trim_end().to_owned();
             }
-            State::Content => out.content = if self.trim { held.trim_start().to_owned() } else { held },
+            State::Content | State::AfterReasoning => {
+                out.content = if self.trim { held.trim_start().to_owned() } else { held }
+            }
         }
         out
     }
@@ -308,6 +350,35 @@ mod tests {
         // Thinking off: the template closes an empty thought at the end of the prompt.
         assert!(!prompt_opens_reasoning("<|turn>model\n<|channel>thought\n<channel|>"));
         assert!(prompt_opens_reasoning("<|turn>model\n<|channel>thought\n"));
+    }
+
+    #[test]
+    fn harmony_channels() {
+        let whole = |t: &str| {
+            let s = ReasoningSplit::with_tags(HARMONY, false).split_whole(t);
+            (s.reasoning, s.content)
+        };
+        let t =
+            "<|channel|>analysis<|message|>User asks. Easy.<|end|><|start|>assistant<|channel|>final<|message|>Paris.";
+        assert_eq!(whole(t), ("User asks. Easy.".into(), "Paris.".into()));
+        assert_eq!(whole("<|channel|>final<|message|>Hi."), (String::new(), "Hi.".into()));
+        // A tool call after the reasoning stays in the content for the tool parser.
+        let call = "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}";
+        assert_eq!(whole(&format!("<|channel|>analysis<|message|>r<|end|>{call}")), ("r".into(), call.into()));
+        // Streamed at every split point.
+        for i in (0..=t.len()).filter(|&i| t.is_char_boundary(i)) {
+            let mut s = ReasoningSplit::with_tags(HARMONY, false);
+            let (mut r, mut c) = (String::new(), String::new());
+            for piece in [&t[..i], &t[i..]] {
+                let o = s.push(piece);
+                r.push_str(&o.reasoning);
+                c.push_str(&o.content);
+            }
+            let o = s.finish();
+            r.push_str(&o.reasoning);
+            c.push_str(&o.content);
+            assert_eq!((r.as_str(), c.as_str()), ("User asks. Easy.", "Paris."), "split at {i}");
+        }
     }
 
     #[test]

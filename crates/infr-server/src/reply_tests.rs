@@ -288,3 +288,40 @@ fn a_cut_reply_with_calls_reports_the_limit_and_keeps_the_rest() {
     let text: String = v["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
     assert!(text.contains("\"argu"), "{v}");
 }
+
+/// gpt-oss's harmony replies: the analysis channel is the reasoning, the final channel the
+/// answer, a message to `functions.f` a call; whole and streamed at any piece size.
+#[test]
+fn harmony_replies() {
+    const TEMPLATE: &str = "<|channel|>analysis<|message|> <|channel|>commentary";
+    let tools = || {
+        let t = vec![json!({"type": "function", "function": {"name": "get_weather", "parameters": {}}})];
+        ToolSetup::new(t, ToolChoice::Auto, TEMPLATE).ok().flatten()
+    };
+    let harmony = || ReasoningFormat::Auto.splitter(TEMPLATE, false);
+    let call = "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary \
+                to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
+    let v = OpenAiChat::new(env(), tools(), harmony(), false, ids()).body(call.into(), &outcome(20));
+    let m = &v["choices"][0]["message"];
+    assert_eq!(m["reasoning_content"], "Need the weather.", "{v}");
+    assert_eq!(m["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    let answer = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Paris.";
+    let v = OpenAiChat::new(env(), tools(), harmony(), false, ids()).body(answer.into(), &outcome(20));
+    assert_eq!(v["choices"][0]["message"]["content"], "Paris.", "{v}");
+    for step in [1, 3, 7, 100] {
+        let evs = openai_stream(OpenAiChat::new(env(), tools(), harmony(), false, ids()), answer, step);
+        assert_eq!(joined(&evs, "content"), "Paris.", "step {step}");
+        assert_eq!(joined(&evs, "reasoning_content"), "Easy.", "step {step}");
+        let evs = openai_stream(OpenAiChat::new(env(), tools(), harmony(), false, ids()), call, step);
+        let names: Vec<&str> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Out::Data(v) => v["choices"][0]["delta"]["tool_calls"][0]["function"]["name"].as_str(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, ["get_weather"], "step {step}");
+        assert_eq!(joined(&evs, "content"), "", "step {step}");
+    }
+}

@@ -141,7 +141,7 @@ pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
         Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
         // Gemma 4 writes its markers and string quotes as control tokens, which the
         // grammar's token trie keeps out of text: not enforced.
-        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 => None,
+        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 | Dialect::Harmony => None,
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod gemma;
 pub mod gemma4;
 pub mod grammar;
+pub mod harmony;
 pub mod hermes;
 pub mod llama_json;
 pub mod polyfill;
@@ -47,6 +48,8 @@ pub enum Dialect {
     Gemma,
     /// Gemma 4: `<|tool_call>call:f{a:<|"|>x<|"|>}<tool_call|>`.
     Gemma4,
+    /// gpt-oss's harmony: a message `to=functions.f` with JSON arguments.
+    Harmony,
     /// Unknown template: the JSON forms (`<tool_call>`, bare `{"name": ..}`, `[TOOL_CALLS]`).
     Generic,
 }
@@ -57,6 +60,8 @@ impl Dialect {
         let has = |s: &str| template_source.contains(s);
         if has(gemma4::OPEN) {
             Dialect::Gemma4
+        } else if has("to=functions.") || has("<|channel|>commentary") {
+            Dialect::Harmony
         } else if has("<function=") && has("<parameter=") {
             Dialect::QwenXml
         } else if has("<tool_call>") {
@@ -81,6 +86,7 @@ impl Dialect {
             Dialect::Mistral => &["[TOOL_CALLS]", "```json"],
             Dialect::Gemma => &["```tool_code", "<tool_call>"],
             Dialect::Gemma4 => &[gemma4::OPEN],
+            Dialect::Harmony => harmony::OPENERS,
         }
     }
 
@@ -88,7 +94,7 @@ impl Dialect {
     pub(crate) fn bare_start(self) -> BareStart {
         match self {
             Dialect::Hermes | Dialect::Generic | Dialect::Llama3 | Dialect::Mistral => BareStart::JsonObject,
-            Dialect::QwenXml | Dialect::Gemma4 => BareStart::None,
+            Dialect::QwenXml | Dialect::Gemma4 | Dialect::Harmony => BareStart::None,
             Dialect::Gemma => BareStart::PythonList,
         }
     }
@@ -159,6 +165,7 @@ pub fn parse(dialect: Dialect, text: &str, tools: &[Value]) -> Parsed {
             }
         }
         Dialect::Gemma4 => gemma4::parse(text),
+        Dialect::Harmony => harmony::parse(text),
     };
     if parsed.calls.is_empty() {
         return Parsed { content: text.to_owned(), calls: Vec::new() };
