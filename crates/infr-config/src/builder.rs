@@ -294,6 +294,14 @@ fn apply_env(
                 warn(format!("{name}={value:?} wins over {other}={v:?} (both set {})", spec.key));
             }
         }
+        // Hugging Face's own boolean variables mean what `huggingface_hub` reads them as: true
+        // for 1/ON/YES/TRUE, false for anything else (`HF_HUB_OFFLINE=2` is not an error).
+        let value = if name.starts_with("HF_") && matches!(spec.kind, crate::schema::Kind::Bool) {
+            let truthy = matches!(value.trim().to_ascii_uppercase().as_str(), "1" | "ON" | "YES" | "TRUE");
+            truthy.to_string()
+        } else {
+            value
+        };
         let source = Source::Env(name);
         let v = coerce(&spec.kind, &RawValue::Text(value)).map_err(|message| ConfigError::Type {
             key: spec.key.to_string(),

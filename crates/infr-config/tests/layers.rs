@@ -208,6 +208,15 @@ fn env_aliases_and_foreign_names() {
     // The secret is never printed.
     assert!(!r.explain().contains("sekrit"));
 
+    // Hardening issue, defect 14: HF_HUB_OFFLINE means what huggingface_hub (and our hub
+    // client) read it as: 1/on/yes/true are offline, anything else online, never an error.
+    for (v, want) in
+        [("1", true), ("YES", true), ("on", true), ("true", true), ("2", false), ("0", false), ("no", false)]
+    {
+        let r = ok(isolated(d.path()).env(env(&[("HF_HUB_OFFLINE", v)])));
+        assert_eq!(r.config.model.offline, want, "HF_HUB_OFFLINE={v}");
+    }
+
     // The canonical name wins over an alias, with a warning when they disagree.
     let r = ok(isolated(d.path()).env(env(&[("INFR_CTX", "100"), ("INFR_CONTEXT_SIZE", "200")])));
     assert_eq!(r.config.context.size, 200);
