@@ -468,12 +468,8 @@ impl SynthPlan {
             match s.experts {
                 Some((ne, _)) => {
                     let ne = ne as u64;
-                    layer.extend([
-                        ("ffn_gate_inp.weight", vec![e, ne]),
-                        ("ffn_gate_exps.weight", vec![e, ff, ne]),
-                        ("ffn_up_exps.weight", vec![e, ff, ne]),
-                        ("ffn_down_exps.weight", vec![ff, e, ne]),
-                    ]);
+                    layer.push(("ffn_gate_inp.weight", vec![e, ne]));
+                    layer.extend(expert_ffn(e, ff, ne));
                     if s.arch == "gpt-oss" {
                         layer.extend([
                             ("ffn_gate_inp.bias", vec![ne]),
@@ -483,11 +479,7 @@ impl SynthPlan {
                         ]);
                     }
                 }
-                None => layer.extend([
-                    ("ffn_gate.weight", vec![e, ff]),
-                    ("ffn_up.weight", vec![e, ff]),
-                    ("ffn_down.weight", vec![ff, e]),
-                ]),
+                None => layer.extend(dense_ffn(e, ff)),
             }
             raw.extend(layer.into_iter().map(|(n, d)| (format!("blk.{il}.{n}"), d, il)));
         }
@@ -510,6 +502,20 @@ impl SynthPlan {
     pub fn n_params(&self) -> u64 {
         self.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum()
     }
+}
+
+/// A layer's gated FFN tensors of width `ff` over `e` columns.
+fn dense_ffn(e: u64, ff: u64) -> [(&'static str, Vec<u64>); 3] {
+    [("ffn_gate.weight", vec![e, ff]), ("ffn_up.weight", vec![e, ff]), ("ffn_down.weight", vec![ff, e])]
+}
+
+/// A layer's `ne` routed experts of width `ff` (3-D tensors, without the router).
+fn expert_ffn(e: u64, ff: u64, ne: u64) -> [(&'static str, Vec<u64>); 3] {
+    [
+        ("ffn_gate_exps.weight", vec![e, ff, ne]),
+        ("ffn_up_exps.weight", vec![e, ff, ne]),
+        ("ffn_down_exps.weight", vec![ff, e, ne]),
+    ]
 }
 
 fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {

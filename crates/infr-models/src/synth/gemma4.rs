@@ -158,11 +158,9 @@ pub(super) fn layer_tensors(s: &Shape, g: &Gemma4Shape, il: usize) -> Vec<(&'sta
         ("post_attention_norm.weight", vec![e]),
         ("layer_output_scale.weight", vec![1]),
         ("ffn_norm.weight", vec![e]),
-        ("ffn_gate.weight", vec![e, ff]),
-        ("ffn_up.weight", vec![e, ff]),
-        ("ffn_down.weight", vec![ff, e]),
         ("post_ffw_norm.weight", vec![e]),
     ]);
+    t.extend(super::dense_ffn(e, ff));
     if let Some((ne, _)) = s.experts {
         let (ne, fe) = (ne as u64, s.n_ff as u64);
         t.extend([
@@ -171,11 +169,9 @@ pub(super) fn layer_tensors(s: &Shape, g: &Gemma4Shape, il: usize) -> Vec<(&'sta
             ("pre_ffw_norm_2.weight", vec![e]),
             ("post_ffw_norm_1.weight", vec![e]),
             ("post_ffw_norm_2.weight", vec![e]),
-            ("ffn_gate_exps.weight", vec![e, fe, ne]),
-            ("ffn_up_exps.weight", vec![e, fe, ne]),
-            ("ffn_down_exps.weight", vec![fe, e, ne]),
             ("ffn_down_exps.scale", vec![ne]),
         ]);
+        t.extend(super::expert_ffn(e, fe, ne));
     }
     if g.ple > 0 {
         let p = g.ple as u64;

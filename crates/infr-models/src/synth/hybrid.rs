@@ -119,22 +119,16 @@ pub(super) fn layer_tensors(s: &Shape, hy: &HybridShape, il: usize) -> Vec<(&'st
     match s.experts {
         Some((ne, _)) => {
             let (ne, sf) = (ne as u64, hy.shared_ff as u64);
+            t.push(("ffn_gate_inp.weight", vec![e, ne]));
+            t.extend(super::expert_ffn(e, ff, ne));
             t.extend([
-                ("ffn_gate_inp.weight", vec![e, ne]),
-                ("ffn_gate_exps.weight", vec![e, ff, ne]),
-                ("ffn_up_exps.weight", vec![e, ff, ne]),
-                ("ffn_down_exps.weight", vec![ff, e, ne]),
                 ("ffn_gate_inp_shexp.weight", vec![e]),
                 ("ffn_gate_shexp.weight", vec![e, sf]),
                 ("ffn_up_shexp.weight", vec![e, sf]),
                 ("ffn_down_shexp.weight", vec![sf, e]),
             ]);
         }
-        None => t.extend([
-            ("ffn_gate.weight", vec![e, ff]),
-            ("ffn_up.weight", vec![e, ff]),
-            ("ffn_down.weight", vec![ff, e]),
-        ]),
+        None => t.extend(super::dense_ffn(e, ff)),
     }
     t
 }
