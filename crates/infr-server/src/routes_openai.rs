@@ -228,7 +228,7 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
         logprobs: crate::params::completion_logprobs(req.logprobs.as_ref())?,
         ..req.sampling_knobs()
     };
-    let knobs_logprobs = knobs.logprobs.is_some();
+    let want_logprobs = knobs.logprobs.is_some();
     crate::params::refuse_unsupported([("top_logprobs", &req.top_logprobs)])?;
     if req.echo == Some(true) {
         return Err(ApiError::bad("echo is not supported", "echo").into());
@@ -254,7 +254,6 @@ pub async fn completions(State(st): State<SharedState>, body: axum::body::Body) 
     let id = st.new_id("cmpl-");
     let created = unix_now();
     let model = st.opts.model_id.clone();
-    let want_logprobs = knobs_logprobs;
     if !req.stream.unwrap_or(false) {
         let (text, o, lps) = generate::collect_logprobs(rx).await?;
         let logprobs = if want_logprobs { generate::completions_logprobs(&lps, 0) } else { Value::Null };
