@@ -18,6 +18,12 @@ parity=$(cargo test --release --locked -p infr-vulkan --test parity --no-run --m
     grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
 [ -n "$parity" ] || { echo "test.sh: no Vulkan parity test binary was built" >&2; exit 1; }
 INFR_REQUIRE_COOPMAT=1 scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed
+# The synth-model oracles on that driver too: batches of more than 16 rows take the f16
+# cooperative path there, as on NVIDIA GPUs (its own tolerance, see tests/oracle_synth.rs).
+oracle=$(cargo test --release --locked -p infr-engine --test oracle_synth --no-run --message-format=json |
+    grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
+[ -n "$oracle" ] || { echo "test.sh: no synth oracle test binary was built" >&2; exit 1; }
+scripts/coopmat-lavapipe.sh "$oracle" vulkan
 # The official SDKs against `infr serve` (builds target/release/infr, starts it on a free
 # loopback port with smollm2, stops it afterwards).
 crates/infr-server/tests/clients/run.sh

@@ -15,6 +15,21 @@ fn synth_dir() -> PathBuf {
 }
 
 fn check(name: &str, backend: Box<dyn Backend>) {
+    check_batch(name, backend, false);
+}
+
+/// The prompt and llama.cpp's continuation as one batch. `f16_prefill`: the backend runs
+/// batches of more than 16 rows over f16 operands (cooperative matrices; llama.cpp's Vulkan
+/// build does the same), whose rounding (~3e-4 relative per matmul) moves these random
+/// models' hidden states past the routing near-ties and flat top-10s that the synth README
+/// describes (router gaps down to 3e-4, top-1 margins down to 0.002; the large norms of these
+/// files amplify the rounding to ~0.3 logits by the last layer, smoothly, layer by layer).
+/// There the README's required parts hold with a wider margin (greedy prefix, 100% top-1 on
+/// rows whose margin is over 1 logit instead of 0.5) and the divergence is bounded (KL mean
+/// <= 0.1 instead of 0.01); the strict rules are checked on
+/// the same backend through the README's own procedure ([`check_decode`]: a 16-token prompt,
+/// then one token per step).
+fn check_batch(name: &str, backend: Box<dyn Backend>, f16_prefill: bool) {
     let o = Oracle::from_json(&std::fs::read_to_string(synth_dir().join(format!("{name}__fox.json"))).unwrap())
         .expect("oracle parses");
     let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
@@ -23,10 +38,32 @@ fn check(name: &str, backend: Box<dyn Backend>) {
     // llama.cpp's own continuation instead (teacher forcing, rule 2 of the oracle README) so
     // every row is scored.
     let rows = common::teacher_forced_rows(&w, backend, &o);
-    let rep = compare(&o, &rows, &o.greedy_ids, 0.5);
-    eprintln!("{name}: {rep:?}");
-    let failures = rep.failures();
+    let rep = compare(&o, &rows, &o.greedy_ids, if f16_prefill { 1.0 } else { 0.5 });
+    eprintln!("{name}{}: {rep:?}", if f16_prefill { " (f16 prefill)" } else { "" });
+    let failures = if f16_prefill {
+        let mut f = Vec::new();
+        if !rep.greedy_ok || rep.top1_agree_clear_rows < 1.0 {
+            f.push(format!("greedy {} / top-1 on clear rows {:.3}", rep.greedy_ok, rep.top1_agree_clear_rows));
+        }
+        if rep.kl_top40_mean > 0.1 {
+            f.push(format!("KL mean {:.4} > 0.1", rep.kl_top40_mean));
+        }
+        f
+    } else {
+        rep.failures()
+    };
     assert!(failures.is_empty(), "{name}: {}", failures.join("; "));
+}
+
+/// Every Vulkan check of one synth file: the batch (strict unless the device prefills over
+/// f16 operands) and the README procedure (strict everywhere).
+fn check_vulkan(name: &str) {
+    if let Some((b, f16)) = common::vulkan_f16() {
+        check_batch(name, b, f16);
+    }
+    if let Some(b) = common::vulkan() {
+        check_decode(name, b);
+    }
 }
 
 /// The prompt in one step, then llama.cpp's continuation one token per step (teacher forced):
@@ -68,9 +105,7 @@ fn qwen3_reference_kernels_match_llama_cpp() {
 
 #[test]
 fn qwen3_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("qwen3", b);
-    }
+    check_vulkan("qwen3");
 }
 
 #[test]
@@ -85,9 +120,7 @@ fn qwen3moe_reference_kernels_match_llama_cpp() {
 
 #[test]
 fn qwen3moe_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("qwen3moe", b);
-    }
+    check_vulkan("qwen3moe");
 }
 
 #[test]
@@ -97,9 +130,7 @@ fn llama4_cpu_matches_llama_cpp() {
 
 #[test]
 fn llama4_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("llama4", b);
-    }
+    check_vulkan("llama4");
 }
 
 #[test]
@@ -109,9 +140,7 @@ fn gpt_oss_cpu_matches_llama_cpp() {
 
 #[test]
 fn gpt_oss_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("gpt-oss", b);
-    }
+    check_vulkan("gpt-oss");
 }
 
 #[test]
@@ -121,12 +150,7 @@ fn qwen35_cpu_matches_llama_cpp() {
 
 #[test]
 fn qwen35_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("qwen35", b);
-    }
-    if let Some(b) = common::vulkan() {
-        check_decode("qwen35", b);
-    }
+    check_vulkan("qwen35");
 }
 
 #[test]
@@ -142,12 +166,7 @@ fn qwen35moe_cpu_matches_llama_cpp() {
 
 #[test]
 fn qwen35moe_vulkan_matches_llama_cpp() {
-    if let Some(b) = common::vulkan() {
-        check("qwen35moe", b);
-    }
-    if let Some(b) = common::vulkan() {
-        check_decode("qwen35moe", b);
-    }
+    check_vulkan("qwen35moe");
 }
 
 #[test]
@@ -161,11 +180,6 @@ fn gemma4_cpu_matches_llama_cpp() {
 #[test]
 fn gemma4_vulkan_matches_llama_cpp() {
     for name in ["gemma4", "gemma4-e", "gemma4-moe"] {
-        if let Some(b) = common::vulkan() {
-            check(name, b);
-        }
-        if let Some(b) = common::vulkan() {
-            check_decode(name, b);
-        }
+        check_vulkan(name);
     }
 }

@@ -102,7 +102,8 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
     let x_bytes = (n * k * 2) as u64;
     let fits = x_bytes <= feat.max_binding_bytes && 128 * (k as u64) * 2 <= slice_cap(feat);
     let rows_ok = n > kernels::VEC_MAX_COLS && n >= min_rows();
-    (rows_ok && k % 32 == 0 && !lw.chunks.is_empty() && fits).then_some(coop)
+    let f32_weight = lw.layout.ty == infr_quant::GgmlType::F32;
+    (rows_ok && !f32_weight && k % 32 == 0 && !lw.chunks.is_empty() && fits).then_some(coop)
 }
 
 /// Bytes a dequantized slice may take on this device.

@@ -81,6 +81,22 @@ pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> u
 
 /// The default Vulkan device, or `None` (skip) when there is none; a failure instead when
 /// `INFR_REQUIRE_VULKAN` is set (CI).
+/// A Vulkan backend and whether its prefill matmuls run over f16 operands (cooperative
+/// matrices), as [`vulkan`] opens it.
+pub fn vulkan_f16() -> Option<(Box<dyn Backend>, bool)> {
+    match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
+        Ok(b) => {
+            let f16 = b.uses_coopmat();
+            Some((Box::new(b), f16))
+        }
+        Err(e) => {
+            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
+            eprintln!("skipping: no Vulkan device ({e})");
+            None
+        }
+    }
+}
+
 pub fn vulkan() -> Option<Box<dyn Backend>> {
     match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
         Ok(b) => Some(Box::new(b)),

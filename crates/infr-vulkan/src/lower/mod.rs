@@ -368,13 +368,15 @@ pub(crate) fn lower(
                 };
                 let (spec, c, r) = match vec_spec {
                     Some(s) => (s, n as u32, VEC_R),
+                    // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
+                    // operands: an f16 router flips expert choices at near-ties.
                     None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
-                        Some(c) => {
+                        Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
                             let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
                             let ops = kernels::CoopOperands::Quantized(&lw.layout);
                             (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
                         }
-                        None => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
+                        _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
                     },
                     None => {
                         let c = kernels::matmul_cols(n);
