@@ -576,8 +576,10 @@ mod tests {
                     }
                 }
                 check(&dequant_f16(&l).0);
-                check(&crate::moe_kernels::matmul_moe(&l, false));
-                check(&crate::moe_kernels::matmul_moe(&l, true));
+                for (sg, r) in [(false, 2), (true, 2), (true, 8)] {
+                    check(&crate::moe_kernels::matmul_moe(&l, sg, r));
+                    check(&crate::moe_kernels::matmul_moe_tiled(&l, sg, r));
+                }
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }
@@ -616,6 +618,7 @@ mod tests {
         check(&round_act());
         check(&crate::moe_kernels::moe_route());
         check(&crate::moe_kernels::moe_combine());
+        check(&crate::moe_kernels::moe_tiles());
         for act in [Activation::Silu, Activation::GeluTanh, Activation::SwigluOai] {
             check(&crate::moe_kernels::moe_glu(act));
         }

@@ -11,8 +11,54 @@ use crate::repack::GpuLayout;
 /// Most experts per token the routing kernel keeps (real models use up to 10).
 pub const MOE_MAX_USED: u32 = 32;
 
-/// Weight rows per workgroup of the expert matmul.
-pub const MOE_R: u32 = 2;
+/// Weight rows per workgroup of the expert matmuls: the per-pair kernel (decode) and the
+/// tiled one. `INFR_VK_MOE_R=pair,tiled` overrides them for tuning (each 1..=8).
+pub fn moe_rows() -> (u32, u32) {
+    let forced = std::env::var("INFR_VK_MOE_R").ok().and_then(|v| {
+        let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        match p[..] {
+            [a, b] if (1..=8).contains(&a) && (1..=8).contains(&b) => Some((a, b)),
+            _ => None,
+        }
+    });
+    forced.unwrap_or((MOE_R_PAIR, MOE_R_TILED))
+}
+
+/// Default weight rows per workgroup of the per-pair expert matmul.
+pub const MOE_R_PAIR: u32 = 2;
+/// Default weight rows per workgroup of the tiled expert matmul.
+pub const MOE_R_TILED: u32 = 2;
+
+/// Pairs per tile of the tiled expert matmul (one weight read serves this many pairs).
+pub const MOE_TILE_C: u32 = 8;
+
+/// Tokens from which a step's expert matmuls run over tiles of pairs (fewer: a decode step's
+/// pairs mostly have an expert each, and the per-pair kernel does no wasted columns).
+pub const MOE_TILED_MIN_TOKENS: usize = 16;
+
+/// Most experts the tile builder counts in workgroup memory.
+pub const MOE_TILES_MAX_EXPERTS: u32 = 1024;
+
+/// Push constants of `moe_tiles.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeTilesParams {
+    pub n_pairs: u32,
+    pub n_expert: u32,
+    /// Pairs per tile.
+    pub c: u32,
+}
+
+/// Words of the tile list for `n_pairs` pairs over `n_expert` experts (count, pair order,
+/// three words per tile).
+pub fn moe_tile_words(n_pairs: usize, n_expert: usize) -> usize {
+    1 + n_pairs + 3 * moe_max_tiles(n_pairs, n_expert)
+}
+
+/// Most tiles `n_pairs` pairs can need: every expert's last tile may be partial.
+pub fn moe_max_tiles(n_pairs: usize, n_expert: usize) -> usize {
+    n_pairs.div_ceil(MOE_TILE_C as usize) + n_expert.min(n_pairs)
+}
 
 /// Push constants of `moe_route.wgsl`.
 #[repr(C)]
@@ -73,8 +119,9 @@ pub fn moe_route() -> KernelSpec {
         .define("MAX_K", MOE_MAX_USED)
 }
 
-/// The expert matmul for a weight layout. Bindings: W, X, Y, route, tables, bias.
-pub fn matmul_moe(l: &GpuLayout, subgroups: bool) -> KernelSpec {
+/// The expert matmul for a weight layout, `r` weight rows per workgroup. Bindings: W, X, Y,
+/// route, tables, bias.
+pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32) -> KernelSpec {
     let spec = KernelSpec {
         name: format!("matmul_moe.{}", l.ty),
         parts: dequant_parts(l, "matmul_moe"),
@@ -83,8 +130,32 @@ pub fn matmul_moe(l: &GpuLayout, subgroups: bool) -> KernelSpec {
         push_bytes: push_size::<MoeMatmulParams>(),
     }
     .define("WG", MATMUL_WG)
-    .define("R", MOE_R)
-    .define("RED", MATMUL_WG * MOE_R);
+    .define("R", r)
+    .define("RED", MATMUL_WG * r);
+    with_reduce(with_layout(spec, l), subgroups)
+}
+
+/// The grouping of pairs by expert into tiles. Bindings: route, tiles.
+pub fn moe_tiles() -> KernelSpec {
+    KernelSpec::new("moe_tiles", &["common", "moe_tiles"], 2, push_size::<MoeTilesParams>())
+        .define("MAXE", MOE_TILES_MAX_EXPERTS)
+}
+
+/// The expert matmul over tiles of pairs, `r` weight rows per workgroup. Bindings: W, X, Y,
+/// route, tables, bias, tiles.
+pub fn matmul_moe_tiled(l: &GpuLayout, subgroups: bool, r: u32) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_moe_tiled.{}", l.ty),
+        parts: dequant_parts(l, "matmul_moe_tiled"),
+        defines: Vec::new(),
+        bindings: 7,
+        push_bytes: push_size::<MoeMatmulParams>(),
+    }
+    .define("WG", MATMUL_WG)
+    .define("R", r)
+    .define("C", MOE_TILE_C)
+    .define("RC", r * MOE_TILE_C)
+    .define("RED", MATMUL_WG * r * MOE_TILE_C);
     with_reduce(with_layout(spec, l), subgroups)
 }
 

@@ -10,7 +10,7 @@ use infr_core::{ExpertGateUp, MoeGating, MoeParams, TensorId, WeightId};
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
 use crate::kernels;
-use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_R};
+use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
 use crate::prefill_matmul::{Emit, RoundedCopy};
 use crate::weights::GpuWeight;
 
@@ -27,6 +27,8 @@ pub(super) struct MoeTemps {
     /// Routed experts' down outputs (weighted), and the shared expert's.
     y: u32,
     sy: u32,
+    /// The tiled expert matmuls' work list (`moe_tiles.wgsl`).
+    tiles: u32,
 }
 
 impl MoeTemps {
@@ -35,7 +37,7 @@ impl MoeTemps {
             temp_bytes.push(16);
             temp_bytes.len() as u32 - 1
         };
-        Self { route: next(), gu: next(), h: next(), hr: next(), y: next(), sy: next() }
+        Self { route: next(), gu: next(), h: next(), hr: next(), y: next(), sy: next(), tiles: next() }
     }
 }
 
@@ -94,6 +96,12 @@ pub(super) fn lower(
     grow(t.hr, (pairs * ff).max(n * fs));
     grow(t.y, pairs * out);
     grow(t.sy, n * out);
+    // Batches group their pairs by expert so that each weight read serves a tile of pairs.
+    let tiled = n >= MOE_TILED_MIN_TOKENS && p.n_expert <= MOE_TILES_MAX_EXPERTS;
+    let rows = mk::moe_rows();
+    if tiled {
+        grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize));
+    }
     let mut emits = Vec::new();
     let emit = |emits: &mut Vec<Emit>, spec, res, push, groups, shape: Option<String>| {
         emits.push(Emit { spec, res, push, groups, shape, barrier_after: true });
@@ -116,7 +124,12 @@ pub(super) fn lower(
         None => Res::Dummy,
     };
     let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
-    emit(&mut emits, mk::moe_route(), res, bytes(&rp), u32_of(n.div_ceil(64), "tokens")?, None);
+    emit(&mut emits, mk::moe_route(), res, bytes(&rp), u32_of(n, "tokens")?, None);
+    let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize), "expert tiles")?;
+    if tiled {
+        let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: MOE_TILE_C };
+        emit(&mut emits, mk::moe_tiles(), vec![Res::Temp(t.route), Res::Temp(t.tiles)], bytes(&tp), 1, None);
+    }
 
     // The input of a matmul with weight `gw` over `k_in` columns, rounded as llama.cpp's CPU
     // rounds activations for that weight type.
@@ -180,16 +193,23 @@ pub(super) fn lower(
                          role: &str| {
         let gw = one_chunk(&id)?;
         let b = bias_res(bias, mp.m)?;
+        let r = if tiled { rows.1 } else { rows.0 };
         let mp = mk::MoeMatmulParams {
             soff: gw.chunks[0].soff_words,
-            tiles_m: mp.m.div_ceil(MOE_R),
+            tiles_m: mp.m.div_ceil(r),
             has_bias: bias.is_some() as u32,
             ..mp
         };
-        let groups = mp.tiles_m.checked_mul(mp.n_pairs).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
-        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b];
-        emit(emits, mk::matmul_moe(&gw.layout, feat.subgroups), res, bytes(&mp), groups, Some(shape));
+        let mut res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b];
+        let (spec, per_row) = if tiled {
+            res.push(Res::Temp(t.tiles));
+            (mk::matmul_moe_tiled(&gw.layout, feat.subgroups, r), max_tiles)
+        } else {
+            (mk::matmul_moe(&gw.layout, feat.subgroups, r), mp.n_pairs)
+        };
+        let groups = mp.tiles_m.checked_mul(per_row).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
+        emit(emits, spec, res, bytes(&mp), groups, Some(shape));
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
@@ -275,6 +295,7 @@ pub(super) fn lower(
         gated: p.shared.is_some_and(|s| s.gate_inp.is_some()) as u32,
     };
     let res = vec![Res::Temp(t.y), shared.0, Res::Act(m.x.0), shared.1, m.out];
-    emit(&mut emits, mk::moe_combine(), res, bytes(&cp), u32_of(n, "tokens")?, None);
+    let groups = u32_of(n * out.div_ceil(64), "token column chunks")?;
+    emit(&mut emits, mk::moe_combine(), res, bytes(&cp), groups, None);
     Ok(emits)
 }

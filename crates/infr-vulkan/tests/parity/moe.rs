@@ -14,9 +14,30 @@ const N_EXPERT: usize = 8;
 
 /// A 3-D expert tensor `{cols, rows, n_expert}` of random values.
 fn experts(w: &mut Weights, rng: &mut Rng, name: &str, ty: GgmlType, cols: usize, rows: usize) -> WeightId {
-    let mut d = weight(name, ty, cols, rows * N_EXPERT, rng, 0.5);
-    d.info.dims = vec![cols, rows, N_EXPERT];
+    experts_of(w, rng, name, ty, cols, rows, N_EXPERT)
+}
+
+fn experts_of(
+    w: &mut Weights,
+    rng: &mut Rng,
+    name: &str,
+    ty: GgmlType,
+    cols: usize,
+    rows: usize,
+    n: usize,
+) -> WeightId {
+    let mut d = weight(name, ty, cols, rows * n, rng, 0.5);
+    d.info.dims = vec![cols, rows, n];
     w.add(d)
+}
+
+/// An f32 table of `rows` rows of `cols` values.
+fn f32_table(w: &mut Weights, name: &str, v: Vec<f32>, cols: usize, rows: usize) -> WeightId {
+    w.add(infr_core::WeightData {
+        name: name.into(),
+        info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![cols, rows] },
+        bytes: infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&v).to_vec()),
+    })
 }
 
 /// Router logits per token id: expert 0 far ahead for every token, the last expert far
@@ -27,12 +48,56 @@ fn router_table(w: &mut Weights, rng: &mut Rng) -> WeightId {
         row[0] = 8.0;
         row[N_EXPERT - 1] = -8.0;
     }
-    let bytes = bytemuck::cast_slice(&v).to_vec();
-    w.add(infr_core::WeightData {
-        name: "router".into(),
-        info: infr_core::WeightInfo { ty: GgmlType::F32, dims: vec![N_EXPERT, VOCAB] },
-        bytes: infr_gguf::TensorData::from_vec(bytes),
-    })
+    f32_table(w, "router", v, N_EXPERT, VOCAB)
+}
+
+/// More experts than the routing kernel's workgroup has threads (160, top-8, as Qwen3-MoE's
+/// 128 or Qwen3.5's 256), with tied router logits: the picks (ties to the lower id) and the
+/// softmax over all experts must match the CPU.
+#[test]
+fn moe_routing_over_many_experts_with_ties() {
+    const N: usize = 160;
+    let mut rng = Rng(77);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    let mut logits = rng.vec(VOCAB * N, 2.0);
+    for row in logits.chunks_mut(N) {
+        // Three-way tie for the top, in threads of different lanes and strides.
+        for e in [5, 69, 133] {
+            row[e] = 9.0;
+        }
+        row[150] = 8.5;
+        row[20] = 8.5;
+    }
+    let rt = f32_table(&mut w, "router", logits, N, VOCAB);
+    let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF, N);
+    let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, COLS, FF, N);
+    let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS, N);
+    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
+    let params = MoeParams {
+        n_expert: N as u32,
+        n_used: 8,
+        n_ff: FF as u32,
+        gating: MoeGating::Softmax,
+        renorm: false,
+        weight_before: false,
+        gate_up: ExpertGateUp::Separate { gate, up },
+        down,
+        act: Activation::Silu,
+        expert_scale: None,
+        shared: None,
+        gate_up_bias: None,
+        down_bias: None,
+    };
+    for n in [1, 5, 40] {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(xt);
+            let l = g.embed(rt);
+            g.moe(x, l, params)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
+        p.check(&format!("160 experts n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
+    }
 }
 
 #[test]
@@ -132,14 +197,15 @@ fn moe_matches_cpu_with_uneven_routing() {
         ),
     ];
     for (name, params) in cases {
-        for n in [1, 7] {
+        // 40 tokens take the tiled expert matmuls (grouped by expert), fewer the per-pair ones.
+        for n in [1, 7, 40] {
             let g = graph(&w, n, n, |g| {
                 let x = g.embed(xt);
                 let logits = g.embed(rt);
                 g.moe(x, logits, params)
             });
             let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
-            p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0])], 2e-3, 2e-2);
+            p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
         }
     }
 }
