@@ -10,10 +10,18 @@ use infr_core::{BackendError, KvDType, KvSpec};
 pub(crate) enum KvStore {
     F32(Vec<f32>),
     F16(Vec<f16>),
+    /// Blocks of 32 values (`block_q8_0`: an f16 scale and 32 int8s, 34 bytes), as llama.cpp
+    /// stores `--cache-type-k/v q8_0`; rows are whole blocks.
+    Q8_0(Vec<u8>),
 }
+
+/// Values per q8_0 block and bytes per block.
+const Q8_BLOCK: usize = 32;
+const Q8_BYTES: usize = 34;
 
 impl KvStore {
     fn new(dtype: KvDType, n: usize) -> Result<Self, BackendError> {
+        debug_assert!(dtype != KvDType::Q8_0 || n % Q8_BLOCK == 0);
         // An allocation the host cannot make is an error, not an abort.
         fn zeroed<T: Clone>(n: usize, zero: T) -> Result<Vec<T>, BackendError> {
             let mut v = Vec::new();
@@ -28,15 +36,22 @@ impl KvStore {
         match dtype {
             KvDType::F32 => Ok(KvStore::F32(zeroed(n, 0.0)?)),
             KvDType::F16 => Ok(KvStore::F16(zeroed(n, f16::ZERO)?)),
-            KvDType::Q8_0 => Err(BackendError::Unsupported { backend: "cpu".into(), what: "q8_0 KV cache".into() }),
+            KvDType::Q8_0 => Ok(KvStore::Q8_0(zeroed(n / Q8_BLOCK * Q8_BYTES, 0u8)?)),
         }
     }
 
-    /// Write `src` at element offset `at`, rounding to the storage type.
+    /// Write `src` at element offset `at`, rounding to the storage type (q8_0: `at` and the
+    /// length are whole blocks, as every cache row is).
     pub(crate) fn write(&mut self, at: usize, src: &[f32]) {
         match self {
             KvStore::F32(v) => v[at..at + src.len()].copy_from_slice(src),
             KvStore::F16(v) => v[at..at + src.len()].convert_from_f32_slice(src),
+            KvStore::Q8_0(v) => {
+                let q =
+                    infr_quant::quantize(infr_quant::GgmlType::Q8_0, src).expect("cache rows are whole q8_0 blocks");
+                let b = at / Q8_BLOCK * Q8_BYTES;
+                v[b..b + q.len()].copy_from_slice(&q);
+            }
         }
     }
 
@@ -48,6 +63,12 @@ impl KvStore {
                 let n = dst.len();
                 v[at..at + n].convert_to_f32_slice(dst);
             }
+            KvStore::Q8_0(v) => {
+                let b = at / Q8_BLOCK * Q8_BYTES;
+                let len = dst.len() / Q8_BLOCK * Q8_BYTES;
+                infr_quant::dequantize(infr_quant::GgmlType::Q8_0, &v[b..b + len], dst)
+                    .expect("cache rows are whole q8_0 blocks");
+            }
         }
     }
 
@@ -56,10 +77,20 @@ impl KvStore {
         matches!(self, KvStore::F16(_))
     }
 
+    /// Whether values are q8_0 blocks (then attention rounds q to q8_0, as the vec_dot of
+    /// llama.cpp's flash attention over a q8_0 cache does).
+    pub(crate) fn is_q8_0(&self) -> bool {
+        matches!(self, KvStore::Q8_0(_))
+    }
+
     fn copy_within(&mut self, src: usize, dst: usize, len: usize) {
         match self {
             KvStore::F32(v) => v.copy_within(src..src + len, dst),
             KvStore::F16(v) => v.copy_within(src..src + len, dst),
+            KvStore::Q8_0(v) => {
+                let (s, d, n) = (src / Q8_BLOCK * Q8_BYTES, dst / Q8_BLOCK * Q8_BYTES, len / Q8_BLOCK * Q8_BYTES);
+                v.copy_within(s..s + n, d);
+            }
         }
     }
 }
@@ -107,6 +138,17 @@ impl KvCache {
                 let slots = pages as usize * spec.page_size as usize;
                 let kw = (l.n_kv_head * l.head_dim_k) as usize;
                 let vw = (l.n_kv_head * l.head_dim_v) as usize;
+                if spec.dtype == KvDType::Q8_0
+                    && (l.head_dim_k as usize % Q8_BLOCK != 0 || l.head_dim_v as usize % Q8_BLOCK != 0)
+                {
+                    return Err(BackendError::Unsupported {
+                        backend: "cpu".into(),
+                        what: format!(
+                            "q8_0 KV cache with head dims {}/{} (not multiples of 32)",
+                            l.head_dim_k, l.head_dim_v
+                        ),
+                    });
+                }
                 Ok(KvLayer {
                     k: KvStore::new(spec.dtype, slots * kw)?,
                     v: KvStore::new(spec.dtype, slots * vw)?,

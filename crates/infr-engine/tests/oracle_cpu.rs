@@ -3,7 +3,7 @@
 
 mod common;
 
-use infr_core::Backend;
+use infr_core::{Backend, KvDType};
 use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
 
 fn cpu(tier: KernelTier) -> Box<dyn Backend> {
@@ -43,4 +43,12 @@ fn qwen15_cpu_matches_llama_cpp() {
 #[test]
 fn smollm2_reference_kernels_match_llama_cpp() {
     check_ref("smollm2-135m-instruct-q4_1__short");
+}
+
+/// A q8_0 KV cache against llama.cpp's own runs with one (`testdata/oracle/logits_kv_q8_0`,
+/// written by `testdata/oracle/make_kv_oracle.py`: same prompts, K and V cached as q8_0).
+#[test]
+fn q8_0_cache_cpu_matches_llama_cpp() {
+    let n = common::check_dir("testdata/oracle/logits_kv_q8_0", KvDType::Q8_0, "", &|| cpu(KernelTier::Fast));
+    assert!(n > 0, "no q8_0 oracle files");
 }

@@ -7,7 +7,7 @@ pub fn run() -> Result<()> {
     let cpu = infr_cpu::CpuBackend::describe();
     println!("{}  {}  {:.1} GiB RAM", cpu.id, cpu.name, gib(cpu.memory_bytes));
     println!("    features: {}", cpu.features.join(", "));
-    println!("    runs: every architecture and weight type (reference backend)");
+    println!("    runs: every architecture and weight type (reference backend); KV cache f32, f16, q8_0");
     match infr_vulkan::list_device_caps() {
         Ok(list) if list.is_empty() => println!("\nno Vulkan devices"),
         Ok(list) => {

@@ -1,6 +1,8 @@
 //! Attention over the paged KV cache (the non-flash path of llama.cpp's `build_attn_mha`:
 //! `kq = k·q`, `softmax(kq * scale + mask)`, `kqv = v·kq`). With an f16 cache, q and the
-//! probabilities are rounded to f16 as ggml's f16 matmuls do.
+//! probabilities are rounded to f16 as ggml's f16 matmuls do; with a q8_0 cache (which
+//! llama.cpp runs through flash attention) q is rounded to q8_0 and the probabilities stay f32,
+//! as `ggml_compute_forward_flash_attn_ext_f16` does for a q8_0 K and V.
 
 use half::f16;
 use infr_core::{AttnParams, StepInputs};
@@ -29,6 +31,12 @@ fn round16(x: &mut [f32]) {
     for v in x.iter_mut() {
         *v = f16::from_f32(*v).to_f32();
     }
+}
+
+/// Round to the q8_0 grid (blocks of 32 along each head's row; head dims are whole blocks).
+fn round_q8_0(x: &mut [f32]) {
+    let q = infr_quant::quantize(infr_quant::GgmlType::Q8_0, x).expect("head rows are whole q8_0 blocks");
+    infr_quant::dequantize(infr_quant::GgmlType::Q8_0, &q, x).expect("same length");
 }
 
 /// The keys and values one sequence's queries can see in this step, converted to f32 once:
@@ -73,6 +81,7 @@ pub(crate) fn attention(
     let group = nh / nkv;
     let n = inp.tokens.len();
     let f16_cache = layer.k.is_f16();
+    let q8_cache = layer.k.is_q8_0();
     let lo_of = |pos: usize| match (p.window, p.chunk) {
         (Some(w), _) => (pos + 1).saturating_sub(w as usize),
         (None, Some(c)) => pos - pos % c as usize,
@@ -108,6 +117,8 @@ pub(crate) fn attention(
         qs.extend_from_slice(&q[(t * nh + h0) * dk..(t * nh + h0 + group) * dk]);
         if f16_cache {
             round16(qs);
+        } else if q8_cache {
+            round_q8_0(qs);
         }
         scores.clear();
         scores.resize(group * npos, 0.0);

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use infr_core::{Backend, GgufWeights};
+use infr_core::{Backend, GgufWeights, KvDType};
 use infr_engine::oracle::{compare, Oracle};
 use infr_engine::{Runner, RunnerOptions, StepItem};
 
@@ -17,9 +17,9 @@ pub fn models_dir() -> PathBuf {
 }
 
 /// Run the prompt, then 24 greedy steps, keeping every row's logits.
-pub fn run_case(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracle) -> (Vec<Vec<f32>>, Vec<u32>) {
+pub fn run_case(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracle, kv: KvDType) -> (Vec<Vec<f32>>, Vec<u32>) {
     let model = infr_models::load_model(w).expect("model loads");
-    let opts = RunnerOptions { n_ctx: o.prompt_ids.len() + 32, ubatch: 512, ..Default::default() };
+    let opts = RunnerOptions { n_ctx: o.prompt_ids.len() + 32, ubatch: 512, kv_dtype: kv, ..Default::default() };
     let mut r = Runner::new(model, w, backend, opts).expect("runner");
     let nv = r.n_vocab();
     assert!(o.n_vocab == 0 || nv == o.n_vocab, "vocabulary {nv} != oracle {}", o.n_vocab);
@@ -50,7 +50,13 @@ pub fn teacher_forced_rows(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracl
 }
 
 pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> usize {
-    let dir = repo().join("testdata/oracle/logits");
+    check_dir("testdata/oracle/logits", KvDType::F16, filter, make_backend)
+}
+
+/// [`check_all`] over the oracle files of `dir` (relative to the repository), with a `kv`
+/// cache (`logits_kv_q8_0`: llama.cpp's runs with a q8_0 cache).
+pub fn check_dir(dir: &str, kv: KvDType, filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> usize {
+    let dir = repo().join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     let mut failures = Vec::new();
@@ -66,7 +72,7 @@ pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> u
         let w = GgufWeights::open(&model).unwrap();
         let backend = make_backend();
         let t = std::time::Instant::now();
-        let (rows, greedy) = run_case(&w, backend, &o);
+        let (rows, greedy) = run_case(&w, backend, &o, kv);
         let rep = compare(&o, &rows, &greedy, 0.5);
         eprintln!("{} {}: {:?} ({:.1}s)", o.model, o.case, rep, t.elapsed().as_secs_f64());
         for fail in rep.failures() {
@@ -79,8 +85,6 @@ pub fn check_all(filter: &str, make_backend: &dyn Fn() -> Box<dyn Backend>) -> u
     ran
 }
 
-/// The default Vulkan device, or `None` (skip) when there is none; a failure instead when
-/// `INFR_REQUIRE_VULKAN` is set (CI).
 /// A Vulkan backend and whether its prefill matmuls run over f16 operands (cooperative
 /// matrices), as [`vulkan`] opens it.
 pub fn vulkan_f16() -> Option<(Box<dyn Backend>, bool)> {
@@ -97,6 +101,8 @@ pub fn vulkan_f16() -> Option<(Box<dyn Backend>, bool)> {
     }
 }
 
+/// The default Vulkan device, or `None` (skip) when there is none; a failure instead when
+/// `INFR_REQUIRE_VULKAN` is set (CI).
 pub fn vulkan() -> Option<Box<dyn Backend>> {
     match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
         Ok(b) => Some(Box::new(b)),
