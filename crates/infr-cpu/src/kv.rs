@@ -21,7 +21,7 @@ const Q8_BYTES: usize = 34;
 
 impl KvStore {
     fn new(dtype: KvDType, n: usize) -> Result<Self, BackendError> {
-        debug_assert!(dtype != KvDType::Q8_0 || n % Q8_BLOCK == 0);
+        debug_assert!(dtype != KvDType::Q8_0 || n.is_multiple_of(Q8_BLOCK));
         // An allocation the host cannot make is an error, not an abort.
         fn zeroed<T: Clone>(n: usize, zero: T) -> Result<Vec<T>, BackendError> {
             let mut v = Vec::new();
@@ -139,7 +139,8 @@ impl KvCache {
                 let kw = (l.n_kv_head * l.head_dim_k) as usize;
                 let vw = (l.n_kv_head * l.head_dim_v) as usize;
                 if spec.dtype == KvDType::Q8_0
-                    && (l.head_dim_k as usize % Q8_BLOCK != 0 || l.head_dim_v as usize % Q8_BLOCK != 0)
+                    && (!(l.head_dim_k as usize).is_multiple_of(Q8_BLOCK)
+                        || !(l.head_dim_v as usize).is_multiple_of(Q8_BLOCK))
                 {
                     return Err(BackendError::Unsupported {
                         backend: "cpu".into(),
