@@ -577,8 +577,8 @@ mod tests {
                 }
                 check(&dequant_f16(&l).0);
                 for (sg, r) in [(false, 2), (true, 2), (true, 8)] {
-                    check(&crate::moe_kernels::matmul_moe(&l, sg, r));
-                    check(&crate::moe_kernels::matmul_moe_tiled(&l, sg, r));
+                    check(&crate::moe_kernels::matmul_moe(&l, sg, r, false));
+                    check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
                 }
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));

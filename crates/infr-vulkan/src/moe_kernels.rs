@@ -119,19 +119,24 @@ pub fn moe_route() -> KernelSpec {
         .define("MAX_K", MOE_MAX_USED)
 }
 
-/// The expert matmul for a weight layout, `r` weight rows per workgroup. Bindings: W, X, Y,
-/// route, tables, bias.
-pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32) -> KernelSpec {
+/// The expert matmul for a weight layout, `r` weight rows per workgroup, one routed pair per
+/// work item, or (`tiled`) a tile of up to [`MOE_TILE_C`] pairs of one expert. Bindings: W, X,
+/// Y, route, tables, bias, tiles (unread when not tiled).
+pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32, tiled: bool) -> KernelSpec {
+    let c = if tiled { MOE_TILE_C } else { 1 };
     let spec = KernelSpec {
-        name: format!("matmul_moe.{}", l.ty),
+        name: format!("matmul_moe{}.{}", if tiled { "_tiled" } else { "" }, l.ty),
         parts: dequant_parts(l, "matmul_moe"),
         defines: Vec::new(),
-        bindings: 6,
+        bindings: 7,
         push_bytes: push_size::<MoeMatmulParams>(),
     }
     .define("WG", MATMUL_WG)
     .define("R", r)
-    .define("RED", MATMUL_WG * r);
+    .define("C", c)
+    .define("TILED", tiled)
+    .define("RC", r * c)
+    .define("RED", MATMUL_WG * r * c);
     with_reduce(with_layout(spec, l), subgroups)
 }
 
@@ -139,24 +144,6 @@ pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32) -> KernelSpec {
 pub fn moe_tiles() -> KernelSpec {
     KernelSpec::new("moe_tiles", &["common", "moe_tiles"], 2, push_size::<MoeTilesParams>())
         .define("MAXE", MOE_TILES_MAX_EXPERTS)
-}
-
-/// The expert matmul over tiles of pairs, `r` weight rows per workgroup. Bindings: W, X, Y,
-/// route, tables, bias, tiles.
-pub fn matmul_moe_tiled(l: &GpuLayout, subgroups: bool, r: u32) -> KernelSpec {
-    let spec = KernelSpec {
-        name: format!("matmul_moe_tiled.{}", l.ty),
-        parts: dequant_parts(l, "matmul_moe_tiled"),
-        defines: Vec::new(),
-        bindings: 7,
-        push_bytes: push_size::<MoeMatmulParams>(),
-    }
-    .define("WG", MATMUL_WG)
-    .define("R", r)
-    .define("C", MOE_TILE_C)
-    .define("RC", r * MOE_TILE_C)
-    .define("RED", MATMUL_WG * r * MOE_TILE_C);
-    with_reduce(with_layout(spec, l), subgroups)
 }
 
 /// Gated activation over side-by-side gate and up halves. Bindings: GU, H.

@@ -44,7 +44,6 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("elementwise", include_str!("shaders/elementwise.wgsl")),
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
     ("matmul_moe", include_str!("shaders/matmul_moe.wgsl")),
-    ("matmul_moe_tiled", include_str!("shaders/matmul_moe_tiled.wgsl")),
     ("moe_tiles", include_str!("shaders/moe_tiles.wgsl")),
     ("moe_route", include_str!("shaders/moe_route.wgsl")),
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),

@@ -201,15 +201,11 @@ pub(super) fn lower(
             ..mp
         };
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
-        let mut res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b];
-        let (spec, per_row) = if tiled {
-            res.push(Res::Temp(t.tiles));
-            (mk::matmul_moe_tiled(&gw.layout, feat.subgroups, r), max_tiles)
-        } else {
-            (mk::matmul_moe(&gw.layout, feat.subgroups, r), mp.n_pairs)
-        };
-        let groups = mp.tiles_m.checked_mul(per_row).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
-        emit(emits, spec, res, bytes(&mp), groups, Some(shape));
+        let tiles = if tiled { Res::Temp(t.tiles) } else { Res::Dummy };
+        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b, tiles];
+        let items = if tiled { max_tiles } else { mp.n_pairs };
+        let groups = mp.tiles_m.checked_mul(items).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
+        emit(emits, mk::matmul_moe(&gw.layout, feat.subgroups, r, tiled), res, bytes(&mp), groups, Some(shape));
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
