@@ -90,7 +90,8 @@ impl TextModel {
     /// A forced call whose grammar cannot be built (a parameter schema the grammar engine
     /// rejects) is a 400 naming `tools`, not a reply that silently ignores `tool_choice`.
     pub fn tool_constraint(&self, setup: Option<&ToolSetup>) -> Result<Option<Box<dyn TokenConstraint>>, ApiError> {
-        let Some(lark) = setup.and_then(grammar::tool_grammar) else { return Ok(None) };
+        let control = |m: &str| self.tok.token_id(m).is_some_and(|id| self.tok.is_control(id));
+        let Some(lark) = setup.and_then(|s| grammar::tool_grammar(s, &control)) else { return Ok(None) };
         let env = self.grammar.get_or_init(|| GrammarEnv::new(&self.tok));
         let env = env.as_ref().map_err(|e| ApiError::Internal(format!("grammar engine: {e}")))?;
         match env.constraint(&lark) {

@@ -3,9 +3,10 @@
 //! that match its JSON schema. Token masks come from our tokenizer's pieces.
 //!
 //! Enforced for the JSON dialects (`<tool_call>` JSON, which the polyfill also asks for,
-//! Llama 3 JSON) and Qwen3-Coder XML (required parameters present, values typed by their
-//! schema: text without `<`, numerals, literals, JSON). Mistral, Gemma and Gemma 4
-//! forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
+//! Llama 3 JSON), Qwen3-Coder XML (required parameters present, values typed by their
+//! schema: text without `<`, numerals, literals, JSON) and gpt-oss's harmony messages (its
+//! markers are control tokens, written as llguidance special tokens). Mistral, Gemma and
+//! Gemma 4 forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
 
 use std::sync::Arc;
 
@@ -107,8 +108,9 @@ impl TokenConstraint for GrammarConstraint {
 }
 
 /// The Lark grammar that forces a call for `setup`, or `None` when the choice is `auto` or
-/// the dialect is not enforced.
-pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
+/// the dialect is not enforced. `control(text)`: whether a marker is one of the vocabulary's
+/// control tokens (then the grammar names it as a special token, else as text).
+pub fn tool_grammar(setup: &ToolSetup, control: &dyn Fn(&str) -> bool) -> Option<String> {
     if !matches!(setup.choice, ToolChoice::Required | ToolChoice::Named(_)) {
         return None;
     }
@@ -139,10 +141,45 @@ pub fn tool_grammar(setup: &ToolSetup) -> Option<String> {
         )),
         Dialect::Llama3 => Some(format!("start: call\ncall: %json {}\n", json_calls("parameters"))),
         Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
-        // Gemma 4 writes its markers and string quotes as control tokens, which the
-        // grammar's token trie keeps out of text: not enforced.
-        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 | Dialect::Harmony => None,
+        Dialect::Harmony => harmony_grammar(&setup.tools, params, control),
+        // Gemma 4 quotes string values with a control token inside its call syntax, which
+        // would need a JSON-like grammar of its own: not enforced.
+        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 => None,
     }
+}
+
+/// gpt-oss's harmony call of one of `tools`, as the model writes it after the template's
+/// `<|start|>assistant`: a commentary message addressed to the function, constrained to JSON
+/// arguments by its schema, ended by `<|call|>`. llama.cpp (and our tokenizer) keep `<|call|>`
+/// a control token but make `<|channel|>`, `<|message|>` and `<|constrain|>` plain text (so they
+/// render), hence `control` decides how each marker is written.
+fn harmony_grammar(
+    tools: &[Value],
+    params: impl Fn(&Value) -> Value,
+    control: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    let mark = |m: &str| if control(m) { m.to_owned() } else { lit(m) };
+    let (channel, constrain, message, call) =
+        (mark("<|channel|>"), mark("<|constrain|>"), mark("<|message|>"), mark("<|call|>"));
+    let mut rules = Vec::new();
+    let mut calls = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let Some(name) = tool_name(t) else { continue };
+        let header = lit(&format!("commentary to=functions.{name} "));
+        rules.push(format!("call{i}: {channel} {header} {constrain} \"json\" {message} args{i} {call}"));
+        // Compact JSON (as the model's own calls are): flexible whitespace let a weak model
+        // pad its arguments until max_tokens.
+        let mut schema = params(t);
+        if let Some(o) = schema.as_object_mut() {
+            o.insert("x-guidance".into(), json!({"whitespace_flexible": false}));
+        }
+        rules.push(format!("args{i}: %json {schema}"));
+        calls.push(format!("call{i}"));
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
 }
 
 /// A Lark string literal of `text`.
@@ -221,6 +258,8 @@ mod tests {
 
     #[test]
     fn grammars_per_dialect() {
+        let none = |_: &str| false;
+        let tool_grammar = |s: &ToolSetup| super::tool_grammar(s, &none);
         assert!(tool_grammar(&setup("<tool_call>", ToolChoice::Auto)).is_none());
         let g = tool_grammar(&setup("<tool_call>", ToolChoice::Required)).unwrap();
         assert!(g.starts_with("start: \"<tool_call>\\n\" call"), "{g}");
@@ -235,5 +274,10 @@ mod tests {
         assert!(g.contains("p0_0: \"<parameter=city>\\n\" /[^<]+/"), "{g}");
         assert!(g.contains("call1: \"<tool_call>\\n<function=noop>\\n\"  \"</function>"), "{g}");
         assert!(tool_grammar(&setup("<start_of_turn>", ToolChoice::Required)).is_none());
+        let harmony = setup("<|channel|> to=functions. <|call|>", ToolChoice::Named("get_weather".into()));
+        let g = super::tool_grammar(&harmony, &|m: &str| m == "<|call|>").unwrap();
+        assert!(g.starts_with("start: call0\n"), "{g}");
+        let want = r#"call0: "<|channel|>" "commentary to=functions.get_weather " "<|constrain|>" "json" "<|message|>" args0 <|call|>"#;
+        assert!(g.contains(want), "{g}");
     }
 }

@@ -17,6 +17,10 @@ use serde_json::Value;
 /// `synth:NAME` from `testdata/oracle/synth`;
 /// `None` (skip) when missing, a failure when `INFR_REQUIRE_MODELS` is set.
 pub fn model_path(name: &str) -> Option<PathBuf> {
+    // `file:PATH`: a model the test wrote itself.
+    if let Some(path) = name.strip_prefix("file:") {
+        return Some(PathBuf::from(path));
+    }
     // `synth:NAME`: a tiny random-weight model of the repository (always present).
     if let Some(synth) = name.strip_prefix("synth:") {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth");
