@@ -186,6 +186,13 @@ pub const KEYS: &[KeySpec] = &[
     ),
     KeySpec::new("server.metrics", Kind::Bool, "false", "Serve Prometheus metrics at /metrics.").flag("--metrics"),
     KeySpec::new(
+        "server.chat_template_file",
+        Kind::Str,
+        "",
+        "Jinja chat template file used instead of the model's own; unset = the model's.",
+    )
+    .flag("--chat-template-file"),
+    KeySpec::new(
         "server.reasoning_format",
         Kind::Choice(REASONING_FORMATS),
         "\"auto\"",
@@ -337,6 +344,8 @@ pub struct ServerConfig {
     pub shutdown_grace_s: u64,
     /// Expose `/metrics`.
     pub metrics: bool,
+    /// A chat template file that replaces the model's (llama-server's `--chat-template-file`).
+    pub chat_template_file: Option<String>,
     /// How `<think>` reasoning in replies is reported.
     pub reasoning_format: ReasoningFormat,
 }

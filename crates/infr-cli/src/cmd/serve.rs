@@ -55,6 +55,10 @@ pub struct Args {
     /// Largest prompt chunk mixed into a step that also decodes other requests.
     #[arg(long, default_value_t = 256)]
     pub prefill_chunk: usize,
+    /// Jinja chat template file used instead of the model's own (as llama-server's flag).
+    /// Config key `server.chat_template_file`.
+    #[arg(long)]
+    pub chat_template_file: Option<String>,
     /// Serve Prometheus metrics at `GET /metrics` (needs the API key when one is set; config
     /// `server.metrics`).
     #[arg(long)]
@@ -87,6 +91,7 @@ pub fn run(a: Args) -> Result<()> {
     f.opt("kv.type", "--cache-type-k", a.kv_type.clone());
     f.opt("server.metrics", "--metrics", a.metrics.then_some(true));
     f.opt("server.reasoning_format", "--reasoning-format", a.reasoning_format.clone());
+    f.opt("server.chat_template_file", "--chat-template-file", a.chat_template_file.clone());
     let cfg = a.device.resolve(f)?;
     let Some(model) = cfg.model.path_or_ref.clone() else {
         bail!("no model: give MODEL (a .gguf path or org/repo[:quant]), -m, or model.path_or_ref in infr.toml")
@@ -110,7 +115,15 @@ pub fn run(a: Args) -> Result<()> {
     let w = load::open_path(&path)?;
     let tok = load::tokenizer(&w)?;
     let meta = infr_core::WeightSource::metadata(&w);
-    let template = ChatTemplate::for_model(meta).context("chat template")?;
+    let template = match &cfg.server.chat_template_file {
+        Some(file) => {
+            let src = std::fs::read_to_string(file).with_context(|| format!("reading chat template {file}"))?;
+            let text = |id: Option<u32>| id.map_or("", |i| tok.token_text(i));
+            ChatTemplate::new(&src, text(tok.bos()), text(tok.eos()))
+                .with_context(|| format!("chat template {file}"))?
+        }
+        None => ChatTemplate::for_model(meta).context("chat template")?,
+    };
     let base = RunnerOptions { ubatch: cfg.context.ubatch as usize, kv_dtype: load::kv_of(&cfg), ..Default::default() };
     let runner = load::runner(&w, &a.device, &cfg, slot_runner_options(ctx, parallel, base))?;
     let device = format!("{} ({})", runner.device().id, runner.device().name);

@@ -44,3 +44,20 @@ if [ -z "$up" ]; then
 fi
 INFR_BASE="http://127.0.0.1:$port" python3 "$here/sdk_clients.py"
 INFR_BASE="http://127.0.0.1:$port" INFR_METRICS=1 bash "$here/curl_sse.sh"
+# gpt-oss's harmony dialect: a random-weight gpt-oss written by `infr synth`, served with the
+# model's own chat template from testdata (`--chat-template-file`).
+gptoss=$(mktemp -d)
+"$bin" synth --shape tiny-gpt-oss -o "$gptoss/tiny-gpt-oss.gguf" >/dev/null
+port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" serve "$gptoss/tiny-gpt-oss.gguf" --dev cpu --host 127.0.0.1 --port "$port2" --parallel 1 --ctx-size 2048 \
+    --chat-template-file "$root/testdata/templates/openai-gpt-oss-120b.jinja" >"$gptoss/log" 2>&1 &
+pid2=$!
+trap 'kill "$pid" "$pid2" 2>/dev/null || true; wait "$pid" "$pid2" 2>/dev/null || true; rm -rf "$log" "$gptoss"' EXIT
+up=""
+for _ in $(seq 1 120); do
+    if curl -sf "http://127.0.0.1:$port2/health" >/dev/null; then up=1; break; fi
+    kill -0 "$pid2" 2>/dev/null || break
+    sleep 0.5
+done
+[ -n "$up" ] || { echo "sdk clients: the gpt-oss server did not come up" >&2; cat "$gptoss/log" >&2; exit 1; }
+INFR_BASE="http://127.0.0.1:$port2" python3 "$here/sdk_harmony.py"
