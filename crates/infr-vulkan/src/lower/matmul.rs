@@ -1,15 +1,192 @@
-//! Helpers of the matmul lowering: which matrix-vector kernel a matmul takes and the
-//! bindings and push constants of several matmuls of one input run as one integer-dot dispatch.
+//! Lowering of the linear op: which kernel a matmul takes (integer-dot matrix-vector, possibly
+//! several matmuls of one input as one dispatch; f16 prefill; cooperative or tiled or generic
+//! on the fly), with its activations rounded or quantized as llama.cpp's CPU does.
 
 use std::collections::HashMap;
 
-use infr_core::{Graph, Op, WeightId};
+use infr_core::{Graph, Op, TensorId, WeightId};
 
-use super::{bytes, Features, Res};
+use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
-use crate::fusion::Q8Info;
+use crate::fusion::{Fusions, Q8Info};
 use crate::kernels;
+use crate::pipeline::KernelSpec;
+use crate::prefill_matmul::{self, Emit, F16Buffers, RoundedCopy};
 use crate::weights::GpuWeight;
+
+/// One linear node as the lowering sees it.
+pub(super) struct LinearNode {
+    pub index: usize,
+    pub x: TensorId,
+    pub weight: WeightId,
+    pub bias: Option<WeightId>,
+    pub out: Res,
+    pub rows: usize,
+}
+
+/// Plan-wide state the matmul lowering adds to: temporaries, the int8 copies of inputs (shared
+/// by the matmuls of one input), the rounded f32 copies and the f16 prefill buffers.
+pub(super) struct Side<'a> {
+    pub temp_bytes: &'a mut Vec<u64>,
+    pub qact_of: &'a mut HashMap<(u32, u32), u32>,
+    pub rounded: &'a mut RoundedCopy,
+    pub f16_bufs: &'a mut F16Buffers,
+}
+
+fn emit(emits: &mut Vec<Emit>, spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>) {
+    emits.push(Emit { spec: spec.clone(), res, push, groups, shape, barrier_after: true });
+}
+
+/// Emit the dispatches of one linear node. `f16_order`: the matmuls that take the f16 path,
+/// in order (each prefetches the next one's weight).
+pub(super) fn lower_linear(
+    graph: &Graph,
+    node: &LinearNode,
+    fx: &Fusions,
+    f16_order: &[(usize, WeightId)],
+    feat: Features,
+    weights: &HashMap<WeightId, GpuWeight>,
+    side: &mut Side<'_>,
+) -> VkResult<Vec<Emit>> {
+    let (i, x, weight, bias, me) = (node.index, node.x, &node.weight, &node.bias, node.out);
+    let w = |id: &WeightId| {
+        weights.get(id).ok_or_else(|| VkError::Unsupported(format!("node {i} (linear): weight {} not loaded", id.0)))
+    };
+    let vec_of = |id: &WeightId, len: usize| -> VkResult<Res> {
+        if w(id)?.vec_len() != Some(len) {
+            return Err(VkError::Unsupported(format!("node {i}: weight {} is not a vector of {len}", id.0)));
+        }
+        Ok(Res::WeightVec(*id))
+    };
+    let mut emits = Vec::new();
+    let lw = w(weight)?;
+    if lw.chunks.is_empty() {
+        return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", weight.0)));
+    }
+    let n = node.rows;
+    let k = lw.cols;
+    // Activations as llama.cpp's CPU rounds them for this weight type.
+    let single = [i];
+    let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
+    let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
+    let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows));
+    let q8_spec = q8_info(lw, n, feat)
+        .and_then(|q| Some((q.group, kernels::matmul_vec_q8(&lw.layout, n as u32, r, members.len())?)));
+    if let Some((group, spec)) = q8_spec {
+        let qi = match side.qact_of.get(&(x.0, group)) {
+            Some(&qi) => qi,
+            None => {
+                let qi = side.temp_bytes.len() as u32;
+                side.temp_bytes.push(kernels::qact_bytes(n, k));
+                side.qact_of.insert((x.0, group), qi);
+                let n_blocks = u32_of(n * k / 32, "activation blocks")?;
+                let qp = kernels::QuantizeParams { k: k as u32, n_blocks, scale_off: (n * k / 16) as u32, group };
+                let res = vec![Res::Act(x.0), Res::Temp(qi), Res::Temp(qi)];
+                emit(&mut emits, &kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+                qi
+            }
+        };
+        if members.len() > 1 {
+            let biases = jw
+                .iter()
+                .map(|(jwt, jb)| jb.map(|b| vec_of(&b, jwt.rows)).transpose())
+                .collect::<VkResult<Vec<_>>>()?;
+            let d = gemv_jobs(graph, members, &jw, &biases, qi, r, n, k, spec.bindings);
+            emit(&mut emits, &spec, d.res, d.push, d.groups, Some(d.shape));
+            return Ok(emits);
+        }
+        let bias_res = match bias {
+            Some(b) => vec_of(b, lw.rows)?,
+            None => Res::Dummy,
+        };
+        let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+        for (ci, ch) in lw.chunks.iter().enumerate() {
+            let tiles_m = ch.rows.div_ceil(r);
+            let mm = kernels::MatmulParams {
+                k: k as u32,
+                m: ch.rows,
+                n: n as u32,
+                out_stride: lw.rows as u32,
+                out_col0: ch.row0,
+                soff: ch.soff_words,
+                has_bias: bias.is_some() as u32,
+                tiles_m,
+            };
+            let p = kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 };
+            let res = vec![Res::WeightChunk(*weight, ci), Res::Temp(qi), me, bias_res, Res::Temp(qi)];
+            emit(&mut emits, &spec, res, bytes(&p), tiles_m, Some(shape.clone()));
+        }
+        return Ok(emits);
+    }
+    if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
+        let bias_res = match bias {
+            Some(b) => vec_of(b, lw.rows)?,
+            None => Res::Dummy,
+        };
+        let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
+        let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
+        let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
+        emits.extend(prefill_matmul::lower(&m, next, coop, feat, side.f16_bufs, side.temp_bytes)?);
+        return Ok(emits);
+    }
+    let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
+        kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
+    } else {
+        None
+    };
+    let (spec, c, r) = match vec_spec {
+        Some(s) => (s, n as u32, VEC_R),
+        // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
+        // operands: an f16 router flips expert choices at near-ties.
+        None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
+            Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
+                let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
+                let ops = kernels::CoopOperands::Quantized(&lw.layout);
+                (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
+            }
+            _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
+        },
+        None => {
+            let c = kernels::matmul_cols(n);
+            (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
+        }
+    };
+    let bias_res = match bias {
+        Some(b) => vec_of(b, lw.rows)?,
+        None => Res::Dummy,
+    };
+    let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
+        let (ri, round) = side.rounded.prepare(x.0, mode, n * k, (n * k * 4) as u64, side.temp_bytes)?;
+        if let Some(rp) = round {
+            let res = vec![Res::Act(x.0), Res::Temp(ri)];
+            emit(&mut emits, &kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
+        }
+        Res::Temp(ri)
+    } else {
+        Res::Act(x.0)
+    };
+    let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+    for (ci, ch) in lw.chunks.iter().enumerate() {
+        let tiles_m = ch.rows.div_ceil(r);
+        let tiles_n = (n as u32).div_ceil(c);
+        let groups = tiles_m
+            .checked_mul(tiles_n)
+            .ok_or_else(|| VkError::Unsupported(format!("matmul grid {tiles_m}x{tiles_n}")))?;
+        let p = kernels::MatmulParams {
+            k: lw.cols as u32,
+            m: ch.rows,
+            n: n as u32,
+            out_stride: lw.rows as u32,
+            out_col0: ch.row0,
+            soff: ch.soff_words,
+            has_bias: bias.is_some() as u32,
+            tiles_m,
+        };
+        let res = vec![Res::WeightChunk(*weight, ci), x_res, me, bias_res, Res::Tables];
+        emit(&mut emits, &spec, res, bytes(&p), groups, Some(shape.clone()));
+    }
+    Ok(emits)
+}
 
 /// Weight rows per workgroup of the matrix-vector kernel.
 pub(super) const VEC_R: u32 = 2;

@@ -22,7 +22,7 @@ mod matmul;
 mod moe;
 mod recurrent;
 
-use matmul::{gemv_jobs, job_weight, q8_info, vec_q8_rows, VEC_R};
+use matmul::q8_info;
 
 /// A buffer a dispatch binds, resolved to a `vk::Buffer` range when recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,139 +284,16 @@ pub(crate) fn lower(
                 }
             }
             Op::Linear { x, weight, bias } => {
-                let lw = w(weight)?;
-                if lw.chunks.is_empty() {
-                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", weight.0)));
-                }
-                let n = node.rows;
-                let k = lw.cols;
-                // Activations as llama.cpp's CPU rounds them for this weight type.
-                let single = [i];
-                let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
-                let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
-                let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows));
-                let q8_spec = q8_info(lw, n, feat)
-                    .and_then(|q| Some((q.group, kernels::matmul_vec_q8(&lw.layout, n as u32, r, members.len())?)));
-                if let Some((group, spec)) = q8_spec {
-                    let qi = match qact_of.get(&(x.0, group)) {
-                        Some(&qi) => qi,
-                        None => {
-                            let qi = temp_bytes.len() as u32;
-                            temp_bytes.push(kernels::qact_bytes(n, k));
-                            qact_of.insert((x.0, group), qi);
-                            let n_blocks = u32_of(n * k / 32, "activation blocks")?;
-                            let qp = kernels::QuantizeParams {
-                                k: k as u32,
-                                n_blocks,
-                                scale_off: (n * k / 16) as u32,
-                                group,
-                            };
-                            let res = vec![Res::Act(x.0), Res::Temp(qi), Res::Temp(qi)];
-                            push(&kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None)?;
-                            qi
-                        }
-                    };
-                    if members.len() > 1 {
-                        let biases = jw
-                            .iter()
-                            .map(|(jwt, jb)| jb.map(|b| vec_of(&b, jwt.rows)).transpose())
-                            .collect::<VkResult<Vec<_>>>()?;
-                        let d = gemv_jobs(graph, members, &jw, &biases, qi, r, n, k, spec.bindings);
-                        push(&spec, d.res, d.push, d.groups, Some(d.shape))?;
-                        continue;
-                    }
-                    let bias_res = match bias {
-                        Some(b) => vec_of(b, lw.rows)?,
-                        None => Res::Dummy,
-                    };
-                    let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
-                    for (ci, ch) in lw.chunks.iter().enumerate() {
-                        let tiles_m = ch.rows.div_ceil(r);
-                        let mm = kernels::MatmulParams {
-                            k: k as u32,
-                            m: ch.rows,
-                            n: n as u32,
-                            out_stride: lw.rows as u32,
-                            out_col0: ch.row0,
-                            soff: ch.soff_words,
-                            has_bias: bias.is_some() as u32,
-                            tiles_m,
-                        };
-                        let p = kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 };
-                        let res = vec![Res::WeightChunk(*weight, ci), Res::Temp(qi), me, bias_res, Res::Temp(qi)];
-                        push(&spec, res, bytes(&p), tiles_m, Some(shape.clone()))?;
-                    }
-                    continue;
-                }
-                if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
-                    let bias_res = match bias {
-                        Some(b) => vec_of(b, lw.rows)?,
-                        None => Res::Dummy,
-                    };
-                    let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
-                    let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
-                    let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
-                    let emits = prefill_matmul::lower(&m, next, coop, feat, &mut f16_bufs, &mut temp_bytes)?;
-                    for e in emits {
-                        push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
-                    }
-                    continue;
-                }
-                let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
-                    kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
-                } else {
-                    None
+                let mut side = matmul::Side {
+                    temp_bytes: &mut temp_bytes,
+                    qact_of: &mut qact_of,
+                    rounded: &mut rounded,
+                    f16_bufs: &mut f16_bufs,
                 };
-                let (spec, c, r) = match vec_spec {
-                    Some(s) => (s, n as u32, VEC_R),
-                    // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
-                    // operands: an f16 router flips expert choices at near-ties.
-                    None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
-                        Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
-                            let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
-                            let ops = kernels::CoopOperands::Quantized(&lw.layout);
-                            (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
-                        }
-                        _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
-                    },
-                    None => {
-                        let c = kernels::matmul_cols(n);
-                        (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
-                    }
-                };
-                let bias_res = match bias {
-                    Some(b) => vec_of(b, lw.rows)?,
-                    None => Res::Dummy,
-                };
-                let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
-                    let (ri, round) = rounded.prepare(x.0, mode, n * k, (n * k * 4) as u64, &mut temp_bytes)?;
-                    if let Some(rp) = round {
-                        let res = vec![Res::Act(x.0), Res::Temp(ri)];
-                        push(&kernels::round_act(), res, bytes(&rp), rp.n_groups, None)?;
-                    }
-                    Res::Temp(ri)
-                } else {
-                    Res::Act(x.0)
-                };
-                let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
-                for (ci, ch) in lw.chunks.iter().enumerate() {
-                    let tiles_m = ch.rows.div_ceil(r);
-                    let tiles_n = (n as u32).div_ceil(c);
-                    let groups = tiles_m
-                        .checked_mul(tiles_n)
-                        .ok_or_else(|| VkError::Unsupported(format!("matmul grid {tiles_m}x{tiles_n}")))?;
-                    let p = kernels::MatmulParams {
-                        k: lw.cols as u32,
-                        m: ch.rows,
-                        n: n as u32,
-                        out_stride: lw.rows as u32,
-                        out_col0: ch.row0,
-                        soff: ch.soff_words,
-                        has_bias: bias.is_some() as u32,
-                        tiles_m,
-                    };
-                    let res = vec![Res::WeightChunk(*weight, ci), x_res, me, bias_res, Res::Tables];
-                    push(&spec, res, bytes(&p), groups, Some(shape.clone()))?;
+                let node =
+                    matmul::LinearNode { index: i, x: *x, weight: *weight, bias: *bias, out: me, rows: node.rows };
+                for e in matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)? {
+                    push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                 }
             }
             Op::RmsNorm { x, weight, eps, group } => {
