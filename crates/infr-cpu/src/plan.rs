@@ -136,8 +136,7 @@ impl Plan {
         let mut bufs: Vec<Option<Vec<f32>>> = vec![None; g.nodes.len()];
         let w = |id: &WeightId| &weights[id];
         let vec_of = |id: &WeightId| weights[id].f32.as_deref().expect("vector weight checked at compile");
-        type ActKey = (infr_core::TensorId, infr_quant::GgmlType, bool);
-        let mut act_cache: Vec<(ActKey, std::sync::Arc<matmul::PreparedActs>)> = Vec::new();
+        let mut act_cache: ActCache = Vec::new();
         // Outputs (and profile nanoseconds) of matmuls computed with an earlier one of their run.
         let mut ahead: HashMap<usize, (Vec<f32>, f64)> = HashMap::new();
         for (i, node) in g.nodes.iter().enumerate() {
@@ -153,23 +152,6 @@ impl Plan {
                 }
             };
             let out = match &node.op {
-                Op::Embed { table } => {
-                    let tw = w(table);
-                    let mut out = vec![0f32; inp.tokens.len() * tw.cols];
-                    for (r, &tok) in inp.tokens.iter().enumerate() {
-                        let tok = tok as usize;
-                        if tok >= tw.rows {
-                            return Err(BackendError::InvalidInput(format!(
-                                "token id {tok} >= vocabulary size {}",
-                                tw.rows
-                            )));
-                        }
-                        let bytes = &tw.bytes[tok * tw.row_bytes..(tok + 1) * tw.row_bytes];
-                        infr_quant::dequantize(tw.ty, bytes, &mut out[r * tw.cols..(r + 1) * tw.cols])
-                            .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
-                    }
-                    out
-                }
                 Op::Linear { x, .. } => match ahead.remove(&i) {
                     // Computed with the first matmul of its run.
                     Some((out, t)) => {
@@ -177,58 +159,13 @@ impl Plan {
                         out
                     }
                     None => {
-                        // The run of matmuls from here that read the same input (q/k/v,
-                        // gate/up) goes to the thread pool as one parallel region.
-                        let run: Vec<usize> = (i..g.nodes.len())
-                            .take_while(|&j| matches!(&g.nodes[j].op, Op::Linear { x: xj, .. } if xj == x))
-                            .collect();
-                        let t_run = Instant::now();
-                        let mut prepared = Vec::with_capacity(run.len());
-                        for &j in &run {
-                            let Op::Linear { weight, .. } = &g.nodes[j].op else { unreachable!("run of matmuls") };
-                            let wt = w(weight);
-                            // Each input is quantized once per activation type.
-                            let want_f32 = !matmul::uses_fast(tier, wt.ty);
-                            let key = (*x, act_type_for(wt.ty), want_f32);
-                            let acts = match act_cache.iter().find(|(k, _)| *k == key) {
-                                Some((_, a)) => a.clone(),
-                                None => {
-                                    let xin = bufs[x.0 as usize].as_deref().expect("buffer alive");
-                                    let a = std::sync::Arc::new(matmul::prepare_acts(xin, wt.cols, wt.ty, want_f32));
-                                    act_cache.push((key, a.clone()));
-                                    a
-                                }
-                            };
-                            prepared.push(acts);
-                        }
-                        let mut outs: Vec<Vec<f32>> =
-                            run.iter().map(|&j| vec![0f32; g.nodes[j].rows * g.nodes[j].cols]).collect();
-                        let mut jobs: Vec<matmul::PackedJob<'_>> = run
-                            .iter()
-                            .zip(outs.iter_mut())
-                            .zip(&prepared)
-                            .map(|((&j, out), acts)| {
-                                let Op::Linear { weight, bias, .. } = &g.nodes[j].op else {
-                                    unreachable!("run of matmuls")
-                                };
-                                matmul::PackedJob { w: w(weight), acts, out, bias: bias.as_ref().map(vec_of) }
-                            })
-                            .collect();
-                        matmul::linear_many(tier, node.rows, &mut jobs);
-                        // Profile: the run's time split by weight bytes.
-                        let bytes: Vec<f64> = jobs.iter().map(|j| (j.w.rows * j.w.row_bytes) as f64).collect();
-                        drop(jobs);
-                        let total = t_run.elapsed().as_nanos() as f64;
-                        let sum: f64 = bytes.iter().sum::<f64>().max(1.0);
-                        let mut outs = outs.into_iter();
-                        let first = outs.next().expect("a run holds this node");
-                        for ((&j, out), b) in run[1..].iter().zip(outs).zip(&bytes[1..]) {
-                            ahead.insert(j, (out, total * b / sum));
-                        }
-                        time_override = Some(total * bytes[0] / sum);
+                        let (first, t, rest) = self.matmul_run(i, *x, weights, tier, &bufs, &mut act_cache);
+                        time_override = Some(t);
+                        ahead.extend(rest);
                         first
                     }
                 },
+                Op::Embed { table } => embed(w(table), inp.tokens)?,
                 Op::RmsNorm { x, weight, eps, group } => {
                     let mut v = take(*x, &mut bufs);
                     norm::rms_norm(&mut v, *group as usize, *eps, weight.as_ref().map(vec_of));
@@ -361,4 +298,85 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// Inputs prepared for the matmuls (quantized or rounded per activation type), kept while a
+/// later matmul of the same input may need them.
+type ActCache = Vec<((infr_core::TensorId, infr_quant::GgmlType, bool), std::sync::Arc<matmul::PreparedActs>)>;
+
+impl Plan {
+    /// The run of matmuls from node `i` that read the same input `x` (q/k/v, gate/up), as one
+    /// parallel region: node `i`'s output and profile nanoseconds, and the others' outputs
+    /// with theirs (the run's time split by weight bytes).
+    #[allow(clippy::type_complexity)]
+    fn matmul_run(
+        &self,
+        i: usize,
+        x: infr_core::TensorId,
+        weights: &HashMap<WeightId, CpuWeight>,
+        tier: KernelTier,
+        bufs: &[Option<Vec<f32>>],
+        act_cache: &mut ActCache,
+    ) -> (Vec<f32>, f64, Vec<(usize, (Vec<f32>, f64))>) {
+        let g = &self.graph;
+        let w = |id: &WeightId| &weights[id];
+        let vec_of = |id: &WeightId| weights[id].f32.as_deref().expect("vector weight checked at compile");
+        let run: Vec<usize> = (i..g.nodes.len())
+            .take_while(|&j| matches!(&g.nodes[j].op, Op::Linear { x: xj, .. } if *xj == x))
+            .collect();
+        let t_run = Instant::now();
+        let mut prepared = Vec::with_capacity(run.len());
+        for &j in &run {
+            let Op::Linear { weight, .. } = &g.nodes[j].op else { unreachable!("run of matmuls") };
+            let wt = w(weight);
+            // Each input is quantized once per activation type.
+            let want_f32 = !matmul::uses_fast(tier, wt.ty);
+            let key = (x, act_type_for(wt.ty), want_f32);
+            let acts = match act_cache.iter().find(|(k, _)| *k == key) {
+                Some((_, a)) => a.clone(),
+                None => {
+                    let xin = bufs[x.0 as usize].as_deref().expect("buffer alive");
+                    let a = std::sync::Arc::new(matmul::prepare_acts(xin, wt.cols, wt.ty, want_f32));
+                    act_cache.push((key, a.clone()));
+                    a
+                }
+            };
+            prepared.push(acts);
+        }
+        let mut outs: Vec<Vec<f32>> = run.iter().map(|&j| vec![0f32; g.nodes[j].rows * g.nodes[j].cols]).collect();
+        let mut jobs: Vec<matmul::PackedJob<'_>> = run
+            .iter()
+            .zip(outs.iter_mut())
+            .zip(&prepared)
+            .map(|((&j, out), acts)| {
+                let Op::Linear { weight, bias, .. } = &g.nodes[j].op else { unreachable!("run of matmuls") };
+                matmul::PackedJob { w: w(weight), acts, out, bias: bias.as_ref().map(vec_of) }
+            })
+            .collect();
+        matmul::linear_many(tier, g.nodes[i].rows, &mut jobs);
+        let bytes: Vec<f64> = jobs.iter().map(|j| (j.w.rows * j.w.row_bytes) as f64).collect();
+        drop(jobs);
+        let total = t_run.elapsed().as_nanos() as f64;
+        let sum: f64 = bytes.iter().sum::<f64>().max(1.0);
+        let mut outs = outs.into_iter();
+        let first = outs.next().expect("a run holds this node");
+        let rest =
+            run[1..].iter().zip(outs).zip(&bytes[1..]).map(|((&j, out), b)| (j, (out, total * b / sum))).collect();
+        (first, total * bytes[0] / sum, rest)
+    }
+}
+
+/// The rows of `table` for `tokens` (an id past the table is an input error).
+fn embed(tw: &CpuWeight, tokens: &[u32]) -> Result<Vec<f32>, BackendError> {
+    let mut out = vec![0f32; tokens.len() * tw.cols];
+    for (r, &tok) in tokens.iter().enumerate() {
+        let tok = tok as usize;
+        if tok >= tw.rows {
+            return Err(BackendError::InvalidInput(format!("token id {tok} >= vocabulary size {}", tw.rows)));
+        }
+        let bytes = &tw.bytes[tok * tw.row_bytes..(tok + 1) * tw.row_bytes];
+        infr_quant::dequantize(tw.ty, bytes, &mut out[r * tw.cols..(r + 1) * tw.cols])
+            .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+    }
+    Ok(out)
 }
