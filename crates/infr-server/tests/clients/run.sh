@@ -25,39 +25,35 @@ if [ -z "$bin" ]; then
     cargo build --release --locked -p infr-cli --manifest-path "$root/Cargo.toml" >&2
     bin="$root/target/release/infr"
 fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# wait_up PORT PID LOG WHAT: until the server answers /health; its log and a failure if it dies.
+wait_up() {
+    for _ in $(seq 1 240); do
+        curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.5
+    done
+    echo "sdk clients: the $4 server did not come up" >&2
+    cat "$3" >&2
+    exit 1
+}
+port=$(free_port)
 export INFR_API_KEY="sdk-test-key"
 log=$(mktemp)
 "$bin" serve "$model" --dev cpu --host 127.0.0.1 --port "$port" --parallel 2 --ctx-size 4096 --metrics >"$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
-up=""
-for _ in $(seq 1 240); do
-    if curl -sf "http://127.0.0.1:$port/health" >/dev/null; then up=1; break; fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-done
-if [ -z "$up" ]; then
-    echo "sdk clients: the server did not come up" >&2
-    cat "$log" >&2
-    exit 1
-fi
+wait_up "$port" "$pid" "$log" smollm2
 INFR_BASE="http://127.0.0.1:$port" python3 "$here/sdk_clients.py"
 INFR_BASE="http://127.0.0.1:$port" INFR_METRICS=1 bash "$here/curl_sse.sh"
 # gpt-oss's harmony dialect: a random-weight gpt-oss written by `infr synth`, served with the
 # model's own chat template from testdata (`--chat-template-file`).
 gptoss=$(mktemp -d)
 "$bin" synth --shape tiny-gpt-oss -o "$gptoss/tiny-gpt-oss.gguf" >/dev/null
-port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port2=$(free_port)
 "$bin" serve "$gptoss/tiny-gpt-oss.gguf" --dev cpu --host 127.0.0.1 --port "$port2" --parallel 1 --ctx-size 2048 \
     --chat-template-file "$root/testdata/templates/openai-gpt-oss-120b.jinja" >"$gptoss/log" 2>&1 &
 pid2=$!
 trap 'kill "$pid" "$pid2" 2>/dev/null || true; wait "$pid" "$pid2" 2>/dev/null || true; rm -rf "$log" "$gptoss"' EXIT
-up=""
-for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$port2/health" >/dev/null; then up=1; break; fi
-    kill -0 "$pid2" 2>/dev/null || break
-    sleep 0.5
-done
-[ -n "$up" ] || { echo "sdk clients: the gpt-oss server did not come up" >&2; cat "$gptoss/log" >&2; exit 1; }
+wait_up "$port2" "$pid2" "$gptoss/log" gpt-oss
 INFR_BASE="http://127.0.0.1:$port2" python3 "$here/sdk_harmony.py"

@@ -58,6 +58,8 @@ pub(super) fn lower_linear(
         }
         Ok(Res::WeightVec(*id))
     };
+    // The bias vector, or a dummy binding.
+    let bias_of = |rows: usize| bias.as_ref().map_or(Ok(Res::Dummy), |b| vec_of(b, rows));
     let mut emits = Vec::new();
     let lw = w(weight)?;
     if lw.chunks.is_empty() {
@@ -95,10 +97,7 @@ pub(super) fn lower_linear(
             emit(&mut emits, &spec, d.res, d.push, d.groups, Some(d.shape));
             return Ok(emits);
         }
-        let bias_res = match bias {
-            Some(b) => vec_of(b, lw.rows)?,
-            None => Res::Dummy,
-        };
+        let bias_res = bias_of(lw.rows)?;
         let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
         for (ci, ch) in lw.chunks.iter().enumerate() {
             let tiles_m = ch.rows.div_ceil(r);
@@ -119,10 +118,7 @@ pub(super) fn lower_linear(
         return Ok(emits);
     }
     if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
-        let bias_res = match bias {
-            Some(b) => vec_of(b, lw.rows)?,
-            None => Res::Dummy,
-        };
+        let bias_res = bias_of(lw.rows)?;
         let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
         let next = next.and_then(|w| weights.get(&w).map(|nw| (w, nw)));
         let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_res, out: me };
@@ -151,10 +147,7 @@ pub(super) fn lower_linear(
             (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
         }
     };
-    let bias_res = match bias {
-        Some(b) => vec_of(b, lw.rows)?,
-        None => Res::Dummy,
-    };
+    let bias_res = bias_of(lw.rows)?;
     let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
         let (ri, round) = side.rounded.prepare(x.0, mode, n * k, (n * k * 4) as u64, side.temp_bytes)?;
         if let Some(rp) = round {
