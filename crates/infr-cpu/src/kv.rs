@@ -1,23 +1,26 @@
 //! The KV cache in host memory: per layer, K and V as `[slots, n_kv_head * head_dim]`, and
 //! the recurrent state slots.
 
+use bytemuck::Zeroable;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use infr_core::{BackendError, KvDType, KvSpec};
+use infr_quant::blocks::BlockQ8_0;
+use infr_quant::legacy::quantize_row_q8_0;
+use infr_quant::GgmlType;
 
 /// Storage of one cache tensor.
 #[derive(Debug)]
 pub(crate) enum KvStore {
     F32(Vec<f32>),
     F16(Vec<f16>),
-    /// Blocks of 32 values (`block_q8_0`: an f16 scale and 32 int8s, 34 bytes), as llama.cpp
-    /// stores `--cache-type-k/v q8_0`; rows are whole blocks.
-    Q8_0(Vec<u8>),
+    /// `block_q8_0`s (an f16 scale and 32 int8s), as llama.cpp stores `--cache-type-k/v q8_0`;
+    /// rows are whole blocks, so element offsets map to block indices.
+    Q8_0(Vec<BlockQ8_0>),
 }
 
-/// Values per q8_0 block and bytes per block.
-const Q8_BLOCK: usize = 32;
-const Q8_BYTES: usize = 34;
+/// Values per q8_0 block.
+const Q8_BLOCK: usize = BlockQ8_0::ELEMS;
 
 impl KvStore {
     fn new(dtype: KvDType, n: usize) -> Result<Self, BackendError> {
@@ -36,7 +39,7 @@ impl KvStore {
         match dtype {
             KvDType::F32 => Ok(KvStore::F32(zeroed(n, 0.0)?)),
             KvDType::F16 => Ok(KvStore::F16(zeroed(n, f16::ZERO)?)),
-            KvDType::Q8_0 => Ok(KvStore::Q8_0(zeroed(n / Q8_BLOCK * Q8_BYTES, 0u8)?)),
+            KvDType::Q8_0 => Ok(KvStore::Q8_0(zeroed(n / Q8_BLOCK, BlockQ8_0::zeroed())?)),
         }
     }
 
@@ -47,10 +50,8 @@ impl KvStore {
             KvStore::F32(v) => v[at..at + src.len()].copy_from_slice(src),
             KvStore::F16(v) => v[at..at + src.len()].convert_from_f32_slice(src),
             KvStore::Q8_0(v) => {
-                let q =
-                    infr_quant::quantize(infr_quant::GgmlType::Q8_0, src).expect("cache rows are whole q8_0 blocks");
-                let b = at / Q8_BLOCK * Q8_BYTES;
-                v[b..b + q.len()].copy_from_slice(&q);
+                let b = at / Q8_BLOCK;
+                quantize_row_q8_0(src, &mut v[b..b + src.len() / Q8_BLOCK]);
             }
         }
     }
@@ -64,10 +65,9 @@ impl KvStore {
                 v[at..at + n].convert_to_f32_slice(dst);
             }
             KvStore::Q8_0(v) => {
-                let b = at / Q8_BLOCK * Q8_BYTES;
-                let len = dst.len() / Q8_BLOCK * Q8_BYTES;
-                infr_quant::dequantize(infr_quant::GgmlType::Q8_0, &v[b..b + len], dst)
-                    .expect("cache rows are whole q8_0 blocks");
+                let b = at / Q8_BLOCK;
+                let blocks = bytemuck::cast_slice(&v[b..b + dst.len() / Q8_BLOCK]);
+                infr_quant::dequantize(GgmlType::Q8_0, blocks, dst).expect("cache rows are whole q8_0 blocks");
             }
         }
     }
@@ -87,10 +87,7 @@ impl KvStore {
         match self {
             KvStore::F32(v) => v.copy_within(src..src + len, dst),
             KvStore::F16(v) => v.copy_within(src..src + len, dst),
-            KvStore::Q8_0(v) => {
-                let (s, d, n) = (src / Q8_BLOCK * Q8_BYTES, dst / Q8_BLOCK * Q8_BYTES, len / Q8_BLOCK * Q8_BYTES);
-                v.copy_within(s..s + n, d);
-            }
+            KvStore::Q8_0(v) => v.copy_within(src / Q8_BLOCK..(src + len) / Q8_BLOCK, dst / Q8_BLOCK),
         }
     }
 }

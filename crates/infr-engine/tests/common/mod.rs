@@ -104,12 +104,5 @@ pub fn vulkan_f16() -> Option<(Box<dyn Backend>, bool)> {
 /// The default Vulkan device, or `None` (skip) when there is none; a failure instead when
 /// `INFR_REQUIRE_VULKAN` is set (CI).
 pub fn vulkan() -> Option<Box<dyn Backend>> {
-    match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
-        Ok(b) => Some(Box::new(b)),
-        Err(e) => {
-            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}");
-            eprintln!("skipping: no Vulkan device ({e})");
-            None
-        }
-    }
+    vulkan_f16().map(|(b, _)| b)
 }

@@ -12,7 +12,7 @@ use crate::fusion::{Fusions, Q8Info};
 use crate::kernels;
 use crate::pipeline::KernelSpec;
 use crate::prefill_matmul::{self, Emit, F16Buffers, RoundedCopy};
-use crate::weights::GpuWeight;
+use crate::weights::{GpuWeight, WeightChunk};
 
 /// One linear node as the lowering sees it.
 pub(super) struct LinearNode {
@@ -101,16 +101,7 @@ pub(super) fn lower_linear(
         let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
         for (ci, ch) in lw.chunks.iter().enumerate() {
             let tiles_m = ch.rows.div_ceil(r);
-            let mm = kernels::MatmulParams {
-                k: k as u32,
-                m: ch.rows,
-                n: n as u32,
-                out_stride: lw.rows as u32,
-                out_col0: ch.row0,
-                soff: ch.soff_words,
-                has_bias: bias.is_some() as u32,
-                tiles_m,
-            };
+            let mm = chunk_params(lw, ch, n, bias.is_some(), tiles_m);
             let p = kernels::MatmulQ8Params { mm, qs_off: (n * k / 16) as u32 };
             let res = vec![Res::WeightChunk(*weight, ci), Res::Temp(qi), me, bias_res, Res::Temp(qi)];
             emit(&mut emits, &spec, res, bytes(&p), tiles_m, Some(shape.clone()));
@@ -165,16 +156,7 @@ pub(super) fn lower_linear(
         let groups = tiles_m
             .checked_mul(tiles_n)
             .ok_or_else(|| VkError::Unsupported(format!("matmul grid {tiles_m}x{tiles_n}")))?;
-        let p = kernels::MatmulParams {
-            k: lw.cols as u32,
-            m: ch.rows,
-            n: n as u32,
-            out_stride: lw.rows as u32,
-            out_col0: ch.row0,
-            soff: ch.soff_words,
-            has_bias: bias.is_some() as u32,
-            tiles_m,
-        };
+        let p = chunk_params(lw, ch, n, bias.is_some(), tiles_m);
         let res = vec![Res::WeightChunk(*weight, ci), x_res, me, bias_res, Res::Tables];
         emit(&mut emits, &spec, res, bytes(&p), groups, Some(shape.clone()));
     }
@@ -283,4 +265,19 @@ pub(super) fn gemv_jobs(
         push.extend_from_slice(bytemuck::bytes_of(jp));
     }
     GemvJobs { res, push, groups: tile0, shape: format!("{shape} n={n}") }
+}
+
+/// Push constants of a matmul over row chunk `ch` of `lw` for `n` activation rows, written
+/// into the full output row at the chunk's first row.
+fn chunk_params(lw: &GpuWeight, ch: &WeightChunk, n: usize, has_bias: bool, tiles_m: u32) -> kernels::MatmulParams {
+    kernels::MatmulParams {
+        k: lw.cols as u32,
+        m: ch.rows,
+        n: n as u32,
+        out_stride: lw.rows as u32,
+        out_col0: ch.row0,
+        soff: ch.soff_words,
+        has_bias: has_bias as u32,
+        tiles_m,
+    }
 }
