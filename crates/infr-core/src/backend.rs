@@ -121,6 +121,9 @@ pub struct StepInputs<'a> {
     pub seqs: &'a [SeqPages<'a>],
     /// Which token rows `OutputRows` keeps, in output order.
     pub output_rows: &'a [u32],
+    /// For `Op::MixEmbed`: one distribution over the vocabulary per token row
+    /// (`n_tokens * n_vocab`), or empty for none (the op then yields zeros).
+    pub embed_mix: &'a [f32],
 }
 
 impl StepInputs<'_> {
@@ -133,6 +136,9 @@ impl StepInputs<'_> {
         }
         if self.output_rows.len() != n_outputs || self.output_rows.iter().any(|&r| r as usize >= n_tokens) {
             return bad(format!("expected {n_outputs} output rows below {n_tokens}"));
+        }
+        if self.embed_mix.len() % n_tokens != 0 {
+            return bad(format!("embedding mixture of {} values is not {n_tokens} rows", self.embed_mix.len()));
         }
         for (t, (&s, &p)) in self.token_seq.iter().zip(self.positions).enumerate() {
             let Some(seq) = self.seqs.get(s as usize) else { return bad(format!("token {t}: sequence {s} missing")) };

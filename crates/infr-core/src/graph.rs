@@ -18,8 +18,12 @@ pub struct TensorId(pub u32);
 pub enum Activation {
     /// SiLU (SwiGLU), `x * sigmoid(x)`.
     Silu,
-    /// GELU, tanh approximation (`ggml_gelu`), as Gemma uses (GeGLU).
+    /// GELU, tanh approximation, as ggml evaluates it (`ggml_gelu`: through a table indexed by
+    /// the f16-rounded input), as Gemma uses (GeGLU) and as llama.cpp's results reflect.
     GeluTanh,
+    /// The same GELU evaluated in f32 throughout (transformers' `gelu_pytorch_tanh`): for a
+    /// model whose reference implementation is transformers, not llama.cpp (DiffusionGemma).
+    GeluTanhExact,
     /// Sigmoid gate, `sigmoid(gate) * up` (Qwen3.5's output-gated attention).
     Sigmoid,
     /// gpt-oss's clamped SwiGLU (`ggml_swiglu_oai`, alpha 1.702, limit 7):
@@ -105,6 +109,10 @@ pub struct AttnParams {
     pub sinks: Option<WeightId>,
     /// Whether this op appends the step's K/V to the cache (false for KV-sharing layers).
     pub write_kv: bool,
+    /// Bidirectional over the step (a diffusion canvas): every row of the step sees every
+    /// other row, plus the cached keys the step's first row sees (its window, if any). A
+    /// bidirectional step holds one sequence.
+    pub bidirectional: bool,
 }
 
 /// How router logits become the weights of the chosen experts (`llama_expert_gating_func_type`).
@@ -215,6 +223,10 @@ pub struct DeltaNetParams {
 pub enum Op {
     /// Rows of an embedding table for the step's tokens → `[n_tokens, dim]`.
     Embed { table: WeightId },
+    /// Expected embedding under a distribution over the vocabulary: row `r` is
+    /// `sum_v embed_mix[r][v] * table[v]` (`StepInputs::embed_mix`; zeros when it is empty).
+    /// DiffusionGemma's self-conditioning feeds the previous step's probabilities back this way.
+    MixEmbed { table: WeightId },
     /// `x @ W^T (+ bias)`: `[n, k] → [n, out]` for a weight stored as `out` rows of `k`.
     Linear { x: TensorId, weight: WeightId, bias: Option<WeightId> },
     /// RMS norm over each `group` columns (group = cols for a whole row, head_dim per head),
@@ -258,7 +270,7 @@ impl Op {
     /// The node inputs of this op.
     pub fn inputs(&self) -> Vec<TensorId> {
         match *self {
-            Op::Embed { .. } => vec![],
+            Op::Embed { .. } | Op::MixEmbed { .. } => vec![],
             Op::Linear { x, .. }
             | Op::RmsNorm { x, .. }
             | Op::Rope { x, .. }
@@ -280,6 +292,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Embed { .. } => "embed",
+            Op::MixEmbed { .. } => "mix_embed",
             Op::Linear { .. } => "linear",
             Op::RmsNorm { .. } => "rms_norm",
             Op::Rope { .. } => "rope",
@@ -398,6 +411,12 @@ impl<'w> GraphBuilder<'w> {
     pub fn embed(&mut self, table: WeightId) -> TensorId {
         let dims = (self.weight_shape)(table);
         self.push(Op::Embed { table }, self.n_tokens, dims[0])
+    }
+
+    /// Probability-weighted embedding rows (see [`Op::MixEmbed`]).
+    pub fn mix_embed(&mut self, table: WeightId) -> TensorId {
+        let dims = (self.weight_shape)(table);
+        self.push(Op::MixEmbed { table }, self.n_tokens, dims[0])
     }
 
     /// Linear layer.

@@ -166,6 +166,7 @@ impl Plan {
                     }
                 },
                 Op::Embed { table } => embed(w(table), inp.tokens)?,
+                Op::MixEmbed { table } => mix_embed(w(table), inp.embed_mix, g.n_tokens)?,
                 Op::RmsNorm { x, weight, eps, group } => {
                     let mut v = take(*x, &mut bufs);
                     norm::rms_norm(&mut v, *group as usize, *eps, weight.as_ref().map(vec_of));
@@ -367,6 +368,50 @@ impl Plan {
 }
 
 /// The rows of `table` for `tokens` (an id past the table is an input error).
+/// `Op::MixEmbed`: each row the `mix`-weighted sum of the table's rows (zeros without a mix).
+/// Every table row is dequantized once and added into each output row; threads take slices
+/// of the vocabulary and their partial sums are added up.
+fn mix_embed(tw: &CpuWeight, mix: &[f32], n_tokens: usize) -> Result<Vec<f32>, BackendError> {
+    use rayon::prelude::*;
+    let (n_vocab, dim) = (tw.rows, tw.cols);
+    if mix.is_empty() {
+        return Ok(vec![0f32; n_tokens * dim]);
+    }
+    if mix.len() != n_tokens * n_vocab {
+        return Err(BackendError::InvalidInput(format!(
+            "embedding mixture has {} values, expected {n_tokens} rows of {n_vocab}",
+            mix.len()
+        )));
+    }
+    const SLICE: usize = 256;
+    let partial = (0..n_vocab.div_ceil(SLICE))
+        .into_par_iter()
+        .map(|c| -> Result<Vec<f32>, BackendError> {
+            let mut acc = vec![0f32; n_tokens * dim];
+            let mut row = vec![0f32; dim];
+            for v in c * SLICE..((c + 1) * SLICE).min(n_vocab) {
+                let bytes = &tw.bytes[v * tw.row_bytes..(v + 1) * tw.row_bytes];
+                infr_quant::dequantize(tw.ty, bytes, &mut row)
+                    .map_err(|e| BackendError::InvalidInput(e.to_string()))?;
+                for (r, out) in acc.chunks_mut(dim).enumerate() {
+                    let p = mix[r * n_vocab + v];
+                    if p != 0.0 {
+                        crate::simd::vecf::axpy(out, p, &row);
+                    }
+                }
+            }
+            Ok(acc)
+        })
+        .try_reduce(
+            || vec![0f32; n_tokens * dim],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                Ok(a)
+            },
+        )?;
+    Ok(partial)
+}
+
 fn embed(tw: &CpuWeight, tokens: &[u32]) -> Result<Vec<f32>, BackendError> {
     let mut out = vec![0f32; tokens.len() * tw.cols];
     for (r, &tok) in tokens.iter().enumerate() {

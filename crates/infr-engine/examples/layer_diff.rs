@@ -69,6 +69,7 @@ fn main() {
         token_seq: &token_seq,
         seqs: &seqs,
         output_rows: &positions,
+        embed_mix: &[],
     };
     for &i in &nodes {
         let node = &full.nodes[i];

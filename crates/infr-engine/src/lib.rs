@@ -4,6 +4,7 @@
 //! and runs forward steps over one or many sequences at once. [`Sampler`] turns logits into
 //! tokens with llama.cpp's sampler chain.
 
+mod diffusion;
 mod error;
 mod generate;
 pub mod oracle;
@@ -14,6 +15,10 @@ mod sampling;
 mod scheduler;
 mod shapes;
 
+pub use diffusion::{
+    accept_by_entropy, denoise_canvas, generate_diffusion, temperature, Canvas, DenoiseStep, DiffusionEvent,
+    DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
+};
 pub use error::EngineError;
 pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
 pub use pages::PagePool;

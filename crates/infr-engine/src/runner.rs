@@ -71,6 +71,8 @@ pub struct Runner {
     model: Model,
     backend: Box<dyn Backend>,
     plans: HashMap<(usize, usize), PlanId>,
+    /// Denoiser plans of a diffusion model, by canvas length.
+    denoise_plans: HashMap<usize, PlanId>,
     /// The step shapes plans are built for, and how many have been built.
     ladder: ShapeLadder,
     plans_built: usize,
@@ -103,7 +105,8 @@ impl Runner {
         // Refuse a model whose graph needs an op the device lacks before uploading anything.
         // A step of any shape holds the same ops with the same parameters, so a one-token
         // graph answers for all of them.
-        for node in &model.graph(1, 1).nodes {
+        let denoiser = model.denoiser_graph(1);
+        for node in model.graph(1, 1).nodes.iter().chain(denoiser.iter().flat_map(|g| &g.nodes)) {
             if let Err(why) = backend.supports(&node.op) {
                 return Err(EngineError::UnsupportedOp {
                     device: backend.device().id.clone(),
@@ -174,6 +177,7 @@ impl Runner {
             model,
             backend,
             plans: HashMap::new(),
+            denoise_plans: HashMap::new(),
             ladder: ShapeLadder::new(opts.ubatch, opts.n_seq),
             plans_built: 0,
             pool: PagePool::new(n_pages, opts.page_size),
@@ -529,6 +533,7 @@ impl Runner {
                 token_seq: &token_seq,
                 seqs: &seqs,
                 output_rows: &output_rows,
+                embed_mix: &[],
             };
             let out = exec(self.backend.as_mut(), plan, &inputs)?;
             // Keep the results of the real output rows, in row order.
@@ -544,6 +549,55 @@ impl Runner {
             }
         }
         Ok(results)
+    }
+
+    /// One denoising step of a diffusion model: the logits of every row of `canvas`, refined
+    /// bidirectionally over the sequence's cached tokens at the positions that follow them.
+    /// `mix` is the previous step's probabilities (`canvas.len()` rows of `n_vocab`), or empty
+    /// on a canvas's first step. Nothing is committed: the canvas's K/V land in the positions
+    /// after the sequence's tokens, which the next committed step overwrites.
+    pub fn denoise(&mut self, seq: SeqId, canvas: &[u32], mix: &[f32]) -> Result<Vec<f32>, EngineError> {
+        let n = canvas.len();
+        if n == 0 {
+            return Err(EngineError::Invalid("an empty canvas".into()));
+        }
+        // The windowed layers' ring holds one step beyond the window.
+        if n > self.opts.ubatch {
+            return Err(EngineError::Invalid(format!(
+                "a canvas of {n} tokens exceeds the ubatch of {}",
+                self.opts.ubatch
+            )));
+        }
+        if !mix.is_empty() && mix.len() != n * self.n_vocab() {
+            return Err(EngineError::Invalid(format!("a mixture of {} values for {n} canvas rows", mix.len())));
+        }
+        self.reserve(seq, n)?;
+        let plan = match self.denoise_plans.get(&n) {
+            Some(&p) => p,
+            None => {
+                let graph = self.model.denoiser_graph(n).ok_or_else(|| {
+                    EngineError::Invalid(format!("{} is not a diffusion model", self.model.info.arch))
+                })?;
+                let p = self.backend.compile(&graph)?;
+                self.denoise_plans.insert(n, p);
+                self.plans_built += 1;
+                p
+            }
+        };
+        let s = &self.seqs[&seq];
+        let start = s.tokens.len() as u32;
+        let positions: Vec<u32> = (start..start + n as u32).collect();
+        let rows: Vec<u32> = (0..n as u32).collect();
+        let seqs = [SeqPages { pages: &s.pages, window_pages: &s.window_pages, state_slot: s.state_slot.unwrap_or(0) }];
+        let inputs = StepInputs {
+            tokens: canvas,
+            positions: &positions,
+            token_seq: &vec![0; n],
+            seqs: &seqs,
+            output_rows: &rows,
+            embed_mix: mix,
+        };
+        Ok(self.backend.execute(plan, &inputs)?)
     }
 
     /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every

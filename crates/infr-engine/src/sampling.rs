@@ -80,10 +80,10 @@ impl SamplingParams {
 
 /// xoshiro256** seeded through splitmix64: small, fast, reproducible for a given seed.
 #[derive(Debug, Clone)]
-struct Rng([u64; 4]);
+pub(crate) struct Rng([u64; 4]);
 
 impl Rng {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         let mut z = seed;
         let mut next = || {
             z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -95,7 +95,7 @@ impl Rng {
         Self([next(), next(), next(), next()])
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let s = &mut self.0;
         let r = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = s[1] << 17;
@@ -109,7 +109,7 @@ impl Rng {
     }
 
     /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }

@@ -84,8 +84,10 @@ struct Ple {
     proj_norm: WeightId,
 }
 
+/// A loaded Gemma 4 text stack (also the encoder and, with its own layer scales, the decoder
+/// of DiffusionGemma).
 #[derive(Debug)]
-struct Gemma4 {
+pub(crate) struct Gemma4 {
     head: OutputHead,
     layers: Vec<Layer>,
     ple: Option<Ple>,
@@ -93,10 +95,12 @@ struct Gemma4 {
     n_embd: usize,
     final_softcap: Option<f32>,
     kv: Vec<KvLayerSpec>,
+    /// The GELU of every gated unit.
+    act: Activation,
 }
 
 /// The value of a one-element weight (`layer_output_scale`), read at load time.
-fn scalar(src: &dyn WeightSource, name: &str) -> Result<Option<f32>, ModelError> {
+pub(crate) fn scalar(src: &dyn WeightSource, name: &str) -> Result<Option<f32>, ModelError> {
     let Some(d) = src.data(name) else { return Ok(None) };
     if d.info.dims.iter().product::<usize>() != 1 {
         return Err(ModelError::BadHparam(format!("{name} is not a single value")));
@@ -111,6 +115,17 @@ pub(crate) fn load(
     src: &dyn WeightSource,
     tl: &mut TensorLoader<'_>,
 ) -> Result<Box<dyn Architecture>, ModelError> {
+    Ok(Box::new(load_stack(hp, src, tl, Activation::GeluTanh)?))
+}
+
+/// Load the Gemma 4 stack under the file's architecture prefix, with its GELU evaluated as
+/// `act` says (see [`Activation::GeluTanhExact`]).
+pub(crate) fn load_stack(
+    hp: &Hparams,
+    src: &dyn WeightSource,
+    tl: &mut TensorLoader<'_>,
+    act: Activation,
+) -> Result<Gemma4, ModelError> {
     hp.require_heads()?;
     let keys = hp.keys(src.metadata());
     let is_swa = keys
@@ -197,7 +212,7 @@ pub(crate) fn load(
             kv_layer,
             donor,
         };
-        let dense = builders::load_gated_ffn(tl, hp, il, Activation::GeluTanh)?;
+        let dense = builders::load_gated_ffn(tl, hp, il, act)?;
         let ffn = match &moe_hp {
             Some(mh) if tl.has(&blk(il, "ffn_gate_inp.weight")) => {
                 let (ne, fe) = (mh.n_expert, mh.n_ff_exp[il]);
@@ -217,7 +232,7 @@ pub(crate) fn load(
                     weight_before: false,
                     gate_up,
                     down: tl.require(&blk(il, "ffn_down_exps.weight"), &[fe, e, ne])?,
-                    act: Activation::GeluTanh,
+                    act,
                     expert_scale: tl.optional(&blk(il, "ffn_down_exps.scale"), &[ne])?,
                     shared: None,
                     gate_up_bias: None,
@@ -254,7 +269,18 @@ pub(crate) fn load(
             out_scale: scalar(src, &blk(il, "layer_output_scale.weight"))?,
         });
     }
-    Ok(Box::new(Gemma4 { head, layers, ple, eps: hp.rms_eps, n_embd: e, final_softcap, kv }))
+    Ok(Gemma4 { head, layers, ple, eps: hp.rms_eps, n_embd: e, final_softcap, kv, act })
+}
+
+/// How [`Gemma4::layers`] runs the stack: causal and writing its K/V (the autoregressive
+/// model, DiffusionGemma's encoder), or as DiffusionGemma's decoder.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pass<'a> {
+    Causal,
+    /// Bidirectional over the step's canvas, with these per-layer output scales.
+    Denoise {
+        out_scales: &'a [Option<f32>],
+    },
 }
 
 impl Gemma4 {
@@ -279,6 +305,7 @@ impl Gemma4 {
         a: &Attn,
         h: TensorId,
         kv_nodes: &[Option<(TensorId, TensorId)>],
+        bidirectional: bool,
     ) -> (TensorId, (TensorId, TensorId)) {
         let d = a.head_dim as usize;
         let q = g.linear(h, a.wq, None);
@@ -310,6 +337,7 @@ impl Gemma4 {
             chunk: None,
             sinks: None,
             write_kv: a.donor.is_none(),
+            bidirectional,
         };
         let out = g.attention(q, k, v, params);
         (g.linear(out, a.wo, None), (k, v))
@@ -340,18 +368,40 @@ impl Gemma4 {
     }
 }
 
-impl Architecture for Gemma4 {
-    fn build(&self, g: &mut GraphBuilder<'_>) {
-        let e = self.n_embd;
+impl Gemma4 {
+    /// The model width.
+    pub(crate) fn n_embd(&self) -> usize {
+        self.n_embd
+    }
+
+    /// The RMS-norm epsilon.
+    pub(crate) fn eps(&self) -> f32 {
+        self.eps
+    }
+
+    /// The token embedding table (also the tied output head).
+    pub(crate) fn tok_embd(&self) -> WeightId {
+        self.head.tok_embd
+    }
+
+    /// The scaled token embeddings of the step.
+    pub(crate) fn embed(&self, g: &mut GraphBuilder<'_>) -> TensorId {
         let x = g.embed(self.head.tok_embd);
-        let mut x = g.scale(x, (e as f32).sqrt());
+        g.scale(x, (self.n_embd as f32).sqrt())
+    }
+
+    /// Every layer on input `x` (whose per-layer inputs, if any, come from `x` too); returns
+    /// the last hidden state.
+    pub(crate) fn layers(&self, g: &mut GraphBuilder<'_>, mut x: TensorId, pass: Pass<'_>) -> TensorId {
+        let e = self.n_embd;
         let ple_all = self.ple.map(|p| (p, self.per_layer_inputs(g, &p, x)));
         let n_layer = self.layers.len();
         let mut kv_nodes: Vec<Option<(TensorId, TensorId)>> = vec![None; n_layer];
+        let bidirectional = matches!(pass, Pass::Denoise { .. });
         for (il, l) in self.layers.iter().enumerate() {
             g.set_label(format!("blk.{il}"));
             let h = g.rms_norm(x, Some(l.attn_norm), self.eps, e);
-            let (a, kvn) = self.attention(g, &l.attn, h, &kv_nodes);
+            let (a, kvn) = self.attention(g, &l.attn, h, &kv_nodes, bidirectional);
             kv_nodes[il] = Some(kvn);
             let a = g.rms_norm(a, Some(l.attn_post_norm), self.eps, e);
             x = g.add(a, x);
@@ -360,19 +410,36 @@ impl Architecture for Gemma4 {
             if let (Some(pl), Some((p, all))) = (&l.ple, ple_all) {
                 let gate = g.linear(x, pl.inp_gate, None);
                 let mine = g.slice_cols(all, p.width * n_layer, il * p.width, p.width);
-                let u = g.glu(gate, mine, Activation::GeluTanh);
+                let u = g.glu(gate, mine, self.act);
                 let u = g.linear(u, pl.proj, None);
                 let u = g.rms_norm(u, Some(pl.post_norm), self.eps, e);
                 x = g.add(x, u);
             }
-            if let Some(s) = l.out_scale {
+            let scale = match pass {
+                Pass::Causal => l.out_scale,
+                Pass::Denoise { out_scales } => out_scales.get(il).copied().flatten(),
+            };
+            if let Some(s) = scale {
                 x = g.scale(x, s);
             }
         }
-        let logits = builders::build_logits(g, &self.head, x, self.eps, e);
+        x
+    }
+
+    /// Output norm, tied head and the final soft-cap on the output rows of `x`.
+    pub(crate) fn logits(&self, g: &mut GraphBuilder<'_>, x: TensorId) {
+        let logits = builders::build_logits(g, &self.head, x, self.eps, self.n_embd);
         if let Some(cap) = self.final_softcap {
             g.softcap(logits, cap);
         }
+    }
+}
+
+impl Architecture for Gemma4 {
+    fn build(&self, g: &mut GraphBuilder<'_>) {
+        let x = self.embed(g);
+        let x = self.layers(g, x, Pass::Causal);
+        self.logits(g, x);
     }
 
     fn kv_layers(&self) -> Vec<KvLayerSpec> {

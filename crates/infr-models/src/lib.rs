@@ -6,6 +6,7 @@
 //! loader; adding an architecture is one file plus one line there.
 
 pub mod builders;
+mod diffusion_gemma;
 mod error;
 mod gemma3;
 mod gemma4;
@@ -24,6 +25,6 @@ mod tensors;
 
 pub use error::ModelError;
 pub use hparams::{Hparams, RopeScalingType};
-pub use model::{Architecture, Model, ModelInfo};
+pub use model::{Architecture, DiffusionParams, Model, ModelInfo};
 pub use registry::{load_model, supported_architectures};
 pub use tensors::{ModelWeights, TensorLoader};

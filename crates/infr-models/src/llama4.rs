@@ -154,6 +154,7 @@ impl Architecture for Llama4 {
                 chunk: l.chunk,
                 sinks: None,
                 write_kv: true,
+                bidirectional: false,
             };
             let att = g.attention(q, k, v, params);
             let att = g.linear(att, a.wo, a.bo);

@@ -14,6 +14,36 @@ pub trait Architecture: Send + Sync + std::fmt::Debug {
     fn state_layers(&self) -> Vec<StateLayerSpec> {
         Vec::new()
     }
+    /// For a block-diffusion model: its canvas and sampler settings (`None`: autoregressive).
+    fn diffusion(&self) -> Option<DiffusionParams> {
+        None
+    }
+    /// For a block-diffusion model, add the denoiser's nodes: the step's tokens are a canvas
+    /// refined bidirectionally over the cached prompt (`StepInputs::embed_mix` carries the
+    /// previous step's probabilities); the last node is the logits of every row.
+    fn build_denoiser(&self, g: &mut GraphBuilder<'_>) {
+        let _ = g;
+        unreachable!("only diffusion models build a denoiser")
+    }
+}
+
+/// Block-diffusion settings a model file carries (DiffusionGemma: the canvas length from its
+/// config, the rest from its `generation_config.json`, transformers 5.24 defaults otherwise).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiffusionParams {
+    /// Tokens per canvas (block).
+    pub canvas_length: usize,
+    /// Most denoising steps per canvas.
+    pub max_denoising_steps: usize,
+    /// Temperature at the last step; the schedule is linear from `t_max` at the first.
+    pub t_min: f32,
+    pub t_max: f32,
+    /// The entropy-bound sampler's bound on the summed entropy of the tokens it accepts.
+    pub entropy_bound: f32,
+    /// Steps the argmax canvas must repeat before a canvas may stop early (0: no requirement).
+    pub stability_threshold: usize,
+    /// Mean entropy of the scaled logits below which a stable canvas stops early.
+    pub confidence_threshold: f32,
 }
 
 /// Summary facts about a model, for users and for the engine.
@@ -58,6 +88,20 @@ impl Model {
     /// Recurrent state geometry (empty for a pure transformer).
     pub fn state_layers(&self) -> Vec<StateLayerSpec> {
         self.arch.state_layers()
+    }
+
+    /// Block-diffusion settings, for a diffusion model.
+    pub fn diffusion(&self) -> Option<DiffusionParams> {
+        self.arch.diffusion()
+    }
+
+    /// The denoiser graph over a canvas of `n_tokens` (all rows output), for a diffusion model.
+    pub fn denoiser_graph(&self, n_tokens: usize) -> Option<Graph> {
+        self.arch.diffusion()?;
+        let shape = |id| self.weights.info(id).dims.clone();
+        let mut g = GraphBuilder::new(n_tokens, n_tokens, &shape);
+        self.arch.build_denoiser(&mut g);
+        Some(g.finish())
     }
 
     /// Read the summary from a source's metadata and hyper-parameters.

@@ -54,6 +54,7 @@ impl GatedAttention {
             chunk: None,
             sinks: None,
             write_kv: true,
+            bidirectional: false,
         };
         let a = g.attention(q, k, v, params);
         let a = g.glu(gate, a, Activation::Sigmoid);

@@ -3,8 +3,8 @@
 use infr_core::WeightSource;
 
 use crate::{
-    gemma3, gemma4, gpt_oss, llama, llama4, qwen2, qwen3, qwen35, qwen3moe, Architecture, Hparams, Model, ModelError,
-    TensorLoader,
+    diffusion_gemma, gemma3, gemma4, gpt_oss, llama, llama4, qwen2, qwen3, qwen35, qwen3moe, Architecture, Hparams,
+    Model, ModelError, TensorLoader,
 };
 
 type Loader = fn(&Hparams, &dyn WeightSource, &mut TensorLoader<'_>) -> Result<Box<dyn Architecture>, ModelError>;
@@ -21,6 +21,7 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("gemma3", gemma3::load),
     ("gemma4", gemma4::load),
     ("gpt-oss", gpt_oss::load),
+    ("diffusion-gemma", diffusion_gemma::load),
 ];
 
 /// Names of the supported architectures.

@@ -149,6 +149,7 @@ mod tests {
             norm_q8(),
             glu_q8(Activation::Silu),
             glu_q8(Activation::GeluTanh),
+            glu_q8(Activation::GeluTanhExact),
             glu_q8(Activation::SwigluOai),
             attn_combine_q8(),
         ];

@@ -490,6 +490,7 @@ pub(crate) fn elt_body(op: Elt) -> (&'static str, &'static str) {
         Elt::Softcap => ("softcap", "return tanh_exp(a * pc.inv_s) * pc.s;"),
         Elt::Glu(Activation::Silu) => ("glu_silu", "return a / (1.0 + exp(-a)) * b;"),
         Elt::Glu(Activation::GeluTanh) => ("glu_gelu", "return gelu_f16(a) * b;"),
+        Elt::Glu(Activation::GeluTanhExact) => ("glu_gelu_exact", "return gelu_exact(a) * b;"),
         Elt::Glu(Activation::Sigmoid) => ("glu_sigmoid", "return b / (1.0 + exp(-a));"),
         // ggml_swiglu_oai with gpt-oss's alpha 1.702 and limit 7.
         Elt::Glu(Activation::SwigluOai) => {
@@ -601,6 +602,7 @@ mod tests {
             Elt::Softcap,
             Elt::Glu(Activation::Silu),
             Elt::Glu(Activation::GeluTanh),
+            Elt::Glu(Activation::GeluTanhExact),
             Elt::Glu(Activation::SwigluOai),
             Elt::Glu(Activation::Sigmoid),
         ] {
@@ -619,7 +621,7 @@ mod tests {
         check(&crate::moe_kernels::moe_route());
         check(&crate::moe_kernels::moe_combine());
         check(&crate::moe_kernels::moe_tiles());
-        for act in [Activation::Silu, Activation::GeluTanh, Activation::SwigluOai] {
+        for act in [Activation::Silu, Activation::GeluTanh, Activation::GeluTanhExact, Activation::SwigluOai] {
             check(&crate::moe_kernels::moe_glu(act));
         }
     }

@@ -97,6 +97,26 @@ pub(crate) fn attention(
             Some((lo, hi)) => (lo.min(lo_of(pos)), hi.max(pos)),
         });
     }
+    // The keys row `t` sees, `lo..=hi`: causal up to its own position, or (bidirectional)
+    // everything its sequence's step sees: from the window of its first row to its last row.
+    let first_pos: Vec<usize> = {
+        let mut first = vec![usize::MAX; inp.seqs.len()];
+        for t in 0..n {
+            let s = inp.token_seq[t] as usize;
+            first[s] = first[s].min(inp.positions[t] as usize);
+        }
+        first
+    };
+    let keys_of = |t: usize| -> (usize, usize) {
+        let s = inp.token_seq[t] as usize;
+        if p.bidirectional {
+            let hi = ranges[s].map_or(0, |r| r.1);
+            (lo_of(first_pos[s]), hi)
+        } else {
+            let pos = inp.positions[t] as usize;
+            (lo_of(pos), pos)
+        }
+    };
     let seq_kv: Vec<Option<SeqKv>> = ranges
         .par_iter()
         .enumerate()
@@ -109,8 +129,7 @@ pub(crate) fn attention(
     out.par_chunks_mut(group * dv).enumerate().for_each_init(scratch, |(qs, scores), (idx, o)| {
         let (t, kvh) = (idx / nkv, idx % nkv);
         let kv = seq_kv[inp.token_seq[t] as usize].as_ref().expect("range built for every token's sequence");
-        let pos = inp.positions[t] as usize;
-        let lo = lo_of(pos);
+        let (lo, pos) = keys_of(t);
         let npos = pos + 1 - lo;
         let h0 = kvh * group;
         qs.clear();

@@ -43,6 +43,13 @@ pub(crate) fn glu(gate: &mut [f32], up: &[f32], act: Activation) {
         Activation::Silu => {
             gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| vecf::silu_mul(g, u));
         }
+        Activation::GeluTanhExact => {
+            gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
+                for (g, u) in g.iter_mut().zip(u) {
+                    *g = gelu(*g) * u;
+                }
+            });
+        }
         Activation::GeluTanh => {
             let table = gelu_table();
             gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {

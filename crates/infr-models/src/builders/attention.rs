@@ -102,6 +102,7 @@ impl AttnWeights {
             chunk: None,
             sinks: c.sinks,
             write_kv: true,
+            bidirectional: false,
         };
         let a = g.attention(q, k, v, params);
         g.linear(a, self.wo, self.bo)

@@ -168,6 +168,8 @@ pub(crate) fn supports(op: &Op) -> Result<(), String> {
             Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
         }
         Op::Moe { params, .. } => moe::unsupported(params).map_or(Ok(()), Err),
+        Op::MixEmbed { .. } => Err("embedding mixtures (diffusion self-conditioning)".into()),
+        Op::Attention { params: ap, .. } if ap.bidirectional => Err("bidirectional attention".into()),
         Op::Conv1d { .. } | Op::DeltaNet { .. } => recurrent::unsupported(op).map_or(Ok(()), Err),
         Op::Attention { params: ap, .. } if ap.chunk.or(ap.window).is_some_and(|c| c >= kernels::ATTN_CHUNKED) => {
             Err(format!("attention window or chunks of {} positions", ap.chunk.or(ap.window).unwrap_or(0)))
@@ -263,7 +265,11 @@ pub(crate) fn lower(
             Ok(Res::WeightVec(*id))
         };
         let cells = node.rows * node.cols;
+        if let Err(why) = supports(&node.op) {
+            return Err(VkError::Unsupported(format!("node {i}: {why}")));
+        }
         match &node.op {
+            Op::MixEmbed { .. } => unreachable!("refused by supports"),
             Op::Embed { table } => {
                 let tw = w(table)?;
                 if tw.chunks.is_empty() {

@@ -68,6 +68,11 @@ fn attn_splits_used(len: u32, n_split: u32) -> u32 {
 }
 
 // ggml_gelu through its f16 table: input and output rounded to f16, saturating outside ±10.
+// GELU (tanh approximation) in f32 throughout (transformers' gelu_pytorch_tanh).
+fn gelu_exact(x: f32) -> f32 {
+    return 0.5 * x * (1.0 + tanh_exp(0.7978846 * x * (1.0 + 0.044715 * x * x)));
+}
+
 fn gelu_f16(x: f32) -> f32 {
     if x <= -10.0 {
         return 0.0;

@@ -167,6 +167,8 @@ pub struct Step {
     pub token_seq: Vec<u32>,
     pub seqs: Vec<Vec<u32>>,
     pub output_rows: Vec<u32>,
+    /// `StepInputs::embed_mix` (empty for none).
+    pub embed_mix: Vec<f32>,
 }
 
 impl Step {
@@ -178,6 +180,7 @@ impl Step {
             seqs: vec![pages],
             output_rows: (0..n).collect(),
             tokens,
+            embed_mix: Vec::new(),
         }
     }
 
@@ -195,6 +198,7 @@ impl Step {
             token_seq: &self.token_seq,
             seqs: &seqs,
             output_rows: &self.output_rows,
+            embed_mix: &self.embed_mix,
         })
     }
 

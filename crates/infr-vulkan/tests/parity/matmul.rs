@@ -272,7 +272,14 @@ fn bad_token_is_an_error() {
     let g = graph(&w, 1, 1, |g| g.embed(table));
     let p = vk.compile(&g).unwrap();
     let seqs = [infr_core::SeqPages { pages: &[0], window_pages: &[0], state_slot: 0 }];
-    let inp = infr_core::StepInputs { tokens: &[4], positions: &[0], token_seq: &[0], seqs: &seqs, output_rows: &[0] };
+    let inp = infr_core::StepInputs {
+        tokens: &[4],
+        positions: &[0],
+        token_seq: &[0],
+        seqs: &seqs,
+        output_rows: &[0],
+        embed_mix: &[],
+    };
     assert!(matches!(vk.execute(p, &inp), Err(infr_core::BackendError::InvalidInput(_))));
     assert_clean(&vk);
 }

@@ -112,6 +112,7 @@ fn step_graph(m: &Model, n_tokens: usize, n_out: usize) -> infr_core::Graph {
                     chunk: None,
                     sinks: None,
                     write_kv: true,
+                    bidirectional: false,
                 },
             );
             let o = g.linear(a, l.o, None);

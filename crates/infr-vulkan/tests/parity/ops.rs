@@ -168,6 +168,7 @@ fn attention_case(c: &AttnCase) {
         chunk: c.chunk,
         sinks: None,
         write_kv,
+        bidirectional: false,
     };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
@@ -191,6 +192,7 @@ fn attention_case(c: &AttnCase) {
         token_seq: vec![0, 1, 1, 1],
         seqs: vec![pa.clone(), pb.clone()],
         output_rows: vec![0, 1, 2, 3],
+        embed_mix: Vec::new(),
     };
     let decode = |t: u32, pos_a: u32, pos_b: u32| Step {
         tokens: vec![t, t + 1],
@@ -198,6 +200,7 @@ fn attention_case(c: &AttnCase) {
         token_seq: vec![0, 1],
         seqs: vec![pa.clone(), pb.clone()],
         output_rows: vec![0, 1],
+        embed_mix: Vec::new(),
     };
     let tol = if c.dtype == KvDType::F16 { 2e-3 } else { 1e-4 };
     p.check(&format!("{} prefill", c.name), &build(6), &[prefill], tol, tol);
@@ -303,6 +306,7 @@ fn kv_page_copy() {
         chunk: None,
         sinks: None,
         write_kv,
+        bidirectional: false,
     };
     let build = |n, write| {
         graph(&w, n, n, |g| {
@@ -363,6 +367,7 @@ fn long_context_splits(max_splits: u32, with_sinks: bool) {
         chunk: None,
         sinks,
         write_kv: true,
+        bidirectional: false,
     };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
@@ -444,6 +449,7 @@ fn attention_with_fused_rope_inputs() {
             chunk: None,
             sinks: None,
             write_kv,
+            bidirectional: false,
         };
         let build = |n: usize| {
             graph(&w, n, n, |g| {
@@ -545,6 +551,7 @@ fn prefill_params_chunked(
         chunk,
         sinks: None,
         write_kv: true,
+        bidirectional: false,
     }
 }
 
@@ -584,6 +591,7 @@ fn prefill_blocks(disable_coopmat: bool) {
             token_seq: (0..na + nb).map(|i| (i >= na) as u32).collect(),
             seqs: vec![pa.clone(), pb.clone()],
             output_rows: (0..na + nb).collect(),
+            embed_mix: Vec::new(),
         };
         p.check("prefill mixed", &build((na + nb) as usize), &[mixed], 2e-3, 2e-3);
         // 40 tokens x 4 heads = 160 rows: one key split, so the cooperative kernel runs.

@@ -31,6 +31,7 @@ fn steps() -> Vec<Step> {
             token_seq,
             seqs: vec![vec![0], vec![1]],
             output_rows: (0..(na + nb) as u32).collect(),
+            embed_mix: Vec::new(),
         }
     };
     vec![
