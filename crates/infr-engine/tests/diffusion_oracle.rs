@@ -296,3 +296,15 @@ fn diffusion_gemma_cpu_matches_transformers() {
         check(case, &cpu);
     }
 }
+
+#[test]
+fn diffusion_gemma_vulkan_matches_transformers() {
+    // Whether a Vulkan device is required is the harness's call (INFR_REQUIRE_VULKAN).
+    if common::vulkan().is_none() {
+        return;
+    }
+    let vk = || common::vulkan().expect("the Vulkan device opened a moment ago");
+    for case in ["fox", "loose", "eos"] {
+        check(case, &vk);
+    }
+}

@@ -14,12 +14,18 @@ pub const ATTN_WG: u32 = 64;
 /// than a sliding window (`attn_first_key` in `common.wgsl`).
 pub const ATTN_CHUNKED: u32 = 0x8000_0000;
 
-/// The attention kernels' `window` word for a sliding window or chunked attention (0: neither).
-pub fn attn_mask_word(window: Option<u32>, chunk: Option<u32>) -> u32 {
+/// Flag of the attention kernels' `window` word meaning "bidirectional over the step"
+/// (`attn_keys` in `common.wgsl`).
+pub const ATTN_BIDIR: u32 = 0x4000_0000;
+
+/// The attention kernels' `window` word for a sliding window or chunked attention (0: neither),
+/// with the bidirectional flag.
+pub fn attn_mask_word(window: Option<u32>, chunk: Option<u32>, bidirectional: bool) -> u32 {
+    let bidir = if bidirectional { ATTN_BIDIR } else { 0 };
     match (window, chunk) {
-        (Some(w), _) => w,
+        (Some(w), _) => w | bidir,
         (None, Some(c)) => ATTN_CHUNKED | c,
-        (None, None) => 0,
+        (None, None) => bidir,
     }
 }
 

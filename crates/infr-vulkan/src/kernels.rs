@@ -228,6 +228,19 @@ pub struct EmbedParams {
     pub tok_off: u32,
 }
 
+/// Push constants of `mix_embed.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MixEmbedParams {
+    pub cols: u32,
+    pub row0: u32,
+    pub rows: u32,
+    pub soff: u32,
+    pub n_tokens: u32,
+    pub n_vocab: u32,
+    pub accumulate: u32,
+}
+
 /// Push constants of `norm.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -444,6 +457,21 @@ pub fn embed(l: &GpuLayout) -> KernelSpec {
     };
     with_layout(spec, l)
 }
+
+/// Embedding mixture (`mix_embed.wgsl`) for a table layout.
+pub fn mix_embed(l: &GpuLayout) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("mix_embed.{}", l.ty),
+        parts: dequant_parts(l, "mix_embed"),
+        defines: Vec::new(),
+        bindings: 4,
+        push_bytes: push_size::<MixEmbedParams>(),
+    };
+    with_layout(spec, l)
+}
+
+/// Tokens each `mix_embed.wgsl` invocation accumulates.
+pub const MIX_EMBED_TOKENS: usize = 8;
 
 /// RMS norm.
 pub fn rms_norm() -> KernelSpec {

@@ -59,6 +59,8 @@ pub(crate) struct Plan {
     act_sizes: Vec<u64>,
     step: Buffer,
     step_words: Vec<u32>,
+    /// The embedding mixture's upload buffer and vocabulary, for a graph with one.
+    mix: Option<(Buffer, usize)>,
     layout: StepLayout,
     readback: Buffer,
     scratch: Buffer,
@@ -86,7 +88,19 @@ impl Plan {
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
-        let Lowered { dispatches, scratch_bytes, temp_bytes, last_uses } = lowered;
+        let Lowered { dispatches, scratch_bytes, temp_bytes, last_uses, mix_vocab } = lowered;
+        let mix = match mix_vocab {
+            Some(v) => {
+                let bytes = (1 + graph.n_tokens as u64 * v as u64) * 4;
+                if bytes > ctx.caps.max_storage_buffer_range {
+                    return Err(VkError::Unsupported(format!(
+                        "an embedding mixture of {bytes} bytes exceeds one storage binding"
+                    )));
+                }
+                Some((Buffer::new(ctx, bytes, MemKind::Upload, "embedding mixture")?, v))
+            }
+            None => None,
+        };
         let temps = temp_bytes
             .iter()
             .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "temporary buffer"))
@@ -165,6 +179,7 @@ impl Plan {
             act_sizes,
             step,
             step_words: Vec::new(),
+            mix,
             layout,
             readback,
             scratch,
@@ -214,6 +229,10 @@ impl Plan {
                 (b.raw, 0, b.size)
             }
             Res::Step => (self.step.raw, 0, self.step.size),
+            Res::Mix => match &self.mix {
+                Some((b, _)) => (b.raw, 0, b.size),
+                None => return Err(missing("embedding mixture buffer".into())),
+            },
             Res::Tables => (res.tables.raw, 0, res.tables.size),
             Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
             Res::Temp(i) => {
@@ -519,6 +538,20 @@ impl Plan {
         let words = std::mem::take(&mut self.step_words);
         self.step.write(0, bytemuck::cast_slice(&words));
         self.step_words = words;
+        if let Some((buf, v)) = &mut self.mix {
+            let given = !inp.embed_mix.is_empty();
+            if given && inp.embed_mix.len() != self.n_tokens * *v {
+                return Err(infr_core::BackendError::InvalidInput(format!(
+                    "embedding mixture has {} values, expected {} rows of {v}",
+                    inp.embed_mix.len(),
+                    self.n_tokens
+                )));
+            }
+            buf.write(0, &(given as u32).to_le_bytes());
+            if given {
+                buf.write(4, bytemuck::cast_slice(inp.embed_mix));
+            }
+        }
         let d = &self.ctx.device;
         let cmds = [self.cmd, tail];
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];

@@ -149,7 +149,7 @@ pub(super) fn lower(
         dv: ap.head_dim_v,
         scale: ap.scale,
         softcap: ap.softcap.unwrap_or(0.0),
-        window: kernels::attn_mask_word(ap.window, ap.chunk),
+        window: kernels::attn_mask_word(ap.window, ap.chunk, ap.bidirectional),
         page_size: kv.page_size,
         kw,
         vw,
@@ -170,7 +170,8 @@ pub(super) fn lower(
     // one sequence, the scalar kernel below the rest.
     let coop = match feat.coopmat {
         Some(c)
-            if p.n_split == 1
+            if !ap.bidirectional
+                && p.n_split == 1
                 && n_tok >= 16
                 && kv.dtype == infr_core::KvDType::F16
                 && ap.head_dim_k == ap.head_dim_v =>

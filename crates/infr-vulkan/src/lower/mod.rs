@@ -41,6 +41,8 @@ pub(crate) enum Res {
     State(u32),
     /// The step-input buffer.
     Step,
+    /// The step's embedding mixture (a flag word, then `n_tokens` rows of `n_vocab` f32).
+    Mix,
     /// The i-quant tables.
     Tables,
     /// The plan's scratch buffer (attention partials).
@@ -168,8 +170,12 @@ pub(crate) fn supports(op: &Op) -> Result<(), String> {
             Err(format!("attention with odd head dims {} / {}", ap.head_dim_k, ap.head_dim_v))
         }
         Op::Moe { params, .. } => moe::unsupported(params).map_or(Ok(()), Err),
-        Op::MixEmbed { .. } => Err("embedding mixtures (diffusion self-conditioning)".into()),
-        Op::Attention { params: ap, .. } if ap.bidirectional => Err("bidirectional attention".into()),
+        Op::Attention { params: ap, .. } if ap.bidirectional && ap.chunk.is_some() => {
+            Err("bidirectional chunked attention".into())
+        }
+        Op::Attention { params: ap, .. } if ap.window.is_some_and(|w| w >= kernels::ATTN_BIDIR) => {
+            Err(format!("attention window of {} positions", ap.window.unwrap_or(0)))
+        }
         Op::Conv1d { .. } | Op::DeltaNet { .. } => recurrent::unsupported(op).map_or(Ok(()), Err),
         Op::Attention { params: ap, .. } if ap.chunk.or(ap.window).is_some_and(|c| c >= kernels::ATTN_CHUNKED) => {
             Err(format!("attention window or chunks of {} positions", ap.chunk.or(ap.window).unwrap_or(0)))
@@ -187,6 +193,8 @@ pub(crate) struct Lowered {
     pub temp_bytes: Vec<u64>,
     /// For every node, the last node index whose dispatch reads it (after fusion).
     pub last_uses: Vec<usize>,
+    /// The vocabulary of the graph's embedding mixture, if it has one (sizes `Res::Mix`).
+    pub mix_vocab: Option<usize>,
 }
 
 /// Lower every node of `graph` to dispatches.
@@ -199,6 +207,7 @@ pub(crate) fn lower(
 ) -> VkResult<Lowered> {
     let mut scratch = 0u64;
     let mut temp_bytes: Vec<u64> = Vec::new();
+    let mut mix_vocab = None;
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
     let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
     // Activations rounded for the float matmul kernels (f32 copy).
@@ -269,7 +278,29 @@ pub(crate) fn lower(
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
         }
         match &node.op {
-            Op::MixEmbed { .. } => unreachable!("refused by supports"),
+            Op::MixEmbed { table } => {
+                let tw = w(table)?;
+                if tw.chunks.is_empty() {
+                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", table.0)));
+                }
+                let n_vocab = u32_of(tw.rows, "vocabulary")?;
+                mix_vocab = Some(tw.rows);
+                let spec = kernels::mix_embed(&tw.layout);
+                let tiles = n_tok.div_ceil(kernels::MIX_EMBED_TOKENS);
+                for (c, ch) in tw.chunks.iter().enumerate() {
+                    let p = kernels::MixEmbedParams {
+                        cols: u32_of(tw.cols, "embedding width")?,
+                        row0: ch.row0,
+                        rows: ch.rows,
+                        soff: ch.soff_words,
+                        n_tokens: n_tok as u32,
+                        n_vocab,
+                        accumulate: (c > 0) as u32,
+                    };
+                    let res = vec![Res::WeightChunk(*table, c), Res::Mix, me, Res::Tables];
+                    push(&spec, res, bytes(&p), threads_groups(tiles * tw.cols / 4)?, None)?;
+                }
+            }
             Op::Embed { table } => {
                 let tw = w(table)?;
                 if tw.chunks.is_empty() {
@@ -447,7 +478,7 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok(Lowered { dispatches: out, scratch_bytes: scratch, temp_bytes, last_uses: fx.last_uses })
+    Ok(Lowered { dispatches: out, scratch_bytes: scratch, temp_bytes, last_uses: fx.last_uses, mix_vocab })
 }
 
 /// Byte offsets of every node's output in one activation buffer, reusing the space of

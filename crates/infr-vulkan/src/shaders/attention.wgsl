@@ -94,9 +94,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kvh = h / pc.group;
     let pos = S[pc.pos_off + tok];
     let pt = S[pc.pt_off + tok];
-    let lo = attn_first_key(pos, pc.window);
-    let chunk = attn_chunk(pos + 1u - lo, pc.n_split);
-    let n_active = attn_splits_used(pos + 1u - lo, pc.n_split);
+    let keys = attn_keys(pos, S[pc.pos_off], S[pc.pos_off + pc.n_tokens - 1u], pc.window);
+    let lo = keys.x;
+    let chunk = attn_chunk(keys.y - lo, pc.n_split);
+    let n_active = attn_splits_used(keys.y - lo, pc.n_split);
     if split >= n_active {
         return;
     }
@@ -109,7 +110,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     let begin = lo + split * chunk;
-    let end = min(begin + chunk, pos + 1u);
+    let end = min(begin + chunk, keys.y);
     var acc: array<f32, {{DPT}}>;
     var m = -1e30;
     var l = 0.0;

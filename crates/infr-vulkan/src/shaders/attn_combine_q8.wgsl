@@ -36,7 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let pos = S[pc.pos_off + tok];
-    let n_active = attn_splits_used(pos + 1u - attn_first_key(pos, pc.window), pc.n_split);
+    let keys = attn_keys(pos, S[pc.pos_off], S[pc.pos_off + pc.n_tokens - 1u], pc.window);
+    let n_active = attn_splits_used(keys.y - keys.x, pc.n_split);
     let stride = pc.dv + 2u;
     let w = (lin % per_tok) * QWG + u;
     let valid = w < nv;

@@ -51,6 +51,19 @@ fn attn_chunk(len: u32, n_split: u32) -> u32 {
 // The first key a query at `pos` attends to: 0, the start of its sliding window, or with the
 // top bit of `window` set (`attn_kernels::ATTN_CHUNKED`), the start of its chunk of
 // `window & 0x7fffffff` positions (Llama 4's chunked attention).
+// Flag of the attention `window` word: bidirectional over the step (a diffusion canvas of one
+// sequence): every row sees the keys of the step's first row's window through its last row.
+const ATTN_BIDIR: u32 = 0x40000000u;
+
+// The keys [x, y) of the row at position `pos`; `first` and `last`: the step's first and last
+// positions (used by bidirectional steps only).
+fn attn_keys(pos: u32, first: u32, last: u32, window: u32) -> vec2<u32> {
+    if (window & ATTN_BIDIR) != 0u {
+        return vec2<u32>(attn_first_key(first, window & ~ATTN_BIDIR), last + 1u);
+    }
+    return vec2<u32>(attn_first_key(pos, window), pos + 1u);
+}
+
 fn attn_first_key(pos: u32, window: u32) -> u32 {
     if (window & 0x80000000u) != 0u {
         return pos - pos % (window & 0x7fffffffu);

@@ -222,6 +222,44 @@ fn embed_every_type() {
     assert_clean(&vk);
 }
 
+/// The embedding mixture (DiffusionGemma's self-conditioning) for every table type: 11 rows
+/// (a tile of 8 and a partial one) of random distributions over the vocabulary, and zeros
+/// when a step carries no mixture.
+#[test]
+fn mix_embed_every_type() {
+    let Some(mut vk) = vulkan() else { return };
+    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+    vk.init_kv(&spec).unwrap();
+    let n = 11;
+    for (i, ty) in all_types().into_iter().enumerate() {
+        let mut rng = Rng(2000 + i as u64);
+        let mut w = Weights::default();
+        let vocab = 37;
+        let table = w.add(weight("tok", ty, K, vocab, &mut rng, 1.0));
+        w.load(&mut vk);
+        let g = graph(&w, n, n, |g| g.mix_embed(table));
+        let t_f = dequant(&w.list[0]);
+        let mix: Vec<f32> = (0..n * vocab).map(|_| rng.f().abs()).collect();
+        let mut want = vec![0f32; n * K];
+        for r in 0..n {
+            for v in 0..vocab {
+                for c in 0..K {
+                    want[r * K + c] += mix[r * vocab + v] * t_f[v * K + c];
+                }
+            }
+        }
+        let p = vk.compile(&g).unwrap();
+        let mut step = Step::simple((0..n as u32).collect(), 0, vec![0]);
+        step.embed_mix = mix;
+        let got = step.run(&mut vk, p);
+        assert_close(&format!("{ty} mix_embed"), &got, &want, 1e-4, 1e-4);
+        step.embed_mix = Vec::new();
+        let zeros = step.run(&mut vk, p);
+        assert!(zeros.iter().all(|&x| x == 0.0), "{ty}: no mixture gives zeros");
+    }
+    assert_clean(&vk);
+}
+
 /// A weight larger than one storage binding (lavapipe: 128 MiB) is split into row chunks.
 #[test]
 fn large_weights_split_into_chunks() {

@@ -147,6 +147,57 @@ struct AttnCase {
     dtype: KvDType,
 }
 
+/// Bidirectional steps (a diffusion canvas): after a causal prefill of 5 tokens, canvases of
+/// 6 rows at positions 5..11 see every row of the canvas and the cached keys of the first row's
+/// window, against the CPU; with a window, and with enough heads and keys for split rows.
+#[test]
+fn attention_bidirectional_canvas() {
+    for (name, window, dtype) in
+        [("full", None, KvDType::F32), ("window 3", Some(3), KvDType::F16), ("window 8", Some(8), KvDType::F32)]
+    {
+        let (nh, nkv, d) = (4u32, 2u32, 32u32);
+        let mut rng = Rng(31);
+        let mut w = Weights::default();
+        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
+        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let kv = kv_spec(1, nkv, d, d, 8, 4, dtype);
+        let Some(mut p) = Pair::new(&w, &kv) else { return };
+        let params = |bidirectional: bool| AttnParams {
+            kv_layer: 0,
+            n_head: nh,
+            n_kv_head: nkv,
+            head_dim_k: d,
+            head_dim_v: d,
+            scale: 1.0 / (d as f32).sqrt(),
+            softcap: None,
+            window,
+            chunk: None,
+            sinks: None,
+            write_kv: true,
+            bidirectional,
+        };
+        let build = |n: usize, bidir: bool| {
+            graph(&w, n, n, |g| {
+                let (q, k, v) = embed_qkv(g, tq, tk, tv);
+                g.attention(q, k, v, params(bidir))
+            })
+        };
+        let pages = vec![5u32, 1, 6, 0];
+        let tol = if dtype == KvDType::F16 { 2e-3 } else { 1e-4 };
+        p.check(
+            &format!("{name} prefill"),
+            &build(5, false),
+            &[Step::simple(tokens(5, 3), 0, pages.clone())],
+            tol,
+            tol,
+        );
+        // Two canvases at the same positions (the second overwrites the first's K/V).
+        let canvases = [Step::simple(tokens(6, 7), 5, pages.clone()), Step::simple(tokens(6, 9), 5, pages.clone())];
+        p.check(&format!("{name} canvas"), &build(6, true), &canvases, tol, tol);
+    }
+}
+
 fn attention_case(c: &AttnCase) {
     let mut rng = Rng(15);
     let mut w = Weights::default();
