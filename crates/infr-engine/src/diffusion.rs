@@ -36,6 +36,13 @@ impl SeededNoise {
     pub fn new(seed: u64) -> Self {
         Self(Rng::new(seed))
     }
+
+    /// From `seed`, or from the clock without one (as [`crate::Sampler::new`]).
+    pub fn from_seed_or_clock(seed: Option<u64>) -> Self {
+        Self::new(seed.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        }))
+    }
 }
 
 impl NoiseSource for SeededNoise {

@@ -376,6 +376,9 @@ impl Runner {
     pub fn prepare_serving_plans(&mut self) -> Result<(), EngineError> {
         let shapes = self.ladder.serving_shapes();
         self.prepare_plans(&shapes)?;
+        if let Some(d) = self.model.diffusion() {
+            self.denoise_plan(d.canvas_length)?;
+        }
         // The selection passes of greedy and of the default top-k, rounded as the scheduler
         // asks for them (see [`top_k_request`]).
         for s in shapes {
@@ -407,6 +410,21 @@ impl Runner {
         self.plans.insert((n_tokens, n_outputs), p);
         self.plans_built += 1;
         tracing::debug!(n_tokens, n_outputs, ms = t0.elapsed().as_secs_f64() * 1e3, "compiled a step plan");
+        Ok(p)
+    }
+
+    /// The denoiser plan of canvases of `n` tokens, built on first use.
+    fn denoise_plan(&mut self, n: usize) -> Result<PlanId, EngineError> {
+        if let Some(&p) = self.denoise_plans.get(&n) {
+            return Ok(p);
+        }
+        let graph = self
+            .model
+            .denoiser_graph(n)
+            .ok_or_else(|| EngineError::Invalid(format!("{} is not a diffusion model", self.model.info.arch)))?;
+        let p = self.backend.compile(&graph)?;
+        self.denoise_plans.insert(n, p);
+        self.plans_built += 1;
         Ok(p)
     }
 
@@ -572,18 +590,7 @@ impl Runner {
             return Err(EngineError::Invalid(format!("a mixture of {} values for {n} canvas rows", mix.len())));
         }
         self.reserve(seq, n)?;
-        let plan = match self.denoise_plans.get(&n) {
-            Some(&p) => p,
-            None => {
-                let graph = self.model.denoiser_graph(n).ok_or_else(|| {
-                    EngineError::Invalid(format!("{} is not a diffusion model", self.model.info.arch))
-                })?;
-                let p = self.backend.compile(&graph)?;
-                self.denoise_plans.insert(n, p);
-                self.plans_built += 1;
-                p
-            }
-        };
+        let plan = self.denoise_plan(n)?;
         let s = &self.seqs[&seq];
         let start = s.tokens.len() as u32;
         let positions: Vec<u32> = (start..start + n as u32).collect();

@@ -307,6 +307,8 @@ enum Part {
     Prefill(std::ops::Range<usize>),
 }
 
+mod diffusion;
+
 /// The scheduler thread's state.
 pub struct Scheduler {
     runner: Runner,
@@ -453,8 +455,10 @@ impl Scheduler {
             .map(|s| (s.seq, self.runner.seq_tokens(s.seq).map_or(0, |t| common_prefix(t, prompt))))
             .max_by_key(|&(_, l)| l)
             .filter(|&(_, l)| l >= lcp + page && self.runner.can_share_prefixes());
-        // Always compute at least the last prompt token: its logits give the first token.
+        // Always compute at least the last prompt token: its logits give the first token. A
+        // diffusion model keeps nothing: its canvases leave uncommitted K/V behind.
         let want = match donor {
+            _ if self.runner.model().diffusion().is_some() => 0,
             Some((_, l)) => l,
             None => lcp,
         }
@@ -544,6 +548,10 @@ impl Scheduler {
 
     /// Compose and run one forward step, then sample and deliver tokens.
     fn step(&mut self) {
+        if self.runner.model().diffusion().is_some() {
+            self.step_diffusion();
+            return;
+        }
         let ubatch = self.runner.options().ubatch;
         let mut parts: Vec<(usize, Part)> = Vec::new();
         for (i, s) in self.slots.iter().enumerate() {

@@ -283,7 +283,12 @@ async fn drive(
                 if !text.is_empty() {
                     v.push(Piece::Text(text));
                 }
-                v.push(Piece::End(outcome(finish, d.usage.completion_tokens, d.usage.cached_tokens, &clock)));
+                // The scheduler's split of the time (its prompt pass and its generation) is
+                // exact where arrival times are not: a diffusion model sends a canvas of tokens
+                // at once, so the first token's arrival is not where the prompt pass ended.
+                let mut o = outcome(finish, d.usage.completion_tokens, d.usage.cached_tokens, &clock);
+                (o.prompt_time, o.decode_time) = (d.timings.prompt_time, d.timings.decode_time);
+                v.push(Piece::End(o));
                 v
             }
             Some(Event::Error(e)) => vec![Piece::Failed(e.into())],

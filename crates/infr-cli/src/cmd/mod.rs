@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod config;
 pub mod devices;
+pub mod diffusion;
 pub mod eval;
 pub mod inspect;
 pub mod pull;

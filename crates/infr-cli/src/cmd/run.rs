@@ -69,6 +69,8 @@ pub struct Args {
     #[arg(long = "ctk", visible_aliases = ["cache-type-k", "kv-type"])]
     pub kv_type: Option<String>,
     #[command(flatten)]
+    pub diffusion: super::diffusion::DiffusionArgs,
+    #[command(flatten)]
     pub device: DeviceArgs,
 }
 
@@ -144,7 +146,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut runner = load::runner(&w, &a.device, &cfg, opts)?;
     let seq = runner.add_sequence();
-    let mut sampler = Sampler::new(sampling);
+    let mut sampler = Sampler::new(sampling.clone());
     let gen_opts = GenerateOptions {
         max_tokens: usize::try_from(cfg.sampling.max_tokens).ok(),
         stop_ids: tok.eog_ids().iter().copied().collect(),
@@ -164,7 +166,34 @@ pub fn run(a: Args) -> Result<()> {
             }
         })?;
     }
-    let mut reply = |prompt: &[u32], runner: &mut infr_engine::Runner| -> Result<(String, GenerationStats)> {
+    let diffusion = match runner.model().diffusion() {
+        Some(p) => Some(super::diffusion::Reply {
+            tok: &tok,
+            params: a.diffusion.params(p)?,
+            // A canvas at a time: -1 (until the end) is bounded by the context.
+            max_new_tokens: usize::try_from(cfg.sampling.max_tokens).unwrap_or(n_ctx),
+            seed: sampling.seed,
+            visual: a.diffusion.diffusion_visual,
+        }),
+        None => None,
+    };
+    if let Some(d) = &diffusion {
+        eprintln!(
+            "block diffusion: canvases of {} tokens, up to {} steps each",
+            d.params.canvas_length, d.params.max_denoising_steps
+        );
+    }
+    let mut reply = |prompt: &[u32], runner: &mut infr_engine::Runner| -> Result<(String, Option<GenerationStats>)> {
+        if let Some(d) = &diffusion {
+            interrupt.stop.store(false, Ordering::SeqCst);
+            interrupt.generating.store(true, Ordering::SeqCst);
+            let stop = || interrupt.stop.load(Ordering::SeqCst);
+            let r = super::diffusion::reply(runner, seq, prompt, d, &stop);
+            interrupt.generating.store(false, Ordering::SeqCst);
+            let (text, out) = r?;
+            super::diffusion::print_stats(prompt.len(), &out);
+            return Ok((text, None));
+        }
         let mut dec = StreamDecoder::new(&tok);
         let mut text = String::new();
         let mut out = std::io::stdout().lock();
@@ -188,7 +217,7 @@ pub fn run(a: Args) -> Result<()> {
         text.push_str(&rest);
         let _ = out.write_all(rest.as_bytes());
         let _ = writeln!(out);
-        Ok((text, stats?))
+        Ok((text, Some(stats?)))
     };
 
     match (&a.prompt, &template) {
@@ -255,7 +284,9 @@ fn encode_chat(tok: &Tokenizer, t: &ChatTemplate, messages: &[ChatMessage]) -> R
     Ok(t.render_tokens(tok, ChatRequest::new(messages.to_vec()), |_| {})?.ids)
 }
 
-fn print_stats(s: &GenerationStats) {
+/// The statistics line of an autoregressive reply (a diffusion reply prints its own).
+fn print_stats(s: &Option<GenerationStats>) {
+    let Some(s) = s else { return };
     eprintln!(
         "[prompt {} tokens ({} computed) {:.1} t/s | generated {} tokens {:.1} t/s | {:?}]",
         s.prompt_tokens,
