@@ -59,6 +59,35 @@ fn synth_tiny_hybrid_and_gemma4_shapes_run_on_cpu() {
     }
 }
 
+/// The tiny DiffusionGemma synth file denoises: a seeded generation of two canvases gives
+/// tokens inside the vocabulary, the same ones twice.
+#[test]
+fn synth_tiny_diffusiongemma_generates() {
+    let plan = SynthPlan::new(Shape::by_name("tiny-diffusiongemma").unwrap(), SynthQuant::Q4_K_M, None).unwrap();
+    let path = std::env::temp_dir().join(format!("infr-synth-{}-tiny-diffusiongemma.gguf", std::process::id()));
+    synth::write(&plan, 42, &path, &mut |_, _| {}).unwrap();
+    let w = GgufWeights::open(&path).unwrap();
+    let run = || {
+        let model = infr_models::load_model(&w).unwrap();
+        let mut params = model.diffusion().expect("a diffusion model");
+        assert_eq!(params.canvas_length, 32);
+        params.max_denoising_steps = 4;
+        let backend = Box::new(CpuBackend::new(CpuOptions { threads: 2, tier: KernelTier::Fast }).unwrap());
+        let mut r = Runner::new(model, &w, backend, RunnerOptions { n_ctx: 128, ..Default::default() }).unwrap();
+        let seq = r.add_sequence();
+        let opts = infr_engine::DiffusionOptions { params, max_new_tokens: 64, eos: Vec::new() };
+        let mut noise = infr_engine::SeededNoise::new(5);
+        infr_engine::generate_diffusion(&mut r, seq, &[1, 2, 3], &opts, &mut noise, |_| true).unwrap()
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a.steps, [4, 4]);
+    assert_eq!(a.tokens.len(), 64);
+    assert!(a.tokens.iter().all(|&t| (t as usize) < plan.shape.n_vocab));
+    assert_eq!(a.tokens, b.tokens);
+    drop(w);
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn synth_fast_and_reference_kernels_agree() {
     // Same file on both kernel tiers: the synthetic blocks are valid input for the fast

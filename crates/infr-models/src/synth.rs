@@ -57,7 +57,10 @@
 //! | tiny-gemma4-moe |    256 |      4 |     4 |                   2 / 1 |                64 / 128 |   512 |     16 | + 8 experts of 256, 2 per token |
 //!
 //! (vocab 262144, from the published GGUF metadata; the global layers' KV heads of the 31B
-//! and 26B are not in it and are taken as 4 and 2.)
+//! and 26B are not in it and are taken as 4 and 2.) `diffusiongemma-26b-a4b` and
+//! `tiny-diffusiongemma` are the 26B-A4B and tiny MoE stacks as DiffusionGemma
+//! (`diffusion-gemma`, `testdata/diffusion/README.md`): canvases of 256 and 32 tokens, the
+//! self-conditioning block and the decoder's layer scalars.
 //!
 //! gpt-oss files also carry what llama.cpp requires of that architecture: Q/K/V/O biases,
 //! per-head attention sinks, a sliding window of 128 on even layers, YaRN (factor 32 over
@@ -260,6 +263,8 @@ pub const SHAPES: &[Shape] = &[
     gemma4::GEMMA4_E4B,
     gemma4::TINY_GEMMA4,
     gemma4::TINY_GEMMA4_MOE,
+    gemma4::DIFFUSIONGEMMA_26B_A4B,
+    gemma4::TINY_DIFFUSIONGEMMA,
 ];
 
 impl Shape {
@@ -591,7 +596,7 @@ fn metadata(s: &Shape, quant: SynthQuant) -> Metadata {
     ];
     let (pre, controls, bos, eos, add_bos) = match a {
         "llama" => ("llama-bpe", LLAMA3, 0, 4, true),
-        "gemma4" => ("gpt-4o", GEMMA4, 0, 1, true),
+        "gemma4" | "diffusion-gemma" => ("gpt-4o", GEMMA4, 0, 1, true),
         "gpt-oss" => ("gpt-4o", HARMONY, 0, 2, false),
         _ => ("qwen2", QWEN, 0, 2, false),
     };

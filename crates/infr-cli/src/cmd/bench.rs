@@ -1,6 +1,11 @@
 //! `infr bench`: llama-bench compatible speed tests (`-m -p -n -pg -d -r -ngl -t -fa -ub`,
 //! comma lists, `-o md|json|jsonl`). Each test is timed like llama-bench's: random prompt
 //! tokens, a warm-up run, optional untimed context of `-d` tokens, then `-r` timed repetitions.
+//!
+//! On a diffusion model (DiffusionGemma) a generation test denoises whole canvases after its
+//! prompt (one random token when the test has none), with the model's sampler settings and
+//! no end-of-sequence stop; its t/s counts the committed tokens, and the record adds the
+//! canvas length and the denoising steps per canvas.
 
 use std::time::Instant;
 
@@ -56,6 +61,8 @@ pub struct Args {
     /// KV cache type.
     #[arg(long = "ctk", visible_alias = "cache-type-k", default_value = "f16")]
     pub kv_type: String,
+    #[command(flatten)]
+    pub diffusion: super::diffusion::DiffusionArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -142,7 +149,11 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
     let mut results = Vec::new();
     for model in &a.tests.models {
         let w = load::open_weights(model)?;
-        let max_ctx = tests.iter().map(|t| t.n_depth + t.n_prompt + t.n_gen).max().unwrap_or(1) + 1;
+        // A diffusion model generates whole canvases.
+        let canvas = infr_models::load_model(&w).ok().and_then(|m| m.diffusion()).map_or(1, |p| p.canvas_length);
+        let max_ctx =
+            tests.iter().map(|t| t.n_depth + t.n_prompt.max(1) + t.n_gen.div_ceil(canvas) * canvas).max().unwrap_or(1)
+                + 1;
         let opts = RunnerOptions {
             n_ctx: max_ctx,
             n_seq: 1,
@@ -151,6 +162,10 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
             ..Default::default()
         };
         let mut r = load::runner(&w, &a.device, &a.device.resolve(load::Flags::default())?, opts)?;
+        let diffusion = match r.model().diffusion() {
+            Some(p) => Some(a.diffusion.params(p)?),
+            None => None,
+        };
         let nv = r.n_vocab();
         let size: u64 = w.gguf().tensor_bytes_total();
         let n_params: u64 = w.gguf().tensors().map(|t| t.info.n_elements()).sum();
@@ -158,6 +173,28 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
         let threads = r.device().features.iter().find_map(|f| f.strip_prefix("threads ").map(str::to_owned));
         let mut rng = Lcg(1234);
         for t in &tests {
+            // Denoising steps per canvas of the diffusion repetitions, and tokens generated.
+            let mut canvases: Vec<usize> = Vec::new();
+            let mut generated = t.n_gen;
+            // Seconds, steps of each canvas and tokens committed.
+            let run_diffusion = |r: &mut infr_engine::Runner, rng: &mut Lcg| -> Result<(f64, Vec<usize>, usize)> {
+                let p = diffusion.expect("a diffusion model");
+                let seq = r.add_sequence();
+                let result = (|| -> Result<(f64, Vec<usize>, usize)> {
+                    if t.n_depth > 0 {
+                        let ctx: Vec<u32> = (0..t.n_depth).map(|_| rng.next(nv)).collect();
+                        r.prefill(seq, &ctx, false)?;
+                    }
+                    let prompt: Vec<u32> = (0..t.n_prompt.max(1)).map(|_| rng.next(nv)).collect();
+                    let opts = infr_engine::DiffusionOptions { params: p, max_new_tokens: t.n_gen, eos: Vec::new() };
+                    let mut noise = infr_engine::SeededNoise::new(rng.next(usize::MAX >> 1) as u64);
+                    let out = infr_engine::generate_diffusion(r, seq, &prompt, &opts, &mut noise, |_| true)?;
+                    let secs = if t.n_prompt > 0 { out.prompt_secs } else { 0.0 } + out.gen_secs;
+                    Ok((secs, out.steps, out.tokens.len()))
+                })();
+                r.remove_sequence(seq);
+                result
+            };
             let run_once = |r: &mut infr_engine::Runner, rng: &mut Lcg| -> Result<f64> {
                 let seq = r.add_sequence();
                 let result = (|| -> Result<f64> {
@@ -191,12 +228,24 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
                 }
                 r.remove_sequence(seq);
             }
+            let denoise = diffusion.is_some() && t.n_gen > 0;
+            if denoise && !a.no_warmup {
+                // The warm-up builds the denoiser plan and touches every page once.
+                run_diffusion(&mut r, &mut rng)?;
+            }
             let mut samples_ns = Vec::new();
             let mut samples_ts = Vec::new();
             for _ in 0..a.reps.max(1) {
-                let secs = run_once(&mut r, &mut rng)?;
+                let secs = if denoise {
+                    let (secs, steps, tokens) = run_diffusion(&mut r, &mut rng)?;
+                    canvases.extend(steps);
+                    generated = tokens;
+                    secs
+                } else {
+                    run_once(&mut r, &mut rng)?
+                };
                 samples_ns.push((secs * 1e9) as u64);
-                samples_ts.push((t.n_prompt + t.n_gen) as f64 / secs);
+                samples_ts.push((t.n_prompt + generated) as f64 / secs);
             }
             let ns: Vec<f64> = samples_ns.iter().map(|&v| v as f64).collect();
             let (avg_ns, std_ns) = mean_std(&ns);
@@ -231,7 +280,17 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
                 "samples_ns": samples_ns,
                 "samples_ts": samples_ts,
             });
-            let m = Measurement { record, test: t.name(), threads: threads.clone().unwrap_or_default() };
+            let mut record = record;
+            let mut test = t.name();
+            if denoise {
+                let steps = canvases.iter().sum::<usize>() as f64 / canvases.len().max(1) as f64;
+                let canvas = diffusion.map_or(0, |p| p.canvas_length);
+                record["diffusion_canvas"] = json!(canvas);
+                record["diffusion_steps_per_canvas"] = json!(steps);
+                record["diffusion_tokens"] = json!(generated);
+                test = format!("{test} (diffusion: {generated} tokens, {steps:.1} steps per canvas of {canvas})");
+            }
+            let m = Measurement { record, test, threads: threads.clone().unwrap_or_default() };
             on_result(&m)?;
             results.push(m);
         }

@@ -227,6 +227,7 @@ pub fn run(a: Args) -> Result<()> {
             output: "json".into(),
             no_warmup: false,
             kv_type: "f16".into(),
+            diffusion: Default::default(),
             device: a.device.clone(),
         };
         eprintln!("running infr on {}", path.display());

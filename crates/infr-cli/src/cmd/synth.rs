@@ -14,8 +14,9 @@ use infr_models::synth::{self, Shape, SynthPlan, SynthQuant};
 pub struct Args {
     /// Model shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, llama3-8b,
     /// qwen3-30b-a3b, gpt-oss-20b, qwen3.5-9b, qwen3.6-35b-a3b, gemma4-31b, gemma4-26b-a4b,
-    /// gemma4-e4b (and tiny-qwen3, tiny-llama3, tiny-qwen3moe, tiny-gpt-oss, tiny-qwen35,
-    /// tiny-qwen35moe, tiny-gemma4, tiny-gemma4-moe for tests).
+    /// gemma4-e4b, diffusiongemma-26b-a4b (and tiny-qwen3, tiny-llama3, tiny-qwen3moe,
+    /// tiny-gpt-oss, tiny-qwen35, tiny-qwen35moe, tiny-gemma4, tiny-gemma4-moe,
+    /// tiny-diffusiongemma for tests).
     #[arg(long)]
     pub shape: String,
     /// Quantization mix as llama-quantize makes it: Q4_K_M, Q8_0, Q4_0, F16 or MXFP4_MOE.

@@ -25,6 +25,9 @@ pub struct Gemma4Shape {
     pub ple: usize,
     /// Global layers have no `attn_v` (V = K).
     pub k_eq_v: bool,
+    /// DiffusionGemma (`diffusion-gemma`) with canvases of this many tokens: the decoder's
+    /// self-conditioning block and layer scalars, and the diffusion keys.
+    pub diffusion: Option<usize>,
 }
 
 /// The common part of the Gemma 4 shapes (tied output, 262144 tokens, soft-capped logits).
@@ -64,7 +67,16 @@ pub const GEMMA4_31B: Shape = gemma4(
     (5376, 60, 32, 16, 512, 21504),
     (262144, 262144),
     None,
-    Gemma4Shape { swa_head_dim: 256, global_kv_heads: 4, window: 1024, period: 6, shared_kv: 0, ple: 0, k_eq_v: true },
+    Gemma4Shape {
+        swa_head_dim: 256,
+        global_kv_heads: 4,
+        window: 1024,
+        period: 6,
+        shared_kv: 0,
+        ple: 0,
+        k_eq_v: true,
+        diffusion: None,
+    },
 );
 /// Gemma 4 26B-A4B: 30 layers, each a dense FFN of 2112 plus 8 of 128 experts of 704.
 pub const GEMMA4_26B_A4B: Shape = gemma4(
@@ -73,7 +85,16 @@ pub const GEMMA4_26B_A4B: Shape = gemma4(
     (2816, 30, 16, 8, 512, 704),
     (262144, 262144),
     Some((128, 8)),
-    Gemma4Shape { swa_head_dim: 256, global_kv_heads: 2, window: 1024, period: 6, shared_kv: 0, ple: 0, k_eq_v: true },
+    Gemma4Shape {
+        swa_head_dim: 256,
+        global_kv_heads: 2,
+        window: 1024,
+        period: 6,
+        shared_kv: 0,
+        ple: 0,
+        k_eq_v: true,
+        diffusion: None,
+    },
 );
 /// Gemma 4 E4B: 42 layers, the last 18 sharing KV, per-layer embeddings of 256.
 pub const GEMMA4_E4B: Shape = gemma4(
@@ -90,6 +111,7 @@ pub const GEMMA4_E4B: Shape = gemma4(
         shared_kv: 18,
         ple: 256,
         k_eq_v: false,
+        diffusion: None,
     },
 );
 /// A tiny E-style model for tests (6 layers, 2 KV-shared, PLE of 32).
@@ -99,7 +121,16 @@ pub const TINY_GEMMA4: Shape = gemma4(
     (256, 6, 4, 2, 128, 512),
     (512, 4096),
     None,
-    Gemma4Shape { swa_head_dim: 64, global_kv_heads: 1, window: 16, period: 2, shared_kv: 2, ple: 32, k_eq_v: true },
+    Gemma4Shape {
+        swa_head_dim: 64,
+        global_kv_heads: 1,
+        window: 16,
+        period: 2,
+        shared_kv: 2,
+        ple: 32,
+        k_eq_v: true,
+        diffusion: None,
+    },
 );
 /// A tiny MoE model for tests.
 pub const TINY_GEMMA4_MOE: Shape = gemma4(
@@ -108,13 +139,43 @@ pub const TINY_GEMMA4_MOE: Shape = gemma4(
     (256, 4, 4, 2, 128, 256),
     (512, 4096),
     Some((8, 2)),
-    Gemma4Shape { swa_head_dim: 64, global_kv_heads: 1, window: 16, period: 2, shared_kv: 0, ple: 0, k_eq_v: true },
+    Gemma4Shape {
+        swa_head_dim: 64,
+        global_kv_heads: 1,
+        window: 16,
+        period: 2,
+        shared_kv: 0,
+        ple: 0,
+        k_eq_v: true,
+        diffusion: None,
+    },
 );
+
+/// DiffusionGemma 26B-A4B: the Gemma 4 26B-A4B stack as encoder and decoder, canvases of 256.
+pub const DIFFUSIONGEMMA_26B_A4B: Shape =
+    diffusion("diffusiongemma-26b-a4b", "DiffusionGemma 26B A4B", GEMMA4_26B_A4B, 256);
+/// A tiny DiffusionGemma for tests (the tiny MoE stack, canvases of 32).
+pub const TINY_DIFFUSIONGEMMA: Shape = diffusion("tiny-diffusiongemma", "tiny DiffusionGemma", TINY_GEMMA4_MOE, 32);
+
+/// `base` as DiffusionGemma with canvases of `canvas` tokens.
+const fn diffusion(name: &'static str, model_name: &'static str, base: Shape, canvas: usize) -> Shape {
+    let g = match base.gemma4 {
+        Some(g) => g,
+        None => panic!("a Gemma 4 base shape"),
+    };
+    Shape {
+        name,
+        arch: "diffusion-gemma",
+        model_name,
+        gemma4: Some(Gemma4Shape { diffusion: Some(canvas), ..g }),
+        ..base
+    }
+}
 
 /// Width of the dense FFN of the MoE shape beside its experts (`feed_forward_length`).
 fn dense_ff(s: &Shape) -> usize {
     match (s.name, s.experts) {
-        ("gemma4-26b-a4b", _) => 2112,
+        ("gemma4-26b-a4b" | "diffusiongemma-26b-a4b", _) => 2112,
         (_, Some(_)) => 2 * s.n_ff,
         _ => s.n_ff,
     }
@@ -132,6 +193,14 @@ pub(super) fn global_tensors(s: &Shape, g: &Gemma4Shape) -> Vec<(String, Vec<u64
         t.push(("per_layer_token_embd.weight".into(), vec![all, s.n_vocab as u64]));
         t.push(("per_layer_model_proj.weight".into(), vec![e, all]));
         t.push(("per_layer_proj_norm.weight".into(), vec![g.ple as u64]));
+    }
+    if g.diffusion.is_some() {
+        let ff = dense_ff(s) as u64;
+        t.push(("self_cond.norm.weight".into(), vec![e]));
+        t.push(("self_cond.ffn_gate.weight".into(), vec![e, ff]));
+        t.push(("self_cond.ffn_up.weight".into(), vec![e, ff]));
+        t.push(("self_cond.ffn_down.weight".into(), vec![ff, e]));
+        t.extend((0..s.n_layer).map(|il| (format!("dec.blk.{il}.layer_output_scale.weight"), vec![1])));
     }
     t
 }
@@ -201,6 +270,16 @@ pub(super) fn metadata(m: &mut Metadata, s: &Shape, g: &Gemma4Shape) {
     m.insert(format!("{a}.embedding_length_per_layer_input"), u(g.ple));
     m.insert(format!("{a}.final_logit_softcapping"), Value::F32(30.0));
     m.insert(format!("{a}.feed_forward_length"), u(dense_ff(s)));
+    if let Some(canvas) = g.diffusion {
+        // transformers' generation defaults for DiffusionGemma.
+        m.insert(format!("{a}.diffusion.canvas_length"), u(canvas));
+        m.insert(format!("{a}.diffusion.max_denoising_steps"), u(48));
+        m.insert(format!("{a}.diffusion.t_min"), Value::F32(0.4));
+        m.insert(format!("{a}.diffusion.t_max"), Value::F32(0.8));
+        m.insert(format!("{a}.diffusion.entropy_bound"), Value::F32(0.1));
+        m.insert(format!("{a}.diffusion.stability_threshold"), u(1));
+        m.insert(format!("{a}.diffusion.confidence_threshold"), Value::F32(0.005));
+    }
 }
 
 /// Values of `rope_freqs.weight`: a quarter of the pairs rotate normally, the rest (divided
