@@ -3,6 +3,7 @@
 
 mod cmd;
 mod load;
+mod template_sandbox;
 
 use clap::{Parser, Subcommand};
 
@@ -89,6 +90,10 @@ fn llama_style_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<s
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
+    if std::env::args_os().nth(1).is_some_and(|a| a == template_sandbox::WORKER_ARG) {
+        return template_sandbox::run_as_worker();
+    }
+    template_sandbox::install();
     let cli = Cli::parse_from(llama_style_args(std::env::args_os()));
     // `--log` wins; else `log.level` from the config file or `INFR_LOG_LEVEL` / `INFR_LOG`.
     let configured = infr_config::ConfigBuilder::new().resolve().ok().and_then(|r| {

@@ -37,8 +37,10 @@
 //!
 //! Rendering is bounded by fuel (minijinja instructions, [`DEFAULT_FUEL`]), a recursion limit
 //! and an output size limit; all are set through [`ChatTemplateOptions`]. A template whose
-//! *intermediate* strings grow without bound (repeated doubling via `~`) can still exhaust
-//! memory before fuel runs out: minijinja has no allocation hook.
+//! *intermediate* values grow without bound (a list or string doubled in a loop or a macro)
+//! can still exhaust memory before fuel runs out: minijinja has no allocation hook. A program
+//! rendering untrusted templates installs a [`sandbox::RenderSandbox`] so that renders run in a
+//! memory-capped worker process (the `infr` binary does).
 //!
 //! # Map key order
 //!
@@ -55,6 +57,7 @@
 mod builtin;
 mod error;
 mod pyfmt;
+pub mod sandbox;
 mod time;
 mod types;
 mod untrusted;
@@ -153,18 +156,28 @@ impl ChatTemplate {
         eos_token: &str,
         options: ChatTemplateOptions,
     ) -> Result<Self, ChatTemplateError> {
+        let mut tmpl = Self::unprobed(source, bos_token, eos_token, options)?;
+        tmpl.typed_content = tmpl.probe_typed_content();
+        Ok(tmpl)
+    }
+
+    /// Parses `source` without probing how it wants message content.
+    fn unprobed(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        options: ChatTemplateOptions,
+    ) -> Result<Self, ChatTemplateError> {
         let mut env = build_env(&options);
         env.add_template_owned(TEMPLATE_NAME, preprocess(source)).map_err(|e| from_parse_error(&e))?;
-        let mut tmpl = ChatTemplate {
+        Ok(ChatTemplate {
             env,
             source: source.to_owned(),
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
             options,
             typed_content: false,
-        };
-        tmpl.typed_content = tmpl.probe_typed_content();
-        Ok(tmpl)
+        })
     }
 
     /// The template in `tokenizer.chat_template`, or `None` when the file has none.
@@ -302,7 +315,20 @@ impl ChatTemplate {
         self.render_context(&Json::Object(ctx), self.options.fuel)
     }
 
+    /// Render the prepared context: in the installed [`sandbox::RenderSandbox`] if there is one,
+    /// else here.
     fn render_context(&self, ctx: &Json, fuel: Option<u64>) -> Result<String, ChatTemplateError> {
+        match sandbox::sandbox() {
+            Some(s) => {
+                let options = ChatTemplateOptions { fuel, ..self.options.clone() };
+                s.render(&sandbox::RenderJob::new(&self.source, &self.bos_token, &self.eos_token, &options, ctx))
+            }
+            None => self.render_context_here(ctx, fuel),
+        }
+    }
+
+    /// Render the prepared context in this process.
+    fn render_context_here(&self, ctx: &Json, fuel: Option<u64>) -> Result<String, ChatTemplateError> {
         let opts = &self.options;
         let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| from_parse_error(&e))?;
         let render = || {
@@ -355,13 +381,14 @@ impl ChatTemplate {
     fn probe_typed_content(&mut self) -> bool {
         const NEEDLE: &str = "<__infr_content_probe__>";
         let real_fuel = self.options.fuel;
-        self.env.set_fuel(Some(real_fuel.map_or(PROBE_FUEL, |f| f.min(PROBE_FUEL))));
+        let probe_fuel = Some(real_fuel.map_or(PROBE_FUEL, |f| f.min(PROBE_FUEL)));
+        self.env.set_fuel(probe_fuel);
         let probe = |content: Json| {
             let ctx = serde_json::json!({
                 "bos_token": self.bos_token, "eos_token": self.eos_token, "tools": null,
                 "add_generation_prompt": false, "messages": [{"role": "user", "content": content}],
             });
-            self.render_context(&ctx, None).map(|s| s.contains(NEEDLE)).unwrap_or(false)
+            self.render_context(&ctx, probe_fuel).map(|s| s.contains(NEEDLE)).unwrap_or(false)
         };
         let with_string = probe(Json::String(NEEDLE.into()));
         let with_parts = !with_string && probe(serde_json::json!([{"type": "text", "text": NEEDLE}]));
