@@ -155,13 +155,8 @@ pub const KEYS: &[KeySpec] = &[
         "Tokens to generate; -1 = until EOS/context.",
     )
     .flag("-n, --n-predict"),
-    KeySpec::new(
-        "kv.type",
-        Kind::Choice(KV_TYPES),
-        "\"f16\"",
-        "KV cache element type: f16, f32, q8_0 (q8_0 on the CPU backend only for now).",
-    )
-    .flag("--kv-type"),
+    KeySpec::new("kv.type", Kind::Choice(KV_TYPES), "\"f16\"", "KV cache element type: f16, f32, q8_0.")
+        .flag("--kv-type"),
     KeySpec::new("kv.page_size", Kind::Int { min: 1, max: u32::MAX as i64 }, "256", "KV page size in tokens."),
     KeySpec::new("server.host", Kind::Str, "\"127.0.0.1\"", "Address the server binds.").flag("--host"),
     KeySpec::new("server.port", Kind::Int { min: 0, max: 65535 }, "8080", "Port the server binds.").flag("--port"),

@@ -80,6 +80,30 @@ pub struct AttnCombineParams {
 
 pub(crate) fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
     match dtype {
+        // A q8_0 slot of width w: w/4 words of int8 quants, then w/32 f32 scales (see
+        // `KvCache::slot_bytes`). Element index i = slot * w + c. Writes go through
+        // `kv_write_q8.wgsl` (whole blocks), never the pairwise STORE_* below.
+        KvDType::Q8_0 => spec
+            .define("KV_TY", "u32")
+            .define(
+                "K2",
+                "let slot = i / pc.kw;
+    let c = i % pc.kw;
+    let base = slot * (pc.kw / 4u + pc.kw / 32u);
+    let q = KC[base + c / 4u] >> ((c % 4u) * 8u);
+    let s = bitcast<f32>(KC[base + pc.kw / 4u + c / 32u]);
+    return vec2<f32>(f32(bitcast<i32>(q << 24u) >> 24u), f32(bitcast<i32>(q << 16u) >> 24u)) * s;",
+            )
+            .define(
+                "V1",
+                "let slot = i / pc.vw;
+    let c = i % pc.vw;
+    let base = slot * (pc.vw / 4u + pc.vw / 32u);
+    let q = VC[base + c / 4u] >> ((c % 4u) * 8u);
+    return f32(bitcast<i32>(q << 24u) >> 24u) * bitcast<f32>(VC[base + pc.vw / 4u + c / 32u]);",
+            )
+            .define("STORE_K", "")
+            .define("STORE_V", ""),
         KvDType::F16 => spec
             .define("KV_TY", "u32")
             .define("K2", "return unpack2x16float(KC[i >> 1u]);")
@@ -95,10 +119,17 @@ pub(crate) fn kv_defines(spec: KernelSpec, dtype: KvDType) -> KernelSpec {
     }
 }
 
-/// KV append for a cache element type.
+/// KV append for a cache element type (q8_0: one invocation per 32-element block).
 pub fn kv_write(dtype: KvDType) -> KernelSpec {
     let name = format!("kv_write.{dtype:?}").to_lowercase();
-    kv_defines(KernelSpec::new(name, &["common", "kv_write"], 5, push_size::<KvWriteParams>()), dtype)
+    let body = if dtype == KvDType::Q8_0 { "kv_write_q8" } else { "kv_write" };
+    kv_defines(KernelSpec::new(name, &["common", body], 5, push_size::<KvWriteParams>()), dtype)
+}
+
+/// Invocations of `kv_write(dtype)` for `n_tokens` rows of K width `kw` and V width `vw`.
+pub fn kv_write_threads(dtype: KvDType, n_tokens: usize, kw: u32, vw: u32) -> usize {
+    let per = if dtype == KvDType::Q8_0 { 32 } else { 2 };
+    n_tokens * (kw + vw) as usize / per
 }
 
 /// Attention for head dims `dk`/`dv` and a cache element type.

@@ -116,8 +116,7 @@ impl crate::device::DeviceCaps {
     /// (derived from the same [`Features`] the kernels are chosen by).
     pub fn kernel_summary(&self) -> Vec<String> {
         let f = Features::of(self, false, false, false, false);
-        let mut out =
-            vec!["every op and weight type of the CPU backend; KV cache f32, f16 (q8_0: CPU only)".to_owned()];
+        let mut out = vec!["every op and weight type of the CPU backend; KV cache f32, f16, q8_0".to_owned()];
         if let Some(c) = f.coopmat {
             // The attention needs subgroups of a multiple of the fragment edge.
             let attention = crate::kernels::attention_coop(64, c.frag, c.subgroup).is_some();

@@ -31,6 +31,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("weight_io", include_str!("shaders/weight_io.wgsl")),
     ("dequant_f16", include_str!("shaders/dequant_f16.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
+    ("kv_write_q8", include_str!("shaders/kv_write_q8.wgsl")),
     ("mix_embed", include_str!("shaders/mix_embed.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),
     ("rope_math", include_str!("shaders/rope_math.wgsl")),

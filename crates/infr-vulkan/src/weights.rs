@@ -117,27 +117,34 @@ pub(crate) struct KvCache {
 }
 
 impl KvCache {
-    /// Bytes per element.
-    fn elem_bytes(dtype: KvDType) -> u64 {
+    /// Bytes of one cache slot of `width` elements. A q8_0 slot is the GPU layout of
+    /// `kv_defines`: the int8 quants (4 per word), then one f32 scale per 32 (f16-rounded, as
+    /// ggml's q8_0 blocks hold them).
+    fn slot_bytes(dtype: KvDType, width: u64) -> u64 {
         match dtype {
-            KvDType::F16 => 2,
-            _ => 4,
+            KvDType::F16 => 2 * width,
+            KvDType::F32 => 4 * width,
+            KvDType::Q8_0 => width + width / 8,
         }
     }
 
     /// Allocate (zeroed) cache buffers.
     pub fn new(ctx: &Arc<Context>, one: &mut OneShot, spec: &KvSpec) -> VkResult<Self> {
         if spec.dtype == KvDType::Q8_0 {
-            return Err(VkError::Unsupported("q8_0 KV cache".into()));
+            if let Some(l) = spec.layers.iter().find(|l| l.head_dim_k % 32 != 0 || l.head_dim_v % 32 != 0) {
+                return Err(VkError::Unsupported(format!(
+                    "a q8_0 KV cache needs head dims that are multiples of 32 (not {} / {})",
+                    l.head_dim_k, l.head_dim_v
+                )));
+            }
         }
-        let eb = Self::elem_bytes(spec.dtype);
         let limit = ctx.caps.max_storage_buffer_range;
         let (mut k, mut v) = (Vec::new(), Vec::new());
         for (i, l) in spec.layers.iter().enumerate() {
             let pages = if l.window.is_some() { spec.n_window_pages } else { spec.n_pages };
             let slots = pages as u64 * spec.page_size as u64;
             for (which, d, out) in [("K", l.head_dim_k, &mut k), ("V", l.head_dim_v, &mut v)] {
-                let bytes = slots * (l.n_kv_head * d) as u64 * eb;
+                let bytes = slots * Self::slot_bytes(spec.dtype, (l.n_kv_head * d) as u64);
                 if bytes > limit {
                     return Err(VkError::OutOfMemory {
                         what: format!("KV layer {i} {which} (larger than a storage binding: {limit})"),
@@ -195,12 +202,12 @@ impl KvCache {
     /// Copy whole context pages `src → dst` in every layer that uses them (not the windowed
     /// layers' rings), pair by pair (later pairs see earlier copies).
     pub fn copy_pages(&self, one: &mut OneShot, pairs: &[(u32, u32)]) -> VkResult<()> {
-        let eb = Self::elem_bytes(self.spec.dtype);
+        let dt = self.spec.dtype;
         let ps = self.spec.page_size as u64;
         let mut bufs = Vec::new();
         for (l, spec) in self.spec.layers.iter().enumerate().filter(|(_, s)| s.window.is_none()) {
-            bufs.push((self.k[l].raw, ps * (spec.n_kv_head * spec.head_dim_k) as u64 * eb));
-            bufs.push((self.v[l].raw, ps * (spec.n_kv_head * spec.head_dim_v) as u64 * eb));
+            bufs.push((self.k[l].raw, ps * Self::slot_bytes(dt, (spec.n_kv_head * spec.head_dim_k) as u64)));
+            bufs.push((self.v[l].raw, ps * Self::slot_bytes(dt, (spec.n_kv_head * spec.head_dim_v) as u64)));
         }
         one.run(|d, cmd| {
             for &(s, t) in pairs {

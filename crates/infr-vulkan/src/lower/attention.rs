@@ -75,6 +75,16 @@ pub(super) fn lower(
     let vw = ap.n_kv_head * ap.head_dim_v;
     // A windowed layer's cache is addressed through the window page lists.
     let pt_off = if layer.window.is_some() { st.tok_wpages } else { st.tok_pages };
+    let kv_write_params = kernels::KvWriteParams {
+        kw,
+        vw,
+        n_tokens: n_tok as u32,
+        page_size: kv.page_size,
+        pos_off: st.positions,
+        pt_off,
+    };
+    // A q8_0 cache is written a block at a time by its own kernel, after the fused kernel.
+    let q8_cache = kv.dtype == infr_core::KvDType::Q8_0;
     if let Some(prep) = fx.attn_prep.get(&node.index) {
         let Op::Rope { params: rp, .. } = &graph.node(prep.q.rope).op else {
             return Err(VkError::Unsupported(format!("node {}: fused attention input is not a RoPE", node.index)));
@@ -104,7 +114,7 @@ pub(super) fn lower(
             k_norm,
             q_eps,
             k_eps,
-            write_kv: ap.write_kv as u32,
+            write_kv: (ap.write_kv && !q8_cache) as u32,
             page_size: kv.page_size,
             pos_off: st.positions,
             pt_off,
@@ -112,7 +122,7 @@ pub(super) fn lower(
             vw,
         };
         let (kc, vc) =
-            if ap.write_kv { (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer)) } else { (Res::Dummy, Res::Dummy) };
+            if p.write_kv != 0 { (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer)) } else { (Res::Dummy, Res::Dummy) };
         let res = vec![
             Res::Act(prep.q.x.0),
             Res::Act(prep.q.rope.0),
@@ -126,21 +136,14 @@ pub(super) fn lower(
             wq,
             wk,
         ];
-        let heads = ap.n_head + ap.n_kv_head * (1 + ap.write_kv as u32);
+        let heads = ap.n_head + ap.n_kv_head * (1 + p.write_kv);
         let groups = u32_of(n_tok * heads as usize, "attention heads")?;
         emit(&mut emits, &fused_kernels::qk_rope(kv.dtype, ap.head_dim_k), res, bytes(&p), groups);
-    } else if ap.write_kv {
-        let p = kernels::KvWriteParams {
-            kw,
-            vw,
-            n_tokens: n_tok as u32,
-            page_size: kv.page_size,
-            pos_off: st.positions,
-            pt_off,
-        };
+    }
+    if ap.write_kv && (q8_cache || !fx.attn_prep.contains_key(&node.index)) {
         let res = vec![Res::Act(node.k.0), Res::Act(node.v.0), Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer), Res::Step];
-        let groups = threads_groups(n_tok * (kw + vw) as usize / 2)?;
-        emit(&mut emits, &kernels::kv_write(kv.dtype), res, bytes(&p), groups);
+        let groups = threads_groups(kernels::kv_write_threads(kv.dtype, n_tok, kw, vw))?;
+        emit(&mut emits, &kernels::kv_write(kv.dtype), res, bytes(&kv_write_params), groups);
     }
     let p = kernels::AttnParamsGpu {
         n_head: ap.n_head,
@@ -156,7 +159,13 @@ pub(super) fn lower(
         n_tokens: n_tok as u32,
         pos_off: st.positions,
         pt_off,
-        round_q: (kv.dtype == infr_core::KvDType::F16) as u32,
+        // 1: q and probabilities through f16 (llama.cpp's f16 matmuls); 2: q through q8_0,
+        // probabilities f32 (its flash attention over a q8_0 cache).
+        round_q: match kv.dtype {
+            infr_core::KvDType::F16 => 1,
+            infr_core::KvDType::Q8_0 => 2,
+            infr_core::KvDType::F32 => 0,
+        },
         n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.max_splits),
         flash_rows: 0,
         has_sinks: ap.sinks.is_some() as u32,

@@ -103,12 +103,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     for (var d = t; d < pc.dk; d += WG) {
         var q = Q[(tok * pc.n_head + h) * pc.dk + d];
-        if pc.round_q != 0u {
+        if pc.round_q == 1u {
             q = round_f16(q);
         }
         qs[d] = q;
     }
     workgroupBarrier();
+    // A q8_0 cache: the query goes through q8_0 too (as ggml's flash attention converts it
+    // for the dot products with a q8_0 K), block by block.
+    if pc.round_q == 2u {
+        for (var b = t; b < pc.dk / 32u; b += WG) {
+            var amax = 0.0;
+            for (var j = 0u; j < 32u; j++) {
+                amax = max(amax, abs(qs[32u * b + j]));
+            }
+            let dq = amax / 127.0;
+            let id = select(0.0, 1.0 / dq, dq != 0.0);
+            let df = round_f16(dq);
+            for (var j = 0u; j < 32u; j++) {
+                let v = qs[32u * b + j] * id;
+                qs[32u * b + j] = sign(v) * floor(abs(v) + 0.5) * df;
+            }
+        }
+        workgroupBarrier();
+    }
     let begin = lo + split * chunk;
     let end = min(begin + chunk, keys.y);
     var acc: array<f32, {{DPT}}>;
@@ -123,7 +141,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // P·V (`kq` converted for the f16 `mul_mat` with V). A row whose keys fit one split does the
     // same: a first pass finds the row's max and sum, the second weighs V by
     // f16(exp(s - max) / sum). Split rows keep the one-pass online softmax.
-    let exact = n_active == 1u && pc.round_q != 0u;
+    let exact = n_active == 1u && pc.round_q == 1u;
     if exact {
         for (var base = begin; base < end; base += WG) {
             let j = base + t;

@@ -289,6 +289,23 @@ fn attention_f32_cache_mixed_head_dims() {
     });
 }
 
+/// A q8_0 cache: blocks written on the device, read back by the attention kernel, the query
+/// rounded through q8_0, as the CPU backend does (which matches llama.cpp's q8_0 runs).
+#[test]
+fn attention_q8_0_cache() {
+    attention_case(&AttnCase {
+        name: "q8_0 gqa",
+        nh: 4,
+        nkv: 2,
+        dk: 64,
+        dv: 32,
+        window: Some(5),
+        chunk: None,
+        softcap: None,
+        dtype: KvDType::Q8_0,
+    });
+}
+
 #[test]
 fn attention_window_and_softcap() {
     attention_case(&AttnCase {
