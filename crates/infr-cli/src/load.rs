@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use infr_config::ContextSize;
 use infr_core::{Backend, GgufWeights, KvDType};
 use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
 use infr_engine::{Runner, RunnerOptions};
@@ -167,10 +168,61 @@ pub fn kv_dtype(s: &str) -> Result<KvDType> {
     })
 }
 
-/// Load model + backend into a runner (the KV page size comes from `kv.page_size`).
-pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, mut opts: RunnerOptions) -> Result<Runner> {
+/// Load model + backend into a runner with `opts` (the KV page size comes from `kv.page_size`).
+pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, opts: RunnerOptions) -> Result<Runner> {
+    let n = opts.n_ctx * opts.n_seq;
+    runner_with_context(w, d, cfg, ContextSize::Tokens(n as u64), opts)
+}
+
+/// [`runner`] with the context given as the configuration does: `ctx` tokens in all (divided
+/// among `opts.n_seq` sequences, as llama.cpp's `-np` does), `0` for the model's trained
+/// context, or a share of the memory left after the weights (the longest context per
+/// sequence whose KV cache fits in it, at most the trained context). `opts.n_ctx` is ignored.
+pub fn runner_with_context(
+    w: &GgufWeights,
+    d: &DeviceArgs,
+    cfg: &infr_config::Config,
+    ctx: ContextSize,
+    mut opts: RunnerOptions,
+) -> Result<Runner> {
     opts.page_size = cfg.kv.page_size;
+    let n_seq = opts.n_seq.max(1);
     let model = infr_models::load_model(w)?;
+    let backend = backend(cfg, d.reference)?;
+    opts.n_ctx = match ctx {
+        ContextSize::Tokens(0) => match model.info.n_ctx_train {
+            0 => bail!("--ctx-size 0 takes the model's trained context, but the file does not give one"),
+            t => (t / n_seq).max(1),
+        },
+        ContextSize::Tokens(n) => (n as usize / n_seq).max(1),
+        ContextSize::Percent(p) => {
+            let Some(available) = backend.memory_available() else {
+                bail!("--ctx-size {p}%: {} does not report its free memory; give a token count", backend.device().id)
+            };
+            let weights: u64 = model.weights.iter().map(|(id, _)| model.weights.info(id).bytes()).sum();
+            let left = available.saturating_sub(weights);
+            let budget = (left as f64 * p / 100.0) as u64;
+            let Some(per_seq) = infr_engine::max_context(&model, &opts, budget) else {
+                bail!(
+                    "--ctx-size {p}%: {} MiB left after {} MiB of weights on {} holds no KV page",
+                    left >> 20,
+                    weights.div_ceil(1 << 20),
+                    backend.device().id
+                )
+            };
+            // Never past what the model was trained on (the share is a budget, not a target).
+            let train = model.info.n_ctx_train;
+            let n = if train > 0 { per_seq.min(train) } else { per_seq };
+            tracing::info!(
+                "context {p}% of the {} MiB left after the weights on {}: room for {per_seq} tokens per \
+                 sequence, {n} used{}",
+                left >> 20,
+                backend.device().id,
+                if n < per_seq { " (the model's trained context)" } else { "" }
+            );
+            n
+        }
+    };
     let ngl = cfg.device.gpu_layers;
     let n_layer = model.info.n_layer;
     if ngl > 0 && (ngl as usize) < n_layer {
@@ -180,7 +232,6 @@ pub fn runner(w: &GgufWeights, d: &DeviceArgs, cfg: &infr_config::Config, mut op
         );
     }
     warn_past_training_context(&model, opts.n_ctx);
-    let backend = backend(cfg, d.reference)?;
     Ok(Runner::new(model, w, backend, opts)?)
 }
 

@@ -17,7 +17,7 @@
 //!     .set_args(&["kernels.vulkan.flash_splits=2"])
 //!     .flag("sampling.temperature", 0.2)
 //!     .resolve()?;
-//! assert_eq!(r.config.context.size, 8192);
+//! assert_eq!(r.config.context.size, infr_config::ContextSize::Tokens(8192));
 //! assert_eq!(r.config.kernels.vulkan.flash_splits, 2);
 //! println!("{}", r.explain());
 //! # Ok::<(), infr_config::ConfigError>(())
@@ -42,7 +42,7 @@ pub use schema::{
     NON_KEY_ENV_PREFIXES, UFLOAT, UINT,
 };
 pub use suggest::{did_you_mean, edit_distance};
-pub use units::{Seed, SizeParseError, SizeSpec};
+pub use units::{ContextParseError, ContextSize, Seed, SizeParseError, SizeSpec};
 pub use value::{coerce, expected, type_name, FlagValue, RawValue};
 
 #[cfg(test)]
@@ -62,6 +62,7 @@ mod schema_tests {
                 Kind::Str => "x".into(),
                 Kind::Choice(c) => c[0].to_string(),
                 Kind::Size => "1g".into(),
+                Kind::Context => "32k".into(),
                 Kind::Seed => "7".into(),
             };
             sets.push(format!("{}={v}", k.key));
@@ -94,6 +95,6 @@ mod schema_tests {
         assert_eq!(env.len(), n, "duplicate env names");
         // Defaults resolve.
         let d = Config::defaults();
-        assert_eq!(d.context.size, 4096);
+        assert_eq!(d.context.size, ContextSize::Tokens(4096));
     }
 }

@@ -36,6 +36,8 @@ pub enum Kind {
     Size,
     /// A [`Seed`]: an unsigned integer, or `-1`/`none`/`random`.
     Seed,
+    /// A [`crate::ContextSize`]: `8192`, `32k`, `0` (the model's), `50%`.
+    Context,
 }
 
 /// Any `i64`.
@@ -124,7 +126,12 @@ pub const KEYS: &[KeySpec] = &[
         "Layers on the GPU; -1 = all.",
     )
     .flag("-ngl, --gpu-layers"),
-    KeySpec::new("context.size", Kind::Int { min: 1, max: u32::MAX as i64 }, "4096", "Context window in tokens.")
+    KeySpec::new(
+        "context.size",
+        Kind::Context,
+        "4096",
+        "Context window: tokens (`8192`, `32k`), `0` for the model's trained context, or `50%`: the longest context whose KV cache fits in that share of the device memory left after the weights.",
+    )
         .flag("-c, --ctx-size")
         .env(&["INFR_CTX"]),
     KeySpec::new("context.ubatch", Kind::Int { min: 1, max: u32::MAX as i64 }, "512", "Physical micro-batch (tokens).")
@@ -267,8 +274,8 @@ pub struct DeviceConfig {
 /// `[context]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextConfig {
-    /// Context window in tokens.
-    pub size: u32,
+    /// Context window (tokens, the model's, or a share of memory).
+    pub size: crate::ContextSize,
     /// Physical micro-batch size.
     pub ubatch: u32,
 }

@@ -116,6 +116,85 @@ impl<'de> Deserialize<'de> for SizeSpec {
     }
 }
 
+/// A context size: a token count (`8192`, `32k` = 32768), `0` for the model's trained
+/// context, or `50%`: the longest context whose KV cache fits in that share of the device
+/// memory left after the weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ContextSize {
+    /// This many tokens (0: the model's trained context).
+    Tokens(u64),
+    /// A percentage (0 < p ≤ 100) of the memory left after the weights.
+    Percent(f64),
+}
+
+/// Why a context size was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid context size {input:?}: {reason} (examples: 8192, 32k, 0 for the model's, 50%)")]
+pub struct ContextParseError {
+    /// The rejected text.
+    pub input: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl FromStr for ContextSize {
+    type Err = ContextParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason| ContextParseError { input: s.to_string(), reason };
+        let t = s.trim().to_ascii_lowercase();
+        if let Some(num) = t.strip_suffix('%') {
+            let p: f64 = num.trim().parse().map_err(|_| err("not a number before '%'"))?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(err("a percentage must be in (0, 100]"));
+            }
+            return Ok(ContextSize::Percent(p));
+        }
+        let (num, mult) = match t.strip_suffix('k') {
+            Some(n) => (n.trim(), 1024u64),
+            None => (t.as_str(), 1),
+        };
+        let n: u64 = num.parse().map_err(|_| err("not a whole number of tokens"))?;
+        let tokens = n.checked_mul(mult).filter(|&v| v <= u32::MAX as u64).ok_or_else(|| err("too large"))?;
+        Ok(ContextSize::Tokens(tokens))
+    }
+}
+
+impl fmt::Display for ContextSize {
+    /// `32k` for whole multiples of 1024, else the count; `50%`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ContextSize::Percent(p) => write!(f, "{p}%"),
+            ContextSize::Tokens(n) if n >= 1024 && n % 1024 == 0 => write!(f, "{}k", n / 1024),
+            ContextSize::Tokens(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for ContextSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            ContextSize::Tokens(n) => s.serialize_u64(n),
+            ContextSize::Percent(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ContextSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(ContextSize::Tokens(n)),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// The sampling seed: fixed for reproducible output, or random per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Seed {

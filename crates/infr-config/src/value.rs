@@ -1,7 +1,7 @@
 //! Checking and normalizing one value against its key's [`Kind`].
 
 use crate::schema::Kind;
-use crate::units::{Seed, SizeSpec};
+use crate::units::{ContextSize, Seed, SizeSpec};
 
 /// A value as it arrives from a layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +75,7 @@ pub fn expected(kind: &Kind) -> String {
         Kind::Choice(c) => format!("one of {}", c.join(", ")),
         Kind::Size => "a size like 19g, 512m or 80%".into(),
         Kind::Seed => "a seed (unsigned integer, or -1/none/random)".into(),
+        Kind::Context => "a context size like 8192, 32k, 0 (the model's) or 50%".into(),
     }
 }
 
@@ -91,6 +92,7 @@ pub fn type_name(kind: &Kind) -> String {
         Kind::Choice(c) => c.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" \\| "),
         Kind::Size => "size (`19g`, `512m`, `80%`)".into(),
         Kind::Seed => "seed (u64 or `-1`)".into(),
+        Kind::Context => "context (`8192`, `32k`, `0`, `50%`)".into(),
     }
 }
 
@@ -164,6 +166,21 @@ pub fn coerce(kind: &Kind, raw: &RawValue) -> Result<toml::Value, String> {
                 Err(why) => Err(format!("{} ({why})", fail())),
             }
         }
+        (Kind::Context, r) => {
+            let spec = match r {
+                RawValue::Toml(V::Integer(n)) if *n >= 0 => Ok(ContextSize::Tokens(*n as u64)),
+                RawValue::Toml(V::String(s)) => s.parse::<ContextSize>().map_err(|e| e.reason.to_string()),
+                RawValue::Text(t) => unquote(t).parse::<ContextSize>().map_err(|e| e.reason.to_string()),
+                _ => Err(String::new()),
+            };
+            match spec {
+                Ok(ContextSize::Tokens(n)) if n <= u32::MAX as u64 => Ok(V::Integer(n as i64)),
+                Ok(s @ ContextSize::Percent(_)) => Ok(V::String(s.to_string())),
+                Ok(_) => Err(format!("{} (too large)", fail())),
+                Err(why) if why.is_empty() => Err(fail()),
+                Err(why) => Err(format!("{} ({why})", fail())),
+            }
+        }
         (Kind::Seed, r) => {
             let seed = match r {
                 RawValue::Toml(V::Integer(-1)) => Some(Seed::Random),
@@ -201,6 +218,12 @@ mod tests {
         assert!(coerce(&UFLOAT, &text("NaN")).is_err());
         assert_eq!(coerce(&Kind::Choice(&["f16", "q8_0"]), &text("Q8_0")), Ok(toml::Value::String("q8_0".into())));
         assert_eq!(coerce(&Kind::Size, &text("19G")), Ok(toml::Value::String("19g".into())));
+        assert_eq!(coerce(&Kind::Context, &text("32k")), Ok(toml::Value::Integer(32768)));
+        assert_eq!(coerce(&Kind::Context, &text("8192")), Ok(toml::Value::Integer(8192)));
+        assert_eq!(coerce(&Kind::Context, &text("50%")), Ok(toml::Value::String("50%".into())));
+        assert_eq!(coerce(&Kind::Context, &text("0")), Ok(toml::Value::Integer(0)));
+        assert!(coerce(&Kind::Context, &text("120%")).is_err());
+        assert!(coerce(&Kind::Context, &text("lots")).unwrap_err().contains("8192, 32k"));
         assert_eq!(coerce(&Kind::Seed, &text("none")), Ok(toml::Value::String("random".into())));
         assert_eq!(coerce(&Kind::Seed, &RawValue::Toml(toml::Value::Integer(7))), Ok(toml::Value::Integer(7)));
         assert_eq!(coerce(&Kind::Str, &text("\"0.0.0.0\"")), Ok(toml::Value::String("0.0.0.0".into())));

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use infr_config::{
-    keys_table_markdown, Config, ConfigBuilder, ConfigError, KvType, Resolved, Seed, SizeSpec, Source, KEYS,
+    keys_table_markdown, Config, ConfigBuilder, ConfigError, ContextSize, KvType, Resolved, Seed, SizeSpec, Source,
+    KEYS,
 };
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -38,7 +39,7 @@ fn defaults_match_the_spec() {
     let r = ok(isolated(d.path()));
     let c = &r.config;
     assert_eq!(c, &Config::defaults());
-    assert_eq!((c.context.size, c.context.ubatch), (4096, 512));
+    assert_eq!((c.context.size, c.context.ubatch), (ContextSize::Tokens(4096), 512));
     assert_eq!((c.sampling.temperature, c.sampling.top_k, c.sampling.top_p, c.sampling.min_p), (0.8, 40, 0.95, 0.05));
     assert_eq!((c.sampling.repeat_penalty, c.sampling.repeat_last_n, c.sampling.max_tokens), (1.0, 64, -1));
     assert_eq!(c.sampling.seed, Seed::Random);
@@ -67,7 +68,7 @@ fn four_layers_later_wins_with_provenance() {
         .set_args(&["context.ubatch=3000", "context.size=3000"])
         .flag("context.size", 4000u32));
     let c = &r.config.context;
-    assert_eq!((c.size, c.ubatch, r.config.kv.page_size), (4000, 3000, 2000));
+    assert_eq!((c.size, c.ubatch, r.config.kv.page_size), (ContextSize::Tokens(4000), 3000, 2000));
     assert_eq!(r.config.sampling.temperature, 1.0);
     assert_eq!(r.source("sampling.temperature"), Some(&Source::File(file.clone())));
     assert_eq!(r.source("kv.page_size"), Some(&Source::Env("INFR_KV_PAGE_SIZE".into())));
@@ -203,7 +204,7 @@ fn env_aliases_and_foreign_names() {
     let c = &r.config;
     assert_eq!(c.server.api_key.as_deref(), Some("sekrit"));
     assert!(c.prof.ops && c.prof.op_shapes && c.model.offline);
-    assert_eq!((c.device.dev.as_str(), c.context.size), ("Vulkan0", 8192));
+    assert_eq!((c.device.dev.as_str(), c.context.size), ("Vulkan0", ContextSize::Tokens(8192)));
     assert_eq!(c.model.hf_endpoint.as_deref(), Some("http://mirror.local"));
     // The secret is never printed.
     assert!(!r.explain().contains("sekrit"));
@@ -219,7 +220,7 @@ fn env_aliases_and_foreign_names() {
 
     // The canonical name wins over an alias, with a warning when they disagree.
     let r = ok(isolated(d.path()).env(env(&[("INFR_CTX", "100"), ("INFR_CONTEXT_SIZE", "200")])));
-    assert_eq!(r.config.context.size, 200);
+    assert_eq!(r.config.context.size, ContextSize::Tokens(200));
     assert!(r.warnings.iter().any(|w| w.contains("INFR_CONTEXT_SIZE") && w.contains("INFR_CTX")), "{:?}", r.warnings);
     // Every canonical name maps back to its key.
     for k in KEYS {

@@ -26,7 +26,7 @@ pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
     Timings, TokenConstraint, TokenLogprob, Usage, MAX_LOGPROBS,
 };
-pub use runner::{Candidates, Runner, RunnerOptions, SeqId, StepItem};
+pub use runner::{max_context, Candidates, Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
 pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,

@@ -47,6 +47,69 @@ struct SeqState {
     window_pages: Vec<u32>,
 }
 
+/// The memory layout of a runner with `opts` over `model`: the KV spec, the pages of each
+/// sequence's window ring and the widest window.
+fn kv_spec(model: &Model, opts: &RunnerOptions) -> Result<(KvSpec, usize, usize), EngineError> {
+    let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);
+    let n_pages = u32::try_from(pages_per_seq.saturating_mul(opts.n_seq)).map_err(|_| {
+        EngineError::Invalid(format!("a context of {} x {} tokens is too large", opts.n_seq, opts.n_ctx))
+    })?;
+    // A recurrent model keeps, per sequence, a live state slot and one snapshot slot.
+    let states = model.state_layers();
+    let n_live = if states.is_empty() { 0 } else { opts.n_seq as u32 };
+    let layers = model.kv_layers();
+    // Windowed layers keep a ring of pages per sequence: the widest window plus a step,
+    // with a page of slack for the page boundaries (never more than the context).
+    let max_window = layers.iter().filter_map(|l| l.window).max().map_or(0, |w| w as usize);
+    let ring_pages = if max_window == 0 {
+        0
+    } else {
+        ((max_window + opts.ubatch - 1).div_ceil(opts.page_size as usize) + 1).min(pages_per_seq)
+    };
+    let spec = KvSpec {
+        layers,
+        n_pages,
+        page_size: opts.page_size,
+        dtype: opts.kv_dtype,
+        n_window_pages: (ring_pages * opts.n_seq) as u32,
+        states,
+        n_state_slots: 2 * n_live,
+    };
+    Ok((spec, ring_pages, max_window))
+}
+
+/// The longest context per sequence (a whole number of pages, at least one page) for `opts`
+/// (its `n_ctx` ignored) whose KV cache and recurrent state take at most `budget` bytes, or
+/// `None` when not even one page fits.
+pub fn max_context(model: &Model, opts: &RunnerOptions, budget: u64) -> Option<usize> {
+    let ps = opts.page_size.max(1) as usize;
+    let bytes = |pages: usize| {
+        let o = RunnerOptions { n_ctx: pages * ps, ..opts.clone() };
+        kv_spec(model, &o).map_or(u64::MAX, |(s, _, _)| s.bytes())
+    };
+    if bytes(1) > budget {
+        return None;
+    }
+    // KV bytes grow with the pages (windowed rings stop growing): bisect.
+    let (mut lo, mut hi) = (1usize, 2usize);
+    while bytes(hi) <= budget {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+        if hi > (u32::MAX as usize) / ps {
+            return Some(lo * ps);
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if bytes(mid) <= budget {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo * ps)
+}
+
 /// How many best logits to select for samplers that need `k`: the next power of two, so
 /// that the set of selections a backend builds stays small (samplers keep their own `k`).
 pub fn top_k_request(k: usize) -> usize {
@@ -116,32 +179,10 @@ impl Runner {
                 });
             }
         }
-        let pages_per_seq = opts.n_ctx.div_ceil(opts.page_size as usize);
-        let n_pages = u32::try_from(pages_per_seq.saturating_mul(opts.n_seq)).map_err(|_| {
-            EngineError::Invalid(format!("a context of {} x {} tokens is too large", opts.n_seq, opts.n_ctx))
-        })?;
-        // A recurrent model keeps, per sequence, a live state slot and one snapshot slot.
-        let states = model.state_layers();
-        let recurrent = !states.is_empty();
+        let (spec, ring_pages, max_window) = kv_spec(&model, &opts)?;
+        let n_pages = spec.n_pages;
+        let recurrent = !spec.states.is_empty();
         let n_live = if recurrent { opts.n_seq as u32 } else { 0 };
-        let layers = model.kv_layers();
-        // Windowed layers keep a ring of pages per sequence: the widest window plus a step,
-        // with a page of slack for the page boundaries (never more than the context).
-        let max_window = layers.iter().filter_map(|l| l.window).max().map_or(0, |w| w as usize);
-        let ring_pages = if max_window == 0 {
-            0
-        } else {
-            ((max_window + opts.ubatch - 1).div_ceil(opts.page_size as usize) + 1).min(pages_per_seq)
-        };
-        let spec = KvSpec {
-            layers,
-            n_pages,
-            page_size: opts.page_size,
-            dtype: opts.kv_dtype,
-            n_window_pages: (ring_pages * opts.n_seq) as u32,
-            states,
-            n_state_slots: 2 * n_live,
-        };
         // Refuse what cannot fit before allocating anything (a huge --ctx-size would
         // otherwise abort the process in the allocator or exhaust the device).
         if let Some(available) = backend.memory_available() {
@@ -627,5 +668,32 @@ impl Runner {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod max_context_tests {
+    use super::*;
+
+    /// The longest context whose KV fits: the next page would not, on a model with windowed
+    /// layers (whose rings stop growing) and one without.
+    #[test]
+    fn max_context_is_the_last_fitting_page() {
+        let synth = |name: &str| {
+            let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth");
+            let w = infr_core::GgufWeights::open(dir.join(format!("{name}.gguf"))).unwrap();
+            infr_models::load_model(&w).unwrap()
+        };
+        for name in ["qwen3", "gemma4"] {
+            let model = synth(name);
+            let opts = RunnerOptions { n_seq: 2, page_size: 64, ..Default::default() };
+            let bytes = |n_ctx: usize| kv_spec(&model, &RunnerOptions { n_ctx, ..opts.clone() }).unwrap().0.bytes();
+            for budget in [bytes(64), bytes(640) + 1, bytes(64 * 1000) - 1, 1 << 30] {
+                let n = max_context(&model, &opts, budget).unwrap();
+                assert_eq!(n % 64, 0);
+                assert!(bytes(n) <= budget && bytes(n + 64) > budget, "{name}: {n} tokens for {budget} bytes");
+            }
+            assert_eq!(max_context(&model, &opts, bytes(64) - 1), None);
+        }
     }
 }

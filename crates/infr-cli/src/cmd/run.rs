@@ -26,9 +26,11 @@ pub struct Args {
     /// Config key `sampling.max_tokens`.
     #[arg(short = 'n', long = "n-predict", allow_negative_numbers = true)]
     pub n_predict: Option<i64>,
-    /// Context size in tokens (default 4096; config key `context.size`, env `INFR_CTX`).
+    /// Context size: tokens (`8192`, `32k`), `0` for the model's trained context, or `50%` of
+    /// the device memory left after the weights (default 4096; config key `context.size`,
+    /// env `INFR_CTX`).
     #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx")]
-    pub ctx: Option<u32>,
+    pub ctx: Option<String>,
     /// System message for chat templates.
     #[arg(long, visible_alias = "sys")]
     pub system: Option<String>,
@@ -79,7 +81,7 @@ impl Args {
     fn config(&self) -> Result<infr_config::Config> {
         let mut f = load::Flags::default();
         f.opt("sampling.max_tokens", "--n-predict", self.n_predict);
-        f.opt("context.size", "--ctx-size", self.ctx);
+        f.opt("context.size", "--ctx-size", self.ctx.clone());
         f.opt("context.ubatch", "--ubatch-size", self.ubatch);
         f.opt("sampling.temperature", "--temp", self.temperature.map(f64::from).map(|v| v.to_string()));
         f.opt("sampling.top_k", "--top-k", self.top_k);
@@ -136,15 +138,14 @@ pub fn run(a: Args) -> Result<()> {
     };
     let sampling = sampling_of(&cfg);
     sampling.validate()?;
-    let n_ctx = cfg.context.size as usize;
     let opts = RunnerOptions {
-        n_ctx,
         n_seq: 1,
         ubatch: cfg.context.ubatch as usize,
         kv_dtype: load::kv_of(&cfg),
         ..Default::default()
     };
-    let mut runner = load::runner(&w, &a.device, &cfg, opts)?;
+    let mut runner = load::runner_with_context(&w, &a.device, &cfg, cfg.context.size, opts)?;
+    let n_ctx = runner.options().n_ctx;
     let seq = runner.add_sequence();
     let mut sampler = Sampler::new(sampling.clone());
     let gen_opts = GenerateOptions {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use infr_engine::{slot_runner_options, RunnerOptions, Scheduler, SchedulerOptions};
+use infr_engine::{RunnerOptions, Scheduler, SchedulerOptions};
 use infr_server::{ReasoningFormat, ServerOptions, TextModel};
 use infr_tokenizer::chat::ChatTemplate;
 
@@ -33,9 +33,11 @@ pub struct Args {
     /// Requests served at once (slots, default 4); they share the context. Config key `server.parallel`.
     #[arg(long, visible_alias = "np")]
     pub parallel: Option<u32>,
-    /// Total context in tokens (default 4096), divided across the slots. Config key `context.size`.
+    /// Total context, divided across the slots: tokens (`8192`, `32k`), `0` for the model's
+    /// trained context, or `50%` of the device memory left after the weights (default 4096).
+    /// Config key `context.size`.
     #[arg(short = 'c', long = "ctx-size", visible_alias = "ctx")]
-    pub ctx: Option<u32>,
+    pub ctx: Option<String>,
     /// API key required on every route but /health (`Authorization: Bearer KEY` or `x-api-key`).
     /// Config key `server.api_key`, env `INFR_API_KEY`.
     #[arg(long)]
@@ -83,7 +85,7 @@ pub fn run(a: Args) -> Result<()> {
     f.opt("server.host", "--host", a.host.clone());
     f.opt("server.port", "--port", a.port);
     f.opt("server.parallel", "--parallel", a.parallel);
-    f.opt("context.size", "--ctx-size", a.ctx);
+    f.opt("context.size", "--ctx-size", a.ctx.clone());
     f.opt("server.api_key", "--api-key", a.api_key.clone());
     f.opt("server.queue_size", "--queue", a.queue);
     f.opt("server.request_timeout_s", "--timeout", a.timeout);
@@ -97,7 +99,6 @@ pub fn run(a: Args) -> Result<()> {
         bail!("no model: give MODEL (a .gguf path or org/repo[:quant]), -m, or model.path_or_ref in infr.toml")
     };
     let parallel = cfg.server.parallel as usize;
-    let ctx = cfg.context.size as usize;
     let (host, port) = (cfg.server.host.clone(), cfg.server.port);
     // An empty key (`--api-key ''`, `INFR_API_KEY=`) would leave the server open while the
     // user believes it is protected: refuse to start.
@@ -108,8 +109,11 @@ pub fn run(a: Args) -> Result<()> {
     if parallel == 0 {
         bail!("--parallel must be at least 1");
     }
-    if ctx / parallel < 16 {
-        bail!("--ctx-size {ctx} leaves {} tokens per slot with --parallel {parallel}", ctx / parallel);
+    if let infr_config::ContextSize::Tokens(n) = cfg.context.size {
+        let per_slot = n as usize / parallel;
+        if n > 0 && per_slot < 16 {
+            bail!("--ctx-size {n} leaves {per_slot} tokens per slot with --parallel {parallel}");
+        }
     }
     let path = load::model_path_with(&model, &cfg)?;
     let w = load::open_path(&path)?;
@@ -125,7 +129,8 @@ pub fn run(a: Args) -> Result<()> {
         None => ChatTemplate::for_model(meta).context("chat template")?,
     };
     let base = RunnerOptions { ubatch: cfg.context.ubatch as usize, kv_dtype: load::kv_of(&cfg), ..Default::default() };
-    let runner = load::runner(&w, &a.device, &cfg, slot_runner_options(ctx, parallel, base))?;
+    let base = RunnerOptions { n_seq: parallel, ..base };
+    let runner = load::runner_with_context(&w, &a.device, &cfg, cfg.context.size, base)?;
     let device = format!("{} ({})", runner.device().id, runner.device().name);
     let sched_opts = SchedulerOptions {
         queue_capacity: (cfg.server.queue_size as usize).max(1),
