@@ -296,8 +296,9 @@ unsafe fn q6_k<const R: usize, const VNNI: bool>(
     }
 }
 
-/// Activation rows per kernel call during prefill (16 ymm registers).
-pub(crate) const ROWS_PER_CALL: usize = 2;
+/// Activation rows per kernel call (16 ymm registers: each row takes an integer and a float
+/// accumulator beside the weight vector and the constants).
+pub(crate) const ROWS_PER_CALL: usize = 4;
 
 /// Both halves of group `g` for activation rows `i0..i0+n`.
 #[inline(always)]
@@ -320,10 +321,11 @@ unsafe fn group<const VNNI: bool>(
         let rows = (valid - HALF * h).min(HALF);
         macro_rules! run {
             ($f:ident $(, $k:literal)?) => {
-                if n == 1 {
-                    $f::<1, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows)
-                } else {
-                    $f::<2, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows)
+                match n {
+                    1 => $f::<1, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows),
+                    2 => $f::<2, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows),
+                    3 => $f::<3, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows),
+                    _ => $f::<4, $($k,)? VNNI>(pw, grp, a, i0, out, m, h, rows),
                 }
             };
         }
