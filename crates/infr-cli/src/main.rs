@@ -33,6 +33,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Serve a model over HTTP: OpenAI and Anthropic compatible APIs with streaming.
     Serve(cmd::serve::Args),
+    /// Serve several models on one server, each on its device, routed by the request's model name.
+    Multi(cmd::multi::Args),
     /// Measure prompt processing and generation speed (llama-bench compatible flags).
     Bench(cmd::bench::Args),
     /// Run infr and llama-bench on the same models and print the speed ratios.
@@ -107,6 +109,7 @@ fn main() -> std::process::ExitCode {
         Command::Eval(a) => cmd::eval::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Multi(a) => cmd::multi::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Synth(a) => cmd::synth::run(a),

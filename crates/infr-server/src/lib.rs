@@ -26,6 +26,7 @@ pub mod errors;
 pub mod generate;
 pub mod listen;
 pub mod metrics;
+pub mod multi;
 pub mod params;
 pub mod reasoning;
 pub mod reply;
@@ -104,6 +105,27 @@ async fn reject_oversized(req: axum::extract::Request, next: axum::middleware::N
         };
     }
     next.run(req).await
+}
+
+/// [`serve_graceful`] for several models behind one listener ([`multi::multi_router`]): the
+/// shutdown drains every model's scheduler.
+pub async fn serve_multi_graceful(
+    listener: tokio::net::TcpListener,
+    models: Vec<(String, SharedState)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Option<std::time::Duration>,
+) -> std::io::Result<()> {
+    let scheds: Vec<_> = models.iter().map(|(_, st)| st.sched.clone()).collect();
+    let drain = scheds.clone();
+    let shutdown = async move {
+        shutdown.await;
+        drain.iter().for_each(|s| s.drain());
+    };
+    let limits = listen::Limits { grace, ..listen::Limits::default() };
+    listen::serve_with(listener, multi::multi_router(models), shutdown, limits, move || {
+        scheds.iter().for_each(|s| s.end_running())
+    })
+    .await
 }
 
 /// Serve on `listener` until `shutdown` resolves, then let the requests in flight finish

@@ -7,6 +7,7 @@ pub mod devices;
 pub mod diffusion;
 pub mod eval;
 pub mod inspect;
+pub mod multi;
 pub mod pull;
 pub mod run;
 pub mod serve;

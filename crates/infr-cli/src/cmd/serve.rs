@@ -98,64 +98,41 @@ pub fn run(a: Args) -> Result<()> {
     let Some(model) = cfg.model.path_or_ref.clone() else {
         bail!("no model: give MODEL (a .gguf path or org/repo[:quant]), -m, or model.path_or_ref in infr.toml")
     };
-    let parallel = cfg.server.parallel as usize;
-    let (host, port) = (cfg.server.host.clone(), cfg.server.port);
-    // An empty key (`--api-key ''`, `INFR_API_KEY=`) would leave the server open while the
-    // user believes it is protected: refuse to start.
-    if cfg.server.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
-        bail!("server.api_key is set but empty: give a real key, or unset it to serve without authentication");
-    }
-    let api_key = cfg.server.api_key.clone();
-    if parallel == 0 {
-        bail!("--parallel must be at least 1");
-    }
-    if let infr_config::ContextSize::Tokens(n) = cfg.context.size {
-        let per_slot = n as usize / parallel;
-        if n > 0 && per_slot < 16 {
-            bail!("--ctx-size {n} leaves {per_slot} tokens per slot with --parallel {parallel}");
-        }
-    }
-    let path = load::model_path_with(&model, &cfg)?;
-    let w = load::open_path(&path)?;
-    let tok = load::tokenizer(&w)?;
-    let meta = infr_core::WeightSource::metadata(&w);
-    let template = match &cfg.server.chat_template_file {
-        Some(file) => {
-            let src = std::fs::read_to_string(file).with_context(|| format!("reading chat template {file}"))?;
-            let text = |id: Option<u32>| id.map_or("", |i| tok.token_text(i));
-            ChatTemplate::new(&src, text(tok.bos()), text(tok.eos()))
-                .with_context(|| format!("chat template {file}"))?
-        }
-        None => ChatTemplate::for_model(meta).context("chat template")?,
-    };
-    let base = RunnerOptions { ubatch: cfg.context.ubatch as usize, kv_dtype: load::kv_of(&cfg), ..Default::default() };
-    let base = RunnerOptions { n_seq: parallel, ..base };
-    let runner = load::runner_with_context(&w, &a.device, &cfg, cfg.context.size, base)?;
-    let device = format!("{} ({})", runner.device().id, runner.device().name);
-    let sched_opts = SchedulerOptions {
-        queue_capacity: (cfg.server.queue_size as usize).max(1),
-        prefill_chunk: a.prefill_chunk.max(1),
-        default_timeout: (cfg.server.request_timeout_s > 0).then(|| Duration::from_secs(cfg.server.request_timeout_s)),
-    };
-    let sched = Scheduler::spawn(runner, sched_opts)?;
-    let model_id = a.alias.clone().unwrap_or_else(|| model_stem(&path));
-    let opts = ServerOptions {
-        model_id: model_id.clone(),
-        model_path: path.display().to_string(),
-        api_key: api_key.clone(),
-        default_sampling: crate::cmd::run::sampling_of(&cfg),
-        reasoning_format: match cfg.server.reasoning_format {
-            infr_config::ReasoningFormat::None => ReasoningFormat::None,
-            infr_config::ReasoningFormat::Deepseek => ReasoningFormat::Deepseek,
-            infr_config::ReasoningFormat::Auto => ReasoningFormat::Auto,
-        },
-        metrics: cfg.server.metrics,
-    };
-    let n_ctx = sched.n_ctx();
-    let scheduler_thread = sched.thread();
-    let metrics = opts.metrics;
-    let state = infr_server::state(sched, TextModel::new(tok, template), opts);
+    let model = load_model(&cfg, &a.device, &model, a.alias.clone(), a.prefill_chunk)?;
+    let banner = vec![banner_line(&model, &cfg)];
+    let threads = vec![model.thread.clone()];
+    run_server(&cfg, banner, threads, Routes::One(model.state))
+}
 
+/// What a server serves: one model's routes, or several behind the model-name router.
+pub enum Routes {
+    One(infr_server::SharedState),
+    Many(Vec<(String, infr_server::SharedState)>),
+}
+
+/// The start-up line of a model.
+pub fn banner_line(m: &ServedModel, cfg: &infr_config::Config) -> String {
+    format!(
+        "{} on {}: {} slots x {} tokens of context{}{}",
+        m.id,
+        m.device,
+        m.parallel,
+        m.n_ctx,
+        if cfg.server.api_key.is_some() { ", API key required" } else { "" },
+        if cfg.server.metrics { ", metrics at /metrics" } else { "" }
+    )
+}
+
+/// Listen on the configured address and serve `routes` until SIGINT/SIGTERM, then drain
+/// gracefully (a second signal exits at once) and wait for the schedulers to stop.
+pub fn run_server(
+    cfg: &infr_config::Config,
+    banner: Vec<String>,
+    threads: Vec<infr_engine::SchedulerThread>,
+    routes: Routes,
+) -> Result<()> {
+    let (host, port) = (cfg.server.host.clone(), cfg.server.port);
+    let grace = Duration::from_secs(cfg.server.shutdown_grace_s);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -166,14 +143,10 @@ pub fn run(a: Args) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
         let addr = listener.local_addr()?;
-        eprintln!(
-            "{model_id} on {device}: {} slots x {n_ctx} tokens of context{}{}",
-            parallel,
-            if api_key.is_some() { ", API key required" } else { "" },
-            if metrics { ", metrics at /metrics" } else { "" }
-        );
+        for line in banner {
+            eprintln!("{line}");
+        }
         println!("listening on http://{addr}");
-        let grace = Duration::from_secs(cfg.server.shutdown_grace_s);
         let shutdown = async move {
             let first = shutdown_signal().await;
             eprintln!(
@@ -186,19 +159,112 @@ pub fn run(a: Args) -> Result<()> {
                 std::process::exit(130);
             });
         };
-        infr_server::serve_graceful(listener, state, shutdown, Some(grace)).await.context("server")
+        match routes {
+            Routes::One(state) => infr_server::serve_graceful(listener, state, shutdown, Some(grace)).await,
+            Routes::Many(models) => infr_server::serve_multi_graceful(listener, models, shutdown, Some(grace)).await,
+        }
+        .context("server")
     });
-    // Requests still held by runtime tasks go with the runtime; then the scheduler thread
-    // drops the backend before the process exits.
+    // Requests still held by runtime tasks go with the runtime; then the scheduler threads
+    // drop the backends before the process exits.
     drop(rt);
-    if !scheduler_thread.wait(std::time::Duration::from_secs(30)) {
-        tracing::warn!("the scheduler did not stop within 30 s; exiting anyway");
+    for t in threads {
+        if !t.wait(std::time::Duration::from_secs(30)) {
+            tracing::warn!("a scheduler did not stop within 30 s; exiting anyway");
+        }
     }
     served
 }
 
+/// One model made ready to serve: its id, state, device, per-slot context and slots.
+pub struct ServedModel {
+    pub id: String,
+    pub state: infr_server::SharedState,
+    pub device: String,
+    pub n_ctx: usize,
+    pub parallel: usize,
+    pub thread: infr_engine::SchedulerThread,
+}
+
+/// Check the serving settings of `cfg` (a real API key when one is set, slots, context).
+pub fn check_settings(cfg: &infr_config::Config) -> Result<()> {
+    // An empty key (`--api-key ''`, `INFR_API_KEY=`) would leave the server open while the
+    // user believes it is protected: refuse to start.
+    if cfg.server.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("server.api_key is set but empty: give a real key, or unset it to serve without authentication");
+    }
+    let parallel = cfg.server.parallel as usize;
+    if parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    if let infr_config::ContextSize::Tokens(n) = cfg.context.size {
+        let per_slot = n as usize / parallel;
+        if n > 0 && per_slot < 16 {
+            bail!("--ctx-size {n} leaves {per_slot} tokens per slot with --parallel {parallel}");
+        }
+    }
+    Ok(())
+}
+
+/// Load `model` (a path or `org/repo[:quant]`) with the settings of `cfg` on its device and
+/// start its scheduler; `alias` names it (default: the file's stem).
+pub fn load_model(
+    cfg: &infr_config::Config,
+    device: &DeviceArgs,
+    model: &str,
+    alias: Option<String>,
+    prefill_chunk: usize,
+) -> Result<ServedModel> {
+    check_settings(cfg)?;
+    let parallel = cfg.server.parallel as usize;
+    let path = load::model_path_with(model, cfg)?;
+    let w = load::open_path(&path)?;
+    let tok = load::tokenizer(&w)?;
+    let meta = infr_core::WeightSource::metadata(&w);
+    let template = match &cfg.server.chat_template_file {
+        Some(file) => {
+            let src = std::fs::read_to_string(file).with_context(|| format!("reading chat template {file}"))?;
+            let text = |id: Option<u32>| id.map_or("", |i| tok.token_text(i));
+            ChatTemplate::new(&src, text(tok.bos()), text(tok.eos()))
+                .with_context(|| format!("chat template {file}"))?
+        }
+        None => ChatTemplate::for_model(meta).context("chat template")?,
+    };
+    let base = RunnerOptions {
+        n_seq: parallel,
+        ubatch: cfg.context.ubatch as usize,
+        kv_dtype: load::kv_of(cfg),
+        ..Default::default()
+    };
+    let runner = load::runner_with_context(&w, device, cfg, cfg.context.size, base)?;
+    let device = format!("{} ({})", runner.device().id, runner.device().name);
+    let sched_opts = SchedulerOptions {
+        queue_capacity: (cfg.server.queue_size as usize).max(1),
+        prefill_chunk: prefill_chunk.max(1),
+        default_timeout: (cfg.server.request_timeout_s > 0).then(|| Duration::from_secs(cfg.server.request_timeout_s)),
+    };
+    let sched = Scheduler::spawn(runner, sched_opts)?;
+    let id = alias.unwrap_or_else(|| model_stem(&path));
+    let opts = ServerOptions {
+        model_id: id.clone(),
+        model_path: path.display().to_string(),
+        api_key: cfg.server.api_key.clone(),
+        default_sampling: crate::cmd::run::sampling_of(cfg),
+        reasoning_format: match cfg.server.reasoning_format {
+            infr_config::ReasoningFormat::None => ReasoningFormat::None,
+            infr_config::ReasoningFormat::Deepseek => ReasoningFormat::Deepseek,
+            infr_config::ReasoningFormat::Auto => ReasoningFormat::Auto,
+        },
+        metrics: cfg.server.metrics,
+    };
+    let n_ctx = sched.n_ctx();
+    let thread = sched.thread();
+    let state = infr_server::state(sched, TextModel::new(tok, template), opts);
+    Ok(ServedModel { id, state, device, n_ctx, parallel, thread })
+}
+
 /// The first of SIGINT and SIGTERM (Ctrl-C only where there are no Unix signals); its name.
-async fn shutdown_signal() -> &'static str {
+pub async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
