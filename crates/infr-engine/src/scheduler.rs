@@ -184,6 +184,11 @@ impl SchedulerHandle {
         }
     }
 
+    /// Whether the scheduler is shutting down (refusing new requests).
+    pub fn is_draining(&self) -> bool {
+        self.shared.draining.load(Ordering::SeqCst)
+    }
+
     /// Start shutting down: requests submitted from now on and those still queued are
     /// refused with [`RequestError::ShutDown`]; running ones go on until they finish or
     /// [`Self::end_running`].

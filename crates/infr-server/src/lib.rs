@@ -25,6 +25,7 @@ pub mod auth;
 pub mod errors;
 pub mod generate;
 pub mod listen;
+pub mod loading;
 pub mod metrics;
 pub mod multi;
 pub mod params;

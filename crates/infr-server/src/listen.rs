@@ -101,11 +101,34 @@ pub async fn serve_with(
             drop(permit);
         });
     }
-    drop(listener);
+    // Draining: new connections are still answered (health checks get 503 "draining",
+    // generation requests 503), each closing after its request, so that gateways and
+    // orchestrators see the replica leave instead of a refused port, until the end.
+    let late = {
+        let (app, slots) = (app.clone(), slots.clone());
+        tokio::spawn(async move {
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(false);
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+                let svc = TowerToHyperService::new(app.clone());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                    drop(permit);
+                });
+            }
+        })
+    };
     let closed = graceful.shutdown();
     tokio::pin!(closed);
     let Some(grace) = grace else {
         closed.await;
+        late.abort();
         return Ok(());
     };
     if tokio::time::timeout(grace, &mut closed).await.is_err() {
@@ -115,5 +138,6 @@ pub async fn serve_with(
             tracing::warn!("connections still open {} s later: closing them", FINAL_FLUSH.as_secs());
         }
     }
+    late.abort();
     Ok(())
 }

@@ -10,9 +10,18 @@ use crate::errors::{ApiError, OpenAiError};
 use crate::state::SharedState;
 
 /// `GET /health`: always open; reports the slots' load.
-pub async fn health(State(st): State<SharedState>) -> Json<Value> {
+pub async fn health(State(st): State<SharedState>) -> Response {
     let s = st.sched.stats();
-    Json(json!({ "status": "ok", "slots_idle": s.slots - s.active, "slots_processing": s.active, "queued": s.queued }))
+    let body = |status: &str| {
+        Json(
+            json!({ "status": status, "slots_idle": s.slots - s.active, "slots_processing": s.active, "queued": s.queued }),
+        )
+    };
+    // A draining server answers 503 so that load balancers stop sending to it.
+    if st.sched.is_draining() {
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, body("draining")).into_response();
+    }
+    body("ok").into_response()
 }
 
 /// `GET /` (and `HEAD /`, which uptime checks and gateways probe): what this server is.

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 
-use super::serve::{banner_line, load_model, run_server, Routes};
+use super::serve::{banner_line, check_settings, load_model, run_server, Routes};
 use crate::load::{self, DeviceArgs};
 
 /// Arguments of `infr multi`.
@@ -68,9 +68,7 @@ pub fn run(a: Args) -> Result<()> {
             bail!("the model name '{name}' is given twice");
         }
     }
-    let mut served = Vec::new();
-    let (mut banner, mut threads) = (Vec::new(), Vec::new());
-    let mut last_cfg = None;
+    let mut configs = Vec::new();
     for (name, model, dev) in specs {
         let mut f = load::Flags::default();
         f.opt("server.host", "--host", a.host.clone());
@@ -82,14 +80,20 @@ pub fn run(a: Args) -> Result<()> {
         f.opt("server.metrics", "--metrics", a.metrics.then_some(true));
         let device = DeviceArgs { dev: dev.or_else(|| a.device.dev.clone()), ..a.device.clone() };
         let cfg = device.resolve(f)?;
-        let m = load_model(&cfg, &device, &model, Some(name.clone()), 512)?;
-        banner.push(banner_line(&m, &cfg));
-        threads.push(m.thread.clone());
-        served.push((name, m.state));
-        last_cfg = Some(cfg);
+        check_settings(&cfg)?;
+        configs.push((name, model, device, cfg));
     }
-    let Some(cfg) = last_cfg else { bail!("no models") };
-    run_server(&cfg, banner, threads, Routes::Many(served))
+    let Some(cfg) = configs.last().map(|c| c.3.clone()) else { bail!("no models") };
+    run_server(&cfg, move || {
+        let (mut served, mut banner, mut threads) = (Vec::new(), Vec::new(), Vec::new());
+        for (name, model, device, cfg) in configs {
+            let m = load_model(&cfg, &device, &model, Some(name.clone()), 512)?;
+            banner.push(banner_line(&m, &cfg));
+            threads.push(m.thread.clone());
+            served.push((name, m.state));
+        }
+        Ok((banner, threads, Routes::Many(served)))
+    })
 }
 
 #[cfg(test)]

@@ -98,10 +98,13 @@ pub fn run(a: Args) -> Result<()> {
     let Some(model) = cfg.model.path_or_ref.clone() else {
         bail!("no model: give MODEL (a .gguf path or org/repo[:quant]), -m, or model.path_or_ref in infr.toml")
     };
-    let model = load_model(&cfg, &a.device, &model, a.alias.clone(), a.prefill_chunk)?;
-    let banner = vec![banner_line(&model, &cfg)];
-    let threads = vec![model.thread.clone()];
-    run_server(&cfg, banner, threads, Routes::One(model.state))
+    check_settings(&cfg)?;
+    let (device, alias, chunk) = (a.device.clone(), a.alias.clone(), a.prefill_chunk);
+    let load_cfg = cfg.clone();
+    run_server(&cfg, move || {
+        let m = load_model(&load_cfg, &device, &model, alias, chunk)?;
+        Ok((vec![banner_line(&m, &load_cfg)], vec![m.thread.clone()], Routes::One(m.state)))
+    })
 }
 
 /// What a server serves: one model's routes, or several behind the model-name router.
@@ -109,6 +112,9 @@ pub enum Routes {
     One(infr_server::SharedState),
     Many(Vec<(String, infr_server::SharedState)>),
 }
+
+/// What loading the models gives: the start-up lines, the scheduler threads, the routes.
+pub type Loaded = (Vec<String>, Vec<infr_engine::SchedulerThread>, Routes);
 
 /// The start-up line of a model.
 pub fn banner_line(m: &ServedModel, cfg: &infr_config::Config) -> String {
@@ -123,30 +129,39 @@ pub fn banner_line(m: &ServedModel, cfg: &infr_config::Config) -> String {
     )
 }
 
-/// Listen on the configured address and serve `routes` until SIGINT/SIGTERM, then drain
-/// gracefully (a second signal exits at once) and wait for the schedulers to stop.
-pub fn run_server(
-    cfg: &infr_config::Config,
-    banner: Vec<String>,
-    threads: Vec<infr_engine::SchedulerThread>,
-    routes: Routes,
-) -> Result<()> {
+/// Listen on the configured address at once (`/health` answers 503 "loading" meanwhile), run
+/// `load` on a blocking thread, then serve what it returns until SIGINT/SIGTERM, drain
+/// gracefully (a second signal exits at once) and wait for the schedulers to stop. The
+/// "listening on" line is printed when the models are ready.
+pub fn run_server(cfg: &infr_config::Config, load: impl FnOnce() -> Result<Loaded> + Send + 'static) -> Result<()> {
     let (host, port) = (cfg.server.host.clone(), cfg.server.port);
     let grace = Duration::from_secs(cfg.server.shutdown_grace_s);
+    let threads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let held = threads.clone();
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind((host.as_str(), port))
             .await
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
         let addr = listener.local_addr()?;
-        for line in banner {
-            eprintln!("{line}");
-        }
-        println!("listening on http://{addr}");
+        let load = move || -> std::result::Result<infr_server::loading::Ready, String> {
+            let (banner, ts, routes) = load().map_err(|e| format!("{e:#}"))?;
+            if let Ok(mut t) = held.lock() {
+                t.extend(ts);
+            }
+            for line in banner {
+                eprintln!("{line}");
+            }
+            println!("listening on http://{addr}");
+            Ok(match routes {
+                Routes::One(state) => infr_server::loading::Ready::one(state),
+                Routes::Many(models) => infr_server::loading::Ready::many(models),
+            })
+        };
         let shutdown = async move {
             let first = shutdown_signal().await;
             eprintln!(
@@ -159,16 +174,14 @@ pub fn run_server(
                 std::process::exit(130);
             });
         };
-        match routes {
-            Routes::One(state) => infr_server::serve_graceful(listener, state, shutdown, Some(grace)).await,
-            Routes::Many(models) => infr_server::serve_multi_graceful(listener, models, shutdown, Some(grace)).await,
-        }
-        .context("server")
+        infr_server::loading::serve_while_loading(listener, load, shutdown, Some(grace))
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
     });
     // Requests still held by runtime tasks go with the runtime; then the scheduler threads
     // drop the backends before the process exits.
     drop(rt);
-    for t in threads {
+    for t in threads.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default() {
         if !t.wait(std::time::Duration::from_secs(30)) {
             tracing::warn!("a scheduler did not stop within 30 s; exiting anyway");
         }
