@@ -17,7 +17,14 @@ const WORKER_ADDRESS_SPACE: u64 = 4 << 30;
 /// Send this process's chat-template renders to a worker.
 pub fn install() {
     fn worker() -> Command {
-        let exe = std::env::current_exe().unwrap_or_else(|_| "infr".into());
+        // /proc/self/exe still runs this binary after it was replaced on disk (an upgrade while
+        // serving), where current_exe() names a deleted path.
+        let proc_exe = std::path::Path::new("/proc/self/exe");
+        let exe = if proc_exe.exists() {
+            proc_exe.to_path_buf()
+        } else {
+            std::env::current_exe().unwrap_or_else(|_| "infr".into())
+        };
         let mut c = Command::new(exe);
         c.arg(WORKER_ARG);
         c

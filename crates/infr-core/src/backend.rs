@@ -89,7 +89,9 @@ impl KvSpec {
         let per_elem = match self.dtype {
             KvDType::F32 => 4.0,
             KvDType::F16 => 2.0,
-            KvDType::Q8_0 => 34.0 / 32.0,
+            // ggml's blocks take 34 bytes per 32; the Vulkan layout keeps f32 scales (36):
+            // budgets use the larger.
+            KvDType::Q8_0 => 36.0 / 32.0,
         };
         let pages = if l.window.is_some() { self.n_window_pages } else { self.n_pages };
         let slots = pages as f64 * self.page_size as f64;

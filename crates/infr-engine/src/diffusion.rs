@@ -73,7 +73,8 @@ impl NoiseSource for SeededNoise {
 #[derive(Debug, Clone)]
 pub struct DiffusionOptions {
     pub params: DiffusionParams,
-    /// Token budget; whole canvases are generated (`ceil(max_new_tokens / canvas_length)`).
+    /// Token budget; whole canvases are generated (`ceil(max_new_tokens / canvas_length)`),
+    /// never more than fit in the context after the prompt.
     pub max_new_tokens: usize,
     /// Tokens that end generation (the canvas is cut after the first one).
     pub eos: Vec<u32>,
@@ -228,11 +229,19 @@ pub fn generate_diffusion(
 ) -> Result<DiffusionOutput, EngineError> {
     let p = opts.params;
     let len = p.canvas_length;
+    // Whole canvases that fit in the context after the prompt.
+    let n_ctx = runner.options().n_ctx;
+    let after_prompt = runner.seq_tokens(seq)?.len() + prompt.len();
+    let room = n_ctx.saturating_sub(after_prompt) / len * len;
+    if room == 0 {
+        return Err(EngineError::ContextFull { needed: after_prompt + len, n_ctx });
+    }
+    let budget = opts.max_new_tokens.min(room);
     let t0 = std::time::Instant::now();
     runner.prefill(seq, prompt, false)?;
     let mut out = DiffusionOutput { prompt_secs: t0.elapsed().as_secs_f64(), ..Default::default() };
     let t1 = std::time::Instant::now();
-    let n_blocks = opts.max_new_tokens.div_ceil(len);
+    let n_blocks = budget.div_ceil(len);
     for block in 0..n_blocks {
         let mut on_step = |st: DenoiseStep<'_>| on_event(DiffusionEvent::Step(st));
         let canvas = denoise_canvas(runner, seq, block, &p, noise, &mut on_step)?;

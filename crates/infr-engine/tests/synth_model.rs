@@ -67,19 +67,24 @@ fn synth_tiny_diffusiongemma_generates() {
     let path = std::env::temp_dir().join(format!("infr-synth-{}-tiny-diffusiongemma.gguf", std::process::id()));
     synth::write(&plan, 42, &path, &mut |_, _| {}).unwrap();
     let w = GgufWeights::open(&path).unwrap();
-    let run = || {
+    let run_ctx = |n_ctx: usize, max_new_tokens: usize| {
         let model = infr_models::load_model(&w).unwrap();
         let mut params = model.diffusion().expect("a diffusion model");
         assert_eq!(params.canvas_length, 32);
         params.max_denoising_steps = 4;
         let backend = Box::new(CpuBackend::new(CpuOptions { threads: 2, tier: KernelTier::Fast }).unwrap());
-        let mut r = Runner::new(model, &w, backend, RunnerOptions { n_ctx: 128, ..Default::default() }).unwrap();
+        let mut r = Runner::new(model, &w, backend, RunnerOptions { n_ctx, ..Default::default() }).unwrap();
         let seq = r.add_sequence();
-        let opts = infr_engine::DiffusionOptions { params, max_new_tokens: 64, eos: Vec::new() };
+        let opts = infr_engine::DiffusionOptions { params, max_new_tokens, eos: Vec::new() };
         let mut noise = infr_engine::SeededNoise::new(5);
-        infr_engine::generate_diffusion(&mut r, seq, &[1, 2, 3], &opts, &mut noise, |_| true).unwrap()
+        infr_engine::generate_diffusion(&mut r, seq, &[1, 2, 3], &opts, &mut noise, |_| true)
     };
+    let run = || run_ctx(128, 64).unwrap();
     let (a, b) = (run(), run());
+    // Only whole canvases that fit after the prompt: 125 positions hold 3 canvases of 32.
+    assert_eq!(run_ctx(128, 1000).unwrap().tokens.len(), 96);
+    // Not even one: refused up front.
+    assert!(matches!(run_ctx(34, 64), Err(infr_engine::EngineError::ContextFull { .. })));
     assert_eq!(a.steps, [4, 4]);
     assert_eq!(a.tokens.len(), 64);
     assert!(a.tokens.iter().all(|&t| (t as usize) < plan.shape.n_vocab));

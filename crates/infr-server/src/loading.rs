@@ -74,13 +74,21 @@ pub async fn serve_while_loading(
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<String>();
     {
         let slot = slot.clone();
-        tokio::task::spawn_blocking(move || match load() {
+        let job = tokio::task::spawn_blocking(move || match load() {
             Ok(ready) => {
                 let _ = slot.set(ready);
+                Ok(())
             }
-            Err(e) => {
-                let _ = failed_tx.send(e);
-            }
+            Err(e) => Err(e),
+        });
+        // A load that fails or panics ends the server (rather than loading forever).
+        tokio::spawn(async move {
+            let failed = match job.await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e,
+                Err(e) => format!("loading the model failed: {e}"),
+            };
+            let _ = failed_tx.send(failed);
         });
     }
     let failure = Arc::new(std::sync::Mutex::new(None));

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use crate::errors::{AnthropicError, ApiError, OpenAiError};
-use crate::{SharedState, MAX_BODY_BYTES};
+use crate::SharedState;
 
 /// The models of one server: their ids (as requests name them) and states.
 #[derive(Clone)]
@@ -48,10 +48,17 @@ fn error(path: &str, e: ApiError) -> Response {
 async fn dispatch(models: Models, req: Request) -> Response {
     let path = req.uri().path().to_owned();
     let anthropic = req.headers().contains_key("anthropic-version");
-    match (req.method(), path.as_str()) {
-        (&Method::GET, "/health" | "/v1/health") => return health(&models).await,
-        (&Method::GET, "/v1/models" | "/models") => return list(&models, req, anthropic).await,
-        _ => {}
+    if req.method() == Method::GET && (path == "/health" || path == "/v1/health") {
+        return health(&models).await;
+    }
+    // The key check comes before anything is read or named (every model shares the key).
+    if let Some(key) = &models.0[0].1.opts.api_key {
+        if !crate::auth::authorized(req.headers(), key) {
+            return error(&path, ApiError::Unauthorized);
+        }
+    }
+    if req.method() == Method::GET && (path == "/v1/models" || path == "/models") {
+        return list(&models, req, anthropic).await;
     }
     // `GET /v1/models/{id}` goes to that model.
     if let Some(id) = path.strip_prefix("/v1/models/") {
@@ -86,11 +93,9 @@ async fn dispatch(models: Models, req: Request) -> Response {
     }
     // A generation request: read the body (bounded as the model routes bound it) for its model.
     let (parts, body) = req.into_parts();
-    let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
+    let bytes = match crate::errors::read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return error(&path, ApiError::TooLarge(format!("request body is larger than {MAX_BODY_BYTES} bytes")))
-        }
+        Err(e) => return error(&path, e),
     };
     let named = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v.get("model")?.as_str().map(str::to_owned));
     let target = match named {

@@ -89,6 +89,19 @@ async fn health_is_503_until_the_model_is_ready() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_load_ends_the_server() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let load = || -> Result<Ready, String> { panic!("driver assertion") };
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        serve_while_loading(listener, load, std::future::pending(), Some(Duration::from_secs(1))),
+    )
+    .await
+    .expect("ends rather than loading forever");
+    assert!(r.unwrap_err().contains("loading the model failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_load_ends_the_server_with_its_error() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let load = || Err("the model file is truncated".to_owned());

@@ -134,6 +134,14 @@ pub fn banner_line(m: &ServedModel, cfg: &infr_config::Config) -> String {
 /// gracefully (a second signal exits at once) and wait for the schedulers to stop. The
 /// "listening on" line is printed when the models are ready.
 pub fn run_server(cfg: &infr_config::Config, load: impl FnOnce() -> Result<Loaded> + Send + 'static) -> Result<()> {
+    // A server writes to sockets and to its template worker's pipe: a peer that went away must
+    // be an error to handle, not a signal that ends the process (main restores SIGPIPE's
+    // default for the other commands' piped output).
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to ignore is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     let (host, port) = (cfg.server.host.clone(), cfg.server.port);
     let grace = Duration::from_secs(cfg.server.shutdown_grace_s);
     let threads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -179,8 +187,14 @@ pub fn run_server(cfg: &infr_config::Config, load: impl FnOnce() -> Result<Loade
             .map_err(|e| anyhow::anyhow!(e))
     });
     // Requests still held by runtime tasks go with the runtime; then the scheduler threads
-    // drop the backends before the process exits.
-    drop(rt);
+    // drop the backends before the process exits. Stopped while still loading: do not wait
+    // for the load (a download or an upload can take minutes).
+    let loaded = threads.lock().map(|t| !t.is_empty()).unwrap_or(true);
+    if loaded {
+        drop(rt);
+    } else {
+        rt.shutdown_background();
+    }
     for t in threads.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default() {
         if !t.wait(std::time::Duration::from_secs(30)) {
             tracing::warn!("a scheduler did not stop within 30 s; exiting anyway");

@@ -36,8 +36,14 @@ impl Scheduler {
             return;
         }
         let prompt = a.history.clone();
-        // Whole canvases fit in what is left of the context.
-        let room = n_ctx.saturating_sub(prompt.len());
+        // Whole canvases in what is left of the context.
+        let room = n_ctx.saturating_sub(prompt.len()) / params.canvas_length * params.canvas_length;
+        if room == 0 {
+            if let Some(a) = self.free(i) {
+                a.sink.send(Event::Error(RequestError::PromptTooLong { tokens: prompt.len(), n_ctx }));
+            }
+            return;
+        }
         let budget = a.max_tokens.unwrap_or(room).min(room);
         let opts = DiffusionOptions { params, max_new_tokens: budget.max(1), eos: a.stop_ids.clone() };
         let mut noise = SeededNoise::from_seed_or_clock(a.sampler.params().seed);

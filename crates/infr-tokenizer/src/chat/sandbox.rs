@@ -84,21 +84,30 @@ pub fn render_in_process(job: &RenderJob) -> Result<String, ChatTemplateError> {
     t.render_context_here(&job.ctx, job.fuel)
 }
 
-/// A worker's parsed template, reused while jobs keep naming the same one (a server renders
-/// every request with its model's template).
-struct Cached {
-    key: (String, String, String, ChatTemplateOptions),
-    template: super::ChatTemplate,
-}
+/// A worker's parsed templates, reused while jobs name them (a server renders every request
+/// with its model's template; `infr multi` has one per model).
+type CacheKey = (String, String, String, ChatTemplateOptions);
 
-fn render_cached(cache: &mut Option<Cached>, job: &RenderJob) -> Result<String, ChatTemplateError> {
+/// Templates a worker keeps parsed at most.
+const CACHED_TEMPLATES: usize = 8;
+
+fn render_cached(
+    cache: &mut Vec<(CacheKey, super::ChatTemplate)>,
+    job: &RenderJob,
+) -> Result<String, ChatTemplateError> {
     let key = (job.source.clone(), job.bos_token.clone(), job.eos_token.clone(), job.options());
-    if cache.as_ref().is_none_or(|c| c.key != key) {
-        let template = super::ChatTemplate::unprobed(&key.0, &key.1, &key.2, key.3.clone())?;
-        *cache = Some(Cached { key, template });
-    }
-    let c = cache.as_ref().expect("filled above");
-    c.template.render_context_here(&job.ctx, job.fuel)
+    let at = match cache.iter().position(|(k, _)| *k == key) {
+        Some(i) => i,
+        None => {
+            let template = super::ChatTemplate::unprobed(&key.0, &key.1, &key.2, key.3.clone())?;
+            if cache.len() == CACHED_TEMPLATES {
+                cache.remove(0);
+            }
+            cache.push((key, template));
+            cache.len() - 1
+        }
+    };
+    cache[at].1.render_context_here(&job.ctx, job.fuel)
 }
 
 /// A render error as the worker sends it.
@@ -133,7 +142,7 @@ fn error_from_json(v: &Json) -> ChatTemplateError {
 /// The worker's loop: one JSON job per line on `input`, one JSON answer per line on `output`
 /// (`{"ok": text}` or `{"err": {...}}`), until `input` ends.
 pub fn run_worker(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
-    let mut cache = None;
+    let mut cache = Vec::new();
     for line in input.lines() {
         let line = line?;
         let answer = match serde_json::from_str::<RenderJob>(&line) {
@@ -153,7 +162,28 @@ pub fn run_worker(input: impl BufRead, mut output: impl Write) -> std::io::Resul
 struct Worker {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Answer lines, read by a thread so that a render can be given a deadline.
+    answers: std::sync::mpsc::Receiver<std::io::Result<String>>,
+}
+
+/// Longest a render may take before its worker is killed (fuel bounds the instructions, not
+/// the cost of each, e.g. copying a huge string).
+pub const RENDER_DEADLINE: Duration = Duration::from_secs(10);
+
+fn read_answers(stdout: ChildStdout, tx: std::sync::mpsc::Sender<std::io::Result<String>>) {
+    let mut r = BufReader::new(stdout);
+    loop {
+        let mut line = String::new();
+        let got = match r.read_line(&mut line) {
+            Ok(0) => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "worker ended")),
+            Ok(_) => Ok(line),
+            Err(e) => Err(e),
+        };
+        let end = got.is_err();
+        if tx.send(got).is_err() || end {
+            return;
+        }
+    }
 }
 
 /// A [`RenderSandbox`] that runs [`run_worker`] in a child process started with `command`
@@ -186,17 +216,19 @@ impl ProcessSandbox {
         let mut child = (self.make)().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("worker has no stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("worker has no stdout"))?;
-        Ok(Worker { child, stdin, stdout: BufReader::new(stdout) })
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::Builder::new().name("template-worker-reader".into()).spawn(move || read_answers(stdout, tx))?;
+        Ok(Worker { child, stdin, answers })
     }
 
     fn exchange(w: &mut Worker, job: &RenderJob) -> std::io::Result<Json> {
         serde_json::to_writer(&mut w.stdin, job)?;
         w.stdin.write_all(b"\n")?;
         w.stdin.flush()?;
-        let mut line = String::new();
-        if w.stdout.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "worker ended"));
-        }
+        let line = match w.answers.recv_timeout(RENDER_DEADLINE) {
+            Ok(line) => line?,
+            Err(_) => return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "render deadline passed")),
+        };
         serde_json::from_str(&line).map_err(std::io::Error::other)
     }
 }
@@ -228,8 +260,10 @@ impl RenderSandbox for ProcessSandbox {
                 Err(ChatTemplateError::Render {
                     line: None,
                     message: format!(
-                        "the chat template's renderer died (the template needed more than {} or crashed)",
-                        self.limit_desc
+                        "the chat template's renderer died (the template needed more than {}, ran past {} s, \
+                         or crashed)",
+                        self.limit_desc,
+                        RENDER_DEADLINE.as_secs()
                     ),
                 })
             }
