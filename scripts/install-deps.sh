@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the system packages infr's build and tests need on Debian/Ubuntu: the Vulkan loader,
-# Mesa's software Vulkan driver (lavapipe) and validation layers, Python for the test clients.
+# Mesa's software Vulkan driver (lavapipe) and validation layers, Python for the test clients,
+# chromium for the chat page test.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-pkgs="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers python3 python3-pip ca-certificates curl"
+pkgs="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers python3 python3-pip ca-certificates curl chromium"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -24,8 +24,19 @@ pub async fn health(State(st): State<SharedState>) -> Response {
     body("ok").into_response()
 }
 
-/// `GET /` (and `HEAD /`, which uptime checks and gateways probe): what this server is.
-pub async fn index(State(st): State<SharedState>) -> Response {
+/// The chat page served at `GET /` to browsers (`static/chat.html`: streams from
+/// `/v1/chat/completions`, renders markdown, stop button, tokens/s).
+const CHAT_PAGE: &str = include_str!("static/chat.html");
+
+/// `GET /` (and `HEAD /`, which uptime checks and gateways probe): the chat page for a browser
+/// (a request that accepts HTML), else a line saying what this server is.
+pub async fn index(State(st): State<SharedState>, headers: axum::http::HeaderMap) -> Response {
+    use axum::http::header;
+    let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    if html {
+        let h = [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")];
+        return (h, CHAT_PAGE).into_response();
+    }
     let text = format!(
         "infr serve: {} (OpenAI API at /v1/chat/completions and /v1/completions, Anthropic API at \
          /v1/messages, health at /health)\n",

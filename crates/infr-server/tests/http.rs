@@ -84,6 +84,11 @@ async fn health_and_models() {
     assert_eq!(r.status().as_u16(), 200);
     let r = client().get(format!("{base}/")).send().await.unwrap().text().await.unwrap();
     assert!(r.contains(MODEL) && r.contains("/v1/chat/completions"), "{r}");
+    // A browser gets the chat page (a headless browser drives it in tests/clients/chat_page.py).
+    let r = client().get(format!("{base}/")).header("accept", "text/html,*/*;q=0.8").send().await.unwrap();
+    assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    let page = r.text().await.unwrap();
+    assert!(page.contains("<title>infr chat</title>") && page.contains("/v1/chat/completions"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,10 +47,12 @@ def get(port, path):
 
 
 def start(port):
+    # Replicas without a key (run.sh exports one for the SDK checks).
+    env = {k: v for k, v in os.environ.items() if k not in ("INFR_API_KEY", "INFR_SERVER_API_KEY")}
     return subprocess.Popen(
         [BIN, "serve", MODEL, "--dev", "cpu", "--host", "127.0.0.1", "--port", str(port), "--parallel", "2",
          "--ctx-size", "2048", "--metrics", "--set", "server.shutdown_grace_s=20"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
 def wait_ready(port, proc):

@@ -18,7 +18,7 @@ if [ ! -f "$model" ]; then
     echo "sdk clients: skipping, $model not found"
     exit 0
 fi
-python3 -c 'import openai, anthropic, litellm' 2>/dev/null \
+python3 -c 'import openai, anthropic, litellm, websockets' 2>/dev/null \
     || { echo "sdk clients: needs python3 -m pip install -r $here/requirements.txt" >&2; exit 1; }
 bin="${INFR_BIN:-}"
 if [ -z "$bin" ]; then
@@ -60,3 +60,5 @@ INFR_BASE="http://127.0.0.1:$port2" python3 "$here/sdk_harmony.py"
 # Scale-out: two replicas of the small model behind LiteLLM's router, a replica restarted and
 # one drained (litellm_replicas.py).
 INFR_BIN="$bin" INFR_MODEL="$model" python3 "$here/litellm_replicas.py"
+# The chat page at GET / in headless chromium (chat_page.py).
+INFR_BIN="$bin" INFR_MODEL="$model" python3 "$here/chat_page.py"
