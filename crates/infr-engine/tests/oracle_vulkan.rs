@@ -38,13 +38,14 @@ fn qwen15_vulkan_matches_llama_cpp() {
 
 /// A q8_0 KV cache against llama.cpp's own runs with one (`testdata/oracle/logits_kv_q8_0`):
 /// the cache written and read as q8_0 blocks on the device, the query through q8_0 as ggml's
-/// flash attention does. CI runs the two smaller models' files; `INFR_ORACLE_ALL=1` all four.
+/// flash attention does. CI runs SmolLM2's file (lavapipe takes ~45 s per file);
+/// `INFR_ORACLE_ALL=1` all four.
 #[test]
 fn q8_0_cache_vulkan_matches_llama_cpp() {
     if common::vulkan().is_none() {
         return;
     }
-    let filters: &[&str] = if all() { &[""] } else { &["smollm2", "gemma3"] };
+    let filters: &[&str] = if all() { &[""] } else { &["smollm2"] };
     for f in filters {
         let n = common::check_dir("testdata/oracle/logits_kv_q8_0", infr_core::KvDType::Q8_0, f, &|| {
             common::vulkan().expect("device opened before")
