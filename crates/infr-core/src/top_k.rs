@@ -6,7 +6,48 @@ use std::cmp::Ordering;
 /// `(index, value)` pairs of the `k` largest values of `row`, best first: higher value
 /// first, the lower index first among equal values, NaN below everything.
 pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+    // A sampler's k (tens) of a vocabulary row (tens of thousands): one pass keeping the best k
+    // in order touches each value once, where selecting over the whole row first copies it.
+    if k > 0 && k <= SMALL_K && k * 8 <= row.len() {
+        return top_k_scan(row, k);
+    }
+    top_k_select(row, k)
+}
+
+/// Largest `k` that [`top_k`] answers with one ordered pass.
+const SMALL_K: usize = 256;
+
+/// NaN ranks below everything.
+fn rank_key(v: f32) -> f32 {
+    if v.is_nan() {
+        f32::NEG_INFINITY
+    } else {
+        v
+    }
+}
+
+/// [`top_k`] by one pass over `row` with the best `k` kept sorted: later indices come later, so
+/// a value equal to the current k-th never displaces it (the lower index wins ties).
+fn top_k_scan(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in row.iter().enumerate() {
+        let kv = rank_key(v);
+        if best.len() == k && kv <= rank_key(best[k - 1].1) {
+            continue;
+        }
+        // First place whose value is below kv (equal values stay ahead: lower indices).
+        let at = best.partition_point(|&(_, b)| rank_key(b) >= kv);
+        best.insert(at, (i as u32, v));
+        if best.len() > k {
+            best.pop();
+        }
+    }
+    best
+}
+
+/// [`top_k`] by selection over a copy of the row (any k).
+fn top_k_select(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let key = rank_key;
     let order = |a: &(u32, f32), b: &(u32, f32)| match key(b.1).partial_cmp(&key(a.1)) {
         Some(Ordering::Equal) | None => a.0.cmp(&b.0),
         Some(o) => o,
@@ -43,5 +84,32 @@ mod tests {
         assert_eq!(all.len(), 6);
         assert_eq!(all[5].0, 1);
         assert!(top_k(&row, 0).is_empty());
+    }
+
+    /// The one-pass path gives exactly what selection gives: ties (by index), NaN, negative
+    /// rows, every small k.
+    #[test]
+    fn scan_equals_selection() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..40 {
+            let n = 512 + case * 97;
+            let row: Vec<f32> = (0..n)
+                .map(|_| match next() % 50 {
+                    0 => f32::NAN,
+                    1..=5 => 1.5,
+                    _ => (next() % 2000) as f32 / 100.0 - 10.0,
+                })
+                .collect();
+            for k in [1, 2, 7, 40, 64, 256] {
+                assert_eq!(top_k_scan(&row, k), top_k_select(&row, k), "case {case} k {k}");
+                assert_eq!(top_k(&row, k), top_k_select(&row, k));
+            }
+        }
     }
 }
