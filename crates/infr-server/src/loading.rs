@@ -58,11 +58,13 @@ async fn answer(slot: Arc<OnceLock<Ready>>, req: Request) -> Response {
 }
 
 /// Serve on `listener` while `load` runs (on a blocking thread), then the routes it returns,
-/// until `shutdown` resolves: then drain as [`crate::serve_graceful`] does. Returns the load's
-/// error if it fails (the listener is closed then).
+/// until `shutdown` resolves: then drain as [`crate::serve_graceful`] does. `on_ready` runs once
+/// those routes answer (e.g. to announce the server). Returns the load's error if it fails (the
+/// listener is closed then).
 pub async fn serve_while_loading(
     listener: tokio::net::TcpListener,
     load: impl FnOnce() -> Result<Ready, String> + Send + 'static,
+    on_ready: impl FnOnce() + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Option<std::time::Duration>,
 ) -> Result<(), String> {
@@ -77,6 +79,7 @@ pub async fn serve_while_loading(
         let job = tokio::task::spawn_blocking(move || match load() {
             Ok(ready) => {
                 let _ = slot.set(ready);
+                on_ready();
                 Ok(())
             }
             Err(e) => Err(e),

@@ -41,6 +41,7 @@ async fn health_is_503_until_the_model_is_ready() {
     let server = tokio::spawn(serve_while_loading(
         listener,
         load,
+        || {},
         async {
             let _ = stop_rx.await;
         },
@@ -94,7 +95,7 @@ async fn a_panicking_load_ends_the_server() {
     let load = || -> Result<Ready, String> { panic!("driver assertion") };
     let r = tokio::time::timeout(
         Duration::from_secs(10),
-        serve_while_loading(listener, load, std::future::pending(), Some(Duration::from_secs(1))),
+        serve_while_loading(listener, load, || {}, std::future::pending(), Some(Duration::from_secs(1))),
     )
     .await
     .expect("ends rather than loading forever");
@@ -107,7 +108,7 @@ async fn a_failed_load_ends_the_server_with_its_error() {
     let load = || Err("the model file is truncated".to_owned());
     let r = tokio::time::timeout(
         Duration::from_secs(10),
-        serve_while_loading(listener, load, std::future::pending(), Some(Duration::from_secs(1))),
+        serve_while_loading(listener, load, || {}, std::future::pending(), Some(Duration::from_secs(1))),
     )
     .await
     .expect("ends");

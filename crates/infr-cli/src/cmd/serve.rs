@@ -156,15 +156,25 @@ pub fn run_server(cfg: &infr_config::Config, load: impl FnOnce() -> Result<Loade
             .await
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
         let addr = listener.local_addr()?;
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let announce = {
+            let lines = lines.clone();
+            // Printed once the model's routes answer: the line means "ready".
+            move || {
+                for line in lines.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default() {
+                    eprintln!("{line}");
+                }
+                println!("listening on http://{addr}");
+            }
+        };
         let load = move || -> std::result::Result<infr_server::loading::Ready, String> {
             let (banner, ts, routes) = load().map_err(|e| format!("{e:#}"))?;
             if let Ok(mut t) = held.lock() {
                 t.extend(ts);
             }
-            for line in banner {
-                eprintln!("{line}");
+            if let Ok(mut l) = lines.lock() {
+                *l = banner;
             }
-            println!("listening on http://{addr}");
             Ok(match routes {
                 Routes::One(state) => infr_server::loading::Ready::one(state),
                 Routes::Many(models) => infr_server::loading::Ready::many(models),
@@ -182,7 +192,7 @@ pub fn run_server(cfg: &infr_config::Config, load: impl FnOnce() -> Result<Loade
                 std::process::exit(130);
             });
         };
-        infr_server::loading::serve_while_loading(listener, load, shutdown, Some(grace))
+        infr_server::loading::serve_while_loading(listener, load, announce, shutdown, Some(grace))
             .await
             .map_err(|e| anyhow::anyhow!(e))
     });
