@@ -5,6 +5,16 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// `N%` as a share in (0, 100] (`None` when the text does not end with `%`), or why not.
+fn percent(t: &str) -> Option<Result<f64, &'static str>> {
+    let num = t.strip_suffix('%')?;
+    Some(match num.trim().parse::<f64>() {
+        Err(_) => Err("not a number before '%'"),
+        Ok(p) if !(p > 0.0 && p <= 100.0) => Err("a percentage must be in (0, 100]"),
+        Ok(p) => Ok(p),
+    })
+}
+
 /// A memory budget: an absolute byte count or a share of what is available.
 ///
 /// Text forms: `19g`, `1.5G`, `512m`, `64k`, `4096` (bytes), `80%`. Units are binary (k = 1024), as in
@@ -46,12 +56,8 @@ impl FromStr for SizeSpec {
         if t.is_empty() {
             return Err(err("empty"));
         }
-        if let Some(num) = t.strip_suffix('%') {
-            let p: f64 = num.trim().parse().map_err(|_| err("not a number before '%'"))?;
-            if !(p > 0.0 && p <= 100.0) {
-                return Err(err("a percentage must be in (0, 100]"));
-            }
-            return Ok(SizeSpec::Percent(p));
+        if let Some(p) = percent(&t) {
+            return p.map(SizeSpec::Percent).map_err(err);
         }
         let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
         let (num, unit) = t.split_at(split);
@@ -143,12 +149,8 @@ impl FromStr for ContextSize {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |reason| ContextParseError { input: s.to_string(), reason };
         let t = s.trim().to_ascii_lowercase();
-        if let Some(num) = t.strip_suffix('%') {
-            let p: f64 = num.trim().parse().map_err(|_| err("not a number before '%'"))?;
-            if !(p > 0.0 && p <= 100.0) {
-                return Err(err("a percentage must be in (0, 100]"));
-            }
-            return Ok(ContextSize::Percent(p));
+        if let Some(p) = percent(&t) {
+            return p.map(ContextSize::Percent).map_err(err);
         }
         let (num, mult) = match t.strip_suffix('k') {
             Some(n) => (n.trim(), 1024u64),

@@ -39,9 +39,7 @@ impl SeededNoise {
 
     /// From `seed`, or from the clock without one (as [`crate::Sampler::new`]).
     pub fn from_seed_or_clock(seed: Option<u64>) -> Self {
-        Self::new(seed.unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-        }))
+        Self::new(seed.unwrap_or_else(crate::sampling::clock_seed))
     }
 }
 
@@ -131,6 +129,11 @@ pub struct DiffusionOutput {
     /// encoder passes of committed canvases).
     pub prompt_secs: f64,
     pub gen_secs: f64,
+}
+
+/// Tokens of the whole canvases of `len` that fit in a context of `n_ctx` after `used` tokens.
+pub fn canvas_room(n_ctx: usize, used: usize, len: usize) -> usize {
+    n_ctx.saturating_sub(used) / len * len
 }
 
 /// The temperature at step `cur_step` (counting down from `max_steps` to 1), in f32 as the
@@ -232,7 +235,7 @@ pub fn generate_diffusion(
     // Whole canvases that fit in the context after the prompt.
     let n_ctx = runner.options().n_ctx;
     let after_prompt = runner.seq_tokens(seq)?.len() + prompt.len();
-    let room = n_ctx.saturating_sub(after_prompt) / len * len;
+    let room = canvas_room(n_ctx, after_prompt, len);
     if room == 0 {
         return Err(EngineError::ContextFull { needed: after_prompt + len, n_ctx });
     }

@@ -78,6 +78,11 @@ impl SamplingParams {
     }
 }
 
+/// A seed from the clock, for draws that were given none.
+pub(crate) fn clock_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// xoshiro256** seeded through splitmix64: small, fast, reproducible for a given seed.
 #[derive(Debug, Clone)]
 pub(crate) struct Rng([u64; 4]);
@@ -152,9 +157,7 @@ pub fn argmax(logits: &[f32]) -> u32 {
 impl Sampler {
     /// A sampler; the seed comes from the params or the clock.
     pub fn new(params: SamplingParams) -> Self {
-        let seed = params.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-        });
+        let seed = params.seed.unwrap_or_else(clock_seed);
         Self { rng: Rng::new(seed), params }
     }
 

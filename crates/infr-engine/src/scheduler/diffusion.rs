@@ -37,7 +37,7 @@ impl Scheduler {
         }
         let prompt = a.history.clone();
         // Whole canvases in what is left of the context.
-        let room = n_ctx.saturating_sub(prompt.len()) / params.canvas_length * params.canvas_length;
+        let room = crate::diffusion::canvas_room(n_ctx, prompt.len(), params.canvas_length);
         if room == 0 {
             if let Some(a) = self.free(i) {
                 a.sink.send(Event::Error(RequestError::PromptTooLong { tokens: prompt.len(), n_ctx }));
