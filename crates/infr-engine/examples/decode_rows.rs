@@ -1,4 +1,5 @@
-//! Time decode steps of `n` rows (one per sequence) after a short prompt each, on the CPU:
+//! Time decode steps of `n` rows (one per sequence) after a short prompt each, on the CPU or
+//! (`DEV=vulkan`) the first Vulkan device:
 //! `cargo run --release -p infr-engine --example decode_rows -- MODEL.gguf [ROWS] [STEPS]`.
 //! With `INFR_PROF_OPS=1` the backend prints its per-op times at exit.
 
@@ -16,7 +17,11 @@ fn main() {
     infr_core::set_profiling(std::env::var("INFR_PROF_OPS").is_ok_and(|v| v == "1"), false);
     let w = GgufWeights::open(&path).expect("model");
     let model = infr_models::load_model(&w).expect("loads");
-    let backend = Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"));
+    let backend: Box<dyn infr_core::Backend> = if std::env::var("DEV").is_ok_and(|d| d == "vulkan") {
+        Box::new(infr_vulkan::VulkanBackend::new(&Default::default()).expect("vulkan"))
+    } else {
+        Box::new(CpuBackend::new(CpuOptions { threads: 0, tier: KernelTier::Fast }).expect("cpu"))
+    };
     let opts = RunnerOptions { n_ctx: 256, n_seq: rows, ..Default::default() };
     let mut r = Runner::new(model, &w, backend, opts).expect("runner");
     let seqs: Vec<_> = (0..rows).map(|_| r.add_sequence()).collect();

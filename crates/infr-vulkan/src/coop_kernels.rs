@@ -140,6 +140,9 @@ pub enum CoopOperands<'a> {
     Quantized(&'a GpuLayout),
     /// W16 from [`dequant_f16`], X16 from [`crate::kernels::round_act16`].
     F16,
+    /// A 3-D expert weight in its GPU layout, f32 activations gathered per routed pair
+    /// (`coop_load_moe.wgsl`; push constants [`MoeCoopParams`]).
+    Experts(&'a GpuLayout),
 }
 
 /// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of `gm × gn`
@@ -184,32 +187,55 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             ));
         }
     }
+    // Dequantize W's 16-element unit at `row_blk` (the unit's row, in blocks) and `ke`.
+    let load_w = |l: &GpuLayout| match l.deq {
+        "q4_k" | "q6_k" => format!(
+            "let blk = row_blk + ke / BLOCK;\n    return deq16_{}(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);",
+            l.deq
+        ),
+        _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
+    };
+    // The loader part (and the output part, when the loader is not also that).
+    let quantized = |l: &GpuLayout, name: String, loader: &[&'static str], bindings: u32, push_bytes: u32| {
+        let mut parts = dequant_parts(l, loader[0]);
+        parts.extend(&loader[1..]);
+        parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
+        let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
+        with_layout(spec.define("LOAD_W", load_w(l)), l)
+    };
     let spec = match ops {
         CoopOperands::Quantized(l) => {
-            let load_w = match l.deq {
-                "q4_k" | "q6_k" => format!(
-                    "let blk = row_blk + ke / BLOCK;\n    return deq16_{}(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);",
-                    l.deq
-                ),
-                _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
-            };
-            let mut parts = dequant_parts(l, "coop_load_quant");
-            parts.extend(["deq16_k", "matmul_coop"]);
-            let spec = KernelSpec {
-                name: format!("matmul_coop.{}", l.ty),
-                parts,
-                defines: Vec::new(),
-                bindings: MATMUL_BINDINGS,
-                push_bytes: push_size::<MatmulParams>(),
-            };
-            with_layout(spec.define("LOAD_W", load_w), l)
+            let spec = quantized(
+                l,
+                format!("matmul_coop.{}", l.ty),
+                &["coop_load_quant", "coop_dense"],
+                MATMUL_BINDINGS,
+                push_size::<MatmulParams>(),
+            );
+            spec.define("TILE_GUARD", "")
         }
         CoopOperands::F16 => KernelSpec::new(
             "matmul_coop.f16in",
-            &["common", "coop_load_f16", "matmul_coop"],
+            &["common", "coop_load_f16", "coop_dense", "matmul_coop"],
             4,
             push_size::<MatmulParams>(),
-        ),
+        )
+        .define("TILE_GUARD", ""),
+        CoopOperands::Experts(l) => {
+            let spec = quantized(
+                l,
+                format!("matmul_coop_moe.{}", l.ty),
+                &["coop_load_moe"],
+                MOE_COOP_BINDINGS,
+                push_size::<MoeCoopParams>(),
+            );
+            // Tiles past the list's count end at once, uniformly to naga: the test goes
+            // through workgroup memory (it tracks `tn`, a variable, as non-uniform).
+            spec.define(
+                "TILE_GUARD",
+                "    if t == 0u {\n        moe_live = u32(tn < TILES[0]);\n    }\n    if workgroupUniformLoad(&moe_live) == 0u {\n        return;\n    }\n    moe_begin(tn);",
+            )
+        }
     };
     spec.define("F", f)
         .define("WG", tile.gm * tile.gn * subgroup_size)
@@ -227,6 +253,31 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
         .define("MMA", mma)
         .define("STORE_DIRECT", direct)
         .define("STORE_EDGE", edge)
+}
+
+/// Bindings of the expert cooperative matmul: W, X, Y, bias, tables, route, tiles.
+pub const MOE_COOP_BINDINGS: u32 = 7;
+
+/// Push constants of the expert cooperative matmul (`coop_load_moe.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeCoopParams {
+    /// Input width.
+    pub k: u32,
+    /// Rows of one expert.
+    pub m: u32,
+    /// Activation rows of the grid: the most tiles the list can hold, times the tile's rows.
+    pub n: u32,
+    pub out_stride: u32,
+    pub out_col0: u32,
+    pub soff: u32,
+    pub has_bias: u32,
+    pub tiles_m: u32,
+    pub n_pairs: u32,
+    /// Pairs per input row (the experts per token reading the token's row, or 1).
+    pub x_div: u32,
+    /// Multiply by the pair's routing weight: 0 no, 1 before the bias, 2 after it.
+    pub scale: u32,
 }
 
 /// Push constants of `dequant_f16.wgsl`.

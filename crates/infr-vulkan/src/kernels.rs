@@ -609,6 +609,10 @@ mod tests {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, false));
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
                 }
+                for (pairs, f) in [(4096, 16), (512, 16), (4096, 8), (512, 8)] {
+                    let tile = crate::moe_kernels::moe_coop_tile(pairs, 128, f, 49152);
+                    check(&matmul_coop(CoopOperands::Experts(&l), 32, tile));
+                }
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
             }

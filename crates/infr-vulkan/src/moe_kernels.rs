@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 use infr_core::Activation;
 
-use crate::kernels::{dequant_parts, elt_body, push_size, with_layout, with_reduce, Elt, MATMUL_WG};
+use crate::kernels::{dequant_parts, elt_body, push_size, with_layout, with_reduce, CoopTile, Elt, MATMUL_WG};
 use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
 
@@ -49,15 +49,36 @@ pub struct MoeTilesParams {
     pub c: u32,
 }
 
-/// Words of the tile list for `n_pairs` pairs over `n_expert` experts (count, pair order,
-/// three words per tile).
-pub fn moe_tile_words(n_pairs: usize, n_expert: usize) -> usize {
-    1 + n_pairs + 3 * moe_max_tiles(n_pairs, n_expert)
+/// Words of the tile list for `n_pairs` pairs over `n_expert` experts in tiles of up to `c`
+/// pairs (count, pair order, three words per tile).
+pub fn moe_tile_words(n_pairs: usize, n_expert: usize, c: u32) -> usize {
+    1 + n_pairs + 3 * moe_max_tiles(n_pairs, n_expert, c)
 }
 
-/// Most tiles `n_pairs` pairs can need: every expert's last tile may be partial.
-pub fn moe_max_tiles(n_pairs: usize, n_expert: usize) -> usize {
-    n_pairs.div_ceil(MOE_TILE_C as usize) + n_expert.min(n_pairs)
+/// Most tiles of up to `c` pairs that `n_pairs` pairs can need: every expert's last tile may
+/// be partial.
+pub fn moe_max_tiles(n_pairs: usize, n_expert: usize, c: u32) -> usize {
+    n_pairs.div_ceil(c as usize) + n_expert.min(n_pairs)
+}
+
+/// Fewest tokens for which a batch's expert matmuls run on cooperative matrices (when the
+/// device has them). `INFR_VK_MOE_COOP_MIN` overrides it for tuning.
+pub fn moe_coop_min_tokens() -> usize {
+    std::env::var("INFR_VK_MOE_COOP_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(64)
+}
+
+/// The cooperative tile of the expert matmuls for `n_pairs` pairs over `n_expert` experts:
+/// 128 weight rows by 64 pairs where experts get 48 or more pairs on average, else by 32
+/// (a tile holds pairs of one expert only, so its columns past the expert's count are waste).
+pub fn moe_coop_tile(n_pairs: usize, n_expert: usize, frag: u32, max_shared: u32) -> CoopTile {
+    let per_expert = n_pairs / n_expert.clamp(1, n_pairs.max(1));
+    let (bn, gm, gn) = if per_expert >= 48 { (64, 2, 4) } else { (32, 4, 2) };
+    let tile = CoopTile { frag, bm: 128, bn, gm, gn, bk: 64, raster: 0, stages: 1 };
+    if tile.shared_bytes() <= max_shared {
+        tile
+    } else {
+        CoopTile { bk: 32, ..tile }
+    }
 }
 
 /// Push constants of `moe_route.wgsl`.

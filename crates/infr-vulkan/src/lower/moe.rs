@@ -96,11 +96,23 @@ pub(super) fn lower(
     grow(t.hr, (pairs * ff).max(n * fs));
     grow(t.y, pairs * out);
     grow(t.sy, n * out);
-    // Batches group their pairs by expert so that each weight read serves a tile of pairs.
+    // Batches group their pairs by expert so that each weight read serves a tile of pairs;
+    // larger ones multiply the tiles on cooperative matrices where every expert weight can.
     let tiled = n >= MOE_TILED_MIN_TOKENS && p.n_expert <= MOE_TILES_MAX_EXPERTS;
+    let coop_ok =
+        |id: &WeightId| one_chunk(id).is_ok_and(|gw| gw.layout.ty != infr_quant::GgmlType::F32 && gw.cols % 32 == 0);
+    let expert_ids = match p.gate_up {
+        ExpertGateUp::Separate { gate, up } => vec![gate, up, p.down],
+        ExpertGateUp::Fused(gu) => vec![gu, p.down],
+    };
+    let coop = feat
+        .coopmat
+        .filter(|_| tiled && n >= mk::moe_coop_min_tokens() && expert_ids.iter().all(coop_ok))
+        .map(|c| (c, mk::moe_coop_tile(pairs, p.n_expert as usize, c.frag, feat.shared_bytes)));
+    let tile_c = coop.map_or(MOE_TILE_C, |(_, tile)| tile.bn);
     let rows = mk::moe_rows();
     if tiled {
-        grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize));
+        grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize, tile_c));
     }
     let mut emits = Vec::new();
     let emit = |emits: &mut Vec<Emit>, spec, res, push, groups, shape: Option<String>| {
@@ -125,9 +137,9 @@ pub(super) fn lower(
     };
     let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
     emit(&mut emits, mk::moe_route(), res, bytes(&rp), u32_of(n, "tokens")?, None);
-    let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize), "expert tiles")?;
+    let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize, tile_c), "expert tiles")?;
     if tiled {
-        let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: MOE_TILE_C };
+        let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: tile_c };
         emit(&mut emits, mk::moe_tiles(), vec![Res::Temp(t.route), Res::Temp(t.tiles)], bytes(&tp), 1, None);
     }
 
@@ -193,6 +205,28 @@ pub(super) fn lower(
                          role: &str| {
         let gw = one_chunk(&id)?;
         let b = bias_res(bias, mp.m)?;
+        let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
+        if let Some((c, tile)) = coop {
+            let tiles_m = mp.m.div_ceil(tile.bm);
+            let cp = kernels::MoeCoopParams {
+                k: mp.k,
+                m: mp.m,
+                n: max_tiles * tile.bn,
+                out_stride: mp.out_stride,
+                out_col0: mp.out_col0,
+                soff: gw.chunks[0].soff_words,
+                has_bias: bias.is_some() as u32,
+                tiles_m,
+                n_pairs: mp.n_pairs,
+                x_div: mp.x_div,
+                scale: mp.scale,
+            };
+            let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&gw.layout), c.subgroup, tile);
+            let res = vec![Res::WeightChunk(id, 0), x, y, b, Res::Tables, Res::Temp(t.route), Res::Temp(t.tiles)];
+            let groups = tiles_m.checked_mul(max_tiles).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
+            emit(emits, spec, res, bytes(&cp), groups, Some(shape));
+            return VkResult::Ok(());
+        }
         let r = if tiled { rows.1 } else { rows.0 };
         let mp = mk::MoeMatmulParams {
             soff: gw.chunks[0].soff_words,
@@ -200,7 +234,6 @@ pub(super) fn lower(
             has_bias: bias.is_some() as u32,
             ..mp
         };
-        let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
         let tiles = if tiled { Res::Temp(t.tiles) } else { Res::Dummy };
         let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b, tiles];
         let items = if tiled { max_tiles } else { mp.n_pairs };

@@ -11,25 +11,15 @@
 // one row each, as read) with `open_w` / `open_x` (the unit in f16 for staging):
 // `coop_load_quant.wgsl` dequantizes W and converts f32 X on the fly,
 // `coop_load_f16.wgsl` reads operands already in f16 (a weight slice dequantized by
-// `dequant_f16.wgsl`, activations rounded by `round_act16`). Interior tiles without a bias
-// store their accumulators straight to Y; edge tiles go through workgroup memory so rows and
-// columns past the edge are masked per element.
+// `dequant_f16.wgsl`, activations rounded by `round_act16`), `coop_load_moe.wgsl` reads the
+// routed pairs of one expert (mixture-of-experts). The output part (`coop_dense.wgsl` or the
+// MoE loader) supplies the parameters, `TILE_GUARD` (code that may end a workgroup with no
+// work, uniformly), `DIRECT` and `store_edge`. Interior tiles without a bias store their
+// accumulators straight to Y where DIRECT allows; other tiles go through workgroup memory so
+// rows and columns past the edge are masked (or scattered) per element.
 
 enable f16;
 enable wgpu_cooperative_matrix;
-
-struct Params {
-    k: u32,
-    m: u32,
-    n: u32,
-    out_stride: u32,
-    out_col0: u32,
-    soff: u32,
-    has_bias: u32,
-    tiles_m: u32,
-}
-
-var<immediate> pc: Params;
 
 const F: u32 = {{F}}u;
 const WG: u32 = {{WG}}u;
@@ -117,23 +107,6 @@ fn stage_slices(t: u32, a: array<WUnit, UA>, b: array<XUnit, UB>) {
     }
 }
 
-// Write one F×F accumulator (weight rows rr.., activation rows cc..) of an edge tile
-// through this subgroup's staging fragment, masking and adding the bias per element.
-fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
-    for (var e = sgi; e < F * F; e += SGS) {
-        let r = e % F;
-        let c = e / F;
-        if rr + r < pc.m && cc + c < pc.n {
-            let col = pc.out_col0 + rr + r;
-            var v = cs[sgid * F * F + e];
-            if pc.has_bias != 0u {
-                v += BIAS[col];
-            }
-            Y[(cc + c) * pc.out_stride + col] = v;
-        }
-    }
-}
-
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgi: u32) {
     let lin = wg_linear(wid, nwg);
@@ -156,6 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             tn = tiles_n;
         }
     }
+{{TILE_GUARD}}
     let r0 = tm * BM;
     let c0 = tn * BN;
     // Subgroup (sm, sn) of the GM×GN grid owns weight rows wr.. and activation rows wc...
@@ -209,7 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     // Direct stores need 16-byte aligned columns.
-    let interior = r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;
+    let interior = DIRECT && r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;
     if interior {
         let ys = pc.out_stride;
         let yb = (c0 + wc) * ys + pc.out_col0 + r0 + wr;

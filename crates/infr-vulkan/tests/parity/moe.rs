@@ -197,8 +197,9 @@ fn moe_matches_cpu_with_uneven_routing() {
         ),
     ];
     for (name, params) in cases {
-        // 40 tokens take the tiled expert matmuls (grouped by expert), fewer the per-pair ones.
-        for n in [1, 7, 40] {
+        // 40 tokens take the tiled expert matmuls (grouped by expert), fewer the per-pair
+        // ones; 96 the cooperative ones where the device has cooperative matrices.
+        for n in [1, 7, 40, 96] {
             let g = graph(&w, n, n, |g| {
                 let x = g.embed(xt);
                 let logits = g.embed(rt);
