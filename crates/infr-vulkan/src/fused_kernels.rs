@@ -40,6 +40,8 @@ pub struct GluQ8Params {
     pub n_words: u32,
     pub group: u32,
     pub scale_off: u32,
+    /// Words per half of a side-by-side gate | up row (A and B bound to one buffer), or 0.
+    pub ab_words: u32,
 }
 
 /// Gated activation + int8 quantization of the result. Bindings: gate, up, output, quants, scales.

@@ -205,6 +205,7 @@ pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32, jobs: usize) -> Option<Kerne
     .define("JOB_BINDINGS", binds)
     .define("WLOAD4", wload)
     .define("JOB_SELECT", select)
+    .define("GRID", "pc.tiles_m")
     .define("STORE", store)
     .define("WG", VEC_WG)
     .define("R", r)
@@ -608,6 +609,11 @@ mod tests {
                 for (sg, r) in [(false, 2), (true, 2), (true, 8)] {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, false));
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
+                }
+                for r in [2, 4] {
+                    if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r) {
+                        check(&s);
+                    }
                 }
                 for (pairs, f) in [(4096, 16), (512, 16), (4096, 8), (512, 8)] {
                     let tile = crate::moe_kernels::moe_coop_tile(pairs, 128, f, 49152);

@@ -114,6 +114,61 @@ pub struct MoeMatmulParams {
     pub has_bias: u32,
 }
 
+/// Push constants of the integer-dot expert matmul ([`matmul_vec_q8_moe`]): the dense
+/// kernel's, then the routing fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeQ8Params {
+    pub q: crate::kernels::MatmulQ8Params,
+    pub n_pairs: u32,
+    /// Pairs per input row (the experts per token reading the token's row, or 1).
+    pub x_div: u32,
+    /// Multiply by the pair's routing weight: 0 no, 1 before the bias, 2 after it.
+    pub scale: u32,
+}
+
+/// The expert matmul of decode steps on the integer-dot kernel (`matmul_vec_q8.wgsl`):
+/// `r` weight rows of one routed pair's expert per workgroup against the pair's input row,
+/// quantized to int8 as llama.cpp's CPU quantizes it (`mul_mat_vec_id` reads q8_1 the same
+/// way). Bindings: W, XQ, Y, bias (per expert), XS, route. `None` where the weight type has
+/// no integer-dot form.
+pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32) -> Option<KernelSpec> {
+    let dense = crate::kernels::matmul_vec_q8(l, 1, r, 1)?;
+    let store = "            let p = moe_pair;
+            let w = bitcast<f32>(ROUTE[pc.n_pairs + p]);
+            if pc.scale == 1u {
+                v *= w;
+            }
+            if has_bias != 0u {
+                v += BIAS[wrow0 + r0 + r];
+            }
+            if pc.scale == 2u {
+                v *= w;
+            }
+            Y[p * out_stride + col] = v;";
+    let select = "    let pair = lin0 / pc.tiles_m;
+    lin = lin0 % pc.tiles_m;
+    moe_pair = pair;
+    wrow0 = ROUTE[pair] * pc.m;
+    xrow0 = pair / pc.x_div;";
+    let spec = KernelSpec {
+        name: format!("matmul_vec_q8_moe.{}", l.ty),
+        bindings: crate::kernels::MATMUL_BINDINGS + 1,
+        push_bytes: push_size::<MoeQ8Params>(),
+        ..dense
+    };
+    Some(
+        spec.redefine("JOB_FIELDS", "    n_pairs: u32,\n    x_div: u32,\n    scale: u32,\n")
+            .redefine(
+                "JOB_BINDINGS",
+                "@group(0) @binding(5) var<storage, read> ROUTE: array<u32>;\n// The routed pair of this workgroup.\nvar<private> moe_pair: u32;\n",
+            )
+            .redefine("JOB_SELECT", select)
+            .redefine("GRID", "pc.tiles_m * pc.n_pairs")
+            .redefine("STORE", store),
+    )
+}
+
 /// Push constants of `moe_glu.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

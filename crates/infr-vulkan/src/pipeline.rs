@@ -89,10 +89,17 @@ impl KernelSpec {
         Self { name: name.into(), parts: parts.to_vec(), defines: Vec::new(), bindings, push_bytes }
     }
 
-    /// Add a template value.
+    /// Add a template value (where a key is given twice, the first value is used).
     pub fn define(mut self, key: &'static str, value: impl ToString) -> Self {
         self.defines.push((key, value.to_string()));
         self
+    }
+
+    /// Replace the value of a template key already given (for kernels built as variants of
+    /// another's spec).
+    pub fn redefine(mut self, key: &'static str, value: impl ToString) -> Self {
+        self.defines.retain(|(k, _)| *k != key);
+        self.define(key, value)
     }
 
     /// The WGSL text after templating.

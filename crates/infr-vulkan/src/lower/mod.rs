@@ -430,7 +430,7 @@ pub(crate) fn lower(
                     temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
                     qact_of.insert((i as u32, group), qi);
                     let n_words = u32_of(cells / 4, "elements")?;
-                    let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4 };
+                    let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4, ab_words: 0 };
                     let res = vec![Res::Act(gate.0), Res::Act(up.0), me, Res::Temp(qi), Res::Temp(qi)];
                     push(&fused_kernels::glu_q8(*act), res, bytes(&p), n_words.div_ceil(64), None)?;
                     continue;

@@ -29,6 +29,9 @@ pub(super) struct MoeTemps {
     sy: u32,
     /// The tiled expert matmuls' work list (`moe_tiles.wgsl`).
     tiles: u32,
+    /// Int8 copies of the input and of the gated activation (integer-dot decode).
+    qx: u32,
+    qh: u32,
 }
 
 impl MoeTemps {
@@ -37,7 +40,17 @@ impl MoeTemps {
             temp_bytes.push(16);
             temp_bytes.len() as u32 - 1
         };
-        Self { route: next(), gu: next(), h: next(), hr: next(), y: next(), sy: next(), tiles: next() }
+        Self {
+            route: next(),
+            gu: next(),
+            h: next(),
+            hr: next(),
+            y: next(),
+            sy: next(),
+            tiles: next(),
+            qx: next(),
+            qh: next(),
+        }
     }
 }
 
@@ -110,6 +123,24 @@ pub(super) fn lower(
         .filter(|_| tiled && n >= mk::moe_coop_min_tokens() && expert_ids.iter().all(coop_ok))
         .map(|c| (c, mk::moe_coop_tile(pairs, p.n_expert as usize, c.frag, feat.shared_bytes)));
     let tile_c = coop.map_or(MOE_TILE_C, |(_, tile)| tile.bn);
+    // Decode steps on devices with integer dot products: the input quantized to int8 once,
+    // the expert matmuls on the integer-dot kernel, the gated activation fused with the
+    // quantization of its result (as the dense FFN's decode path). The groups of blocks that
+    // share a scale (Q8_K rounding or Q8_0) for the gate/up input and the down input.
+    let q8_group = |id: &WeightId, k_in: usize| {
+        let gw = one_chunk(id).ok()?;
+        let ok = feat.int8 && feat.subgroups && k_in % 32 == 0 && kernels::vec_q8_lanes(gw.layout.ty).is_some();
+        ok.then(|| if kernels::q8k_acts(gw.layout.ty) && k_in % 256 == 0 { 8u32 } else { 1 })
+    };
+    let q8 = if tiled {
+        None
+    } else {
+        let groups: Vec<Option<u32>> = expert_ids[..expert_ids.len() - 1].iter().map(|id| q8_group(id, cols)).collect();
+        match (groups.iter().all(|g| *g == groups[0]), groups[0], q8_group(&p.down, ff)) {
+            (true, Some(gx), Some(gh)) => Some((gx, gh)),
+            _ => None,
+        }
+    };
     let rows = mk::moe_rows();
     if tiled {
         grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize, tile_c));
@@ -206,6 +237,35 @@ pub(super) fn lower(
         let gw = one_chunk(&id)?;
         let b = bias_res(bias, mp.m)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
+        if q8.is_some() {
+            let r = super::matmul::vec_q8_rows(mp.m as usize);
+            let spec = mk::matmul_vec_q8_moe(&gw.layout, r)
+                .ok_or_else(|| VkError::Unsupported(format!("moe: no integer-dot kernel for {}", gw.layout.ty)))?;
+            let tiles_m = mp.m.div_ceil(r);
+            let x_rows = mp.n_pairs / mp.x_div;
+            let qp = mk::MoeQ8Params {
+                q: kernels::MatmulQ8Params {
+                    mm: kernels::MatmulParams {
+                        k: mp.k,
+                        m: mp.m,
+                        n: 1,
+                        out_stride: mp.out_stride,
+                        out_col0: mp.out_col0,
+                        soff: gw.chunks[0].soff_words,
+                        has_bias: bias.is_some() as u32,
+                        tiles_m,
+                    },
+                    qs_off: x_rows * mp.k / 16,
+                },
+                n_pairs: mp.n_pairs,
+                x_div: mp.x_div,
+                scale: mp.scale,
+            };
+            let res = vec![Res::WeightChunk(id, 0), x, y, b, x, Res::Temp(t.route)];
+            let groups = tiles_m.checked_mul(mp.n_pairs).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
+            emit(emits, spec, res, bytes(&qp), groups, Some(shape));
+            return VkResult::Ok(());
+        }
         if let Some((c, tile)) = coop {
             let tiles_m = mp.m.div_ceil(tile.bm);
             let cp = kernels::MoeCoopParams {
@@ -242,8 +302,19 @@ pub(super) fn lower(
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
+    if let Some((gx, _)) = q8 {
+        let qx = &mut temp_bytes[t.qx as usize];
+        *qx = (*qx).max(kernels::qact_bytes(n, cols));
+        let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
+        let qp = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (n * cols / 16) as u32, group: gx };
+        let res = vec![Res::Act(m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
+        emit(&mut emits, kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+    }
     for (id, bias, rows, col0, role) in gate_up {
-        let x = input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?;
+        let x = match q8 {
+            Some(_) => Res::Temp(t.qx),
+            None => input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?,
+        };
         let mp = mk::MoeMatmulParams {
             k: cols as u32,
             m: rows as u32,
@@ -258,10 +329,20 @@ pub(super) fn lower(
         };
         expert_matmul(&mut emits, (id, bias), x, Res::Temp(t.gu), mp, role)?;
     }
-    let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
-    let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
-    emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
-    let h = round_h(&mut emits, one_chunk(&p.down)?, ff, pairs * ff)?;
+    let h = if let Some((_, gh)) = q8 {
+        let qh = &mut temp_bytes[t.qh as usize];
+        *qh = (*qh).max(kernels::qact_bytes(pairs, ff));
+        let n_words = u32_of(pairs * ff / 4, "activations")?;
+        let gp = crate::fused_kernels::GluQ8Params { n_words, group: gh, scale_off: n_words / 4, ab_words: p.n_ff / 4 };
+        let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
+        emit(&mut emits, crate::fused_kernels::glu_q8(p.act), res, bytes(&gp), n_words.div_ceil(64), None);
+        Res::Temp(t.qh)
+    } else {
+        let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
+        let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
+        emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
+        round_h(&mut emits, one_chunk(&p.down)?, ff, pairs * ff)?
+    };
     let mp = mk::MoeMatmulParams {
         k: p.n_ff,
         m: out as u32,

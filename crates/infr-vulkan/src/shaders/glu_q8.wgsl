@@ -1,11 +1,14 @@
 // A gated activation fused with the int8 quantization of its result (decode: the input of
 // the down projection): Y = act(A) * B elementwise, then Q/QS from Y (q8_block.wgsl).
-// 64 invocations per workgroup, one vec4 each.
+// 64 invocations per workgroup, one vec4 each. With `ab_words` set, A and B are the two
+// halves of each row of one buffer (gate | up, `ab_words` words each, as the expert FFNs
+// write them) and Y has rows of one half.
 
 struct Params {
     n_words: u32,
     group: u32,
     scale_off: u32,
+    ab_words: u32,
 }
 
 var<immediate> pc: Params;
@@ -29,8 +32,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let valid = w < pc.n_words;
     var v = vec4<f32>(0.0);
     if valid {
-        let a = A[w];
-        let b = B[w];
+        var ia = w;
+        var ib = w;
+        if pc.ab_words != 0u {
+            ia = (w / pc.ab_words) * 2u * pc.ab_words + w % pc.ab_words;
+            ib = ia + pc.ab_words;
+        }
+        let a = A[ia];
+        let b = B[ib];
         v = vec4<f32>(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
         Y[w] = v;
     }

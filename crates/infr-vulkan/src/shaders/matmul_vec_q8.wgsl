@@ -4,7 +4,9 @@
 // precomputed sums handle the weight offsets (Q4_K mins, Q6_K's -32).
 // Up to three weights of one type that read the same activations (q/k/v, gate/up) can run
 // as jobs of one dispatch: workgroups from tile1 on belong to job 1 (W1/Y1/BIAS1), from
-// tile2 on to job 2; job 0 uses the plain bindings.
+// tile2 on to job 2; job 0 uses the plain bindings. The mixture-of-experts variant
+// (`matmul_vec_q8_moe`) runs a grid of weight-row tiles × routed pairs through the same
+// hooks: its JOB_SELECT points `wrow0` at the pair's expert and `xrow0` at its input row.
 
 struct Params {
     k: u32,
@@ -30,6 +32,9 @@ var<immediate> pc: Params;
 {{JOB_BINDINGS}}
 // Which weight this workgroup multiplies (0 without jobs).
 var<private> job: u32;
+// First weight row and activation row of this workgroup's product (0 but for experts).
+var<private> wrow0: u32;
+var<private> xrow0: u32;
 
 // Four consecutive weight words from word `i` (a multiple of 4).
 fn wload4(i: u32) -> vec4<u32> {
@@ -52,12 +57,12 @@ var<workgroup> red: array<f32, {{RED}}>;
 
 // Activation words w..w+3 (elements 4w..4w+15, w a multiple of 4) of column c.
 fn xw4(c: u32, w: u32) -> vec4<u32> {
-    return XQ[(min(c, pc.n - 1u) * (pc.k / 4u) + w) >> 2u];
+    return XQ[((xrow0 + min(c, pc.n - 1u)) * (pc.k / 4u) + w) >> 2u];
 }
 
 // Block scales of activation block `xb` of column c.
 fn xs(c: u32, xb: u32) -> vec4<f32> {
-    return XS[pc.qs_off + min(c, pc.n - 1u) * (pc.k / 32u) + xb];
+    return XS[pc.qs_off + (xrow0 + min(c, pc.n - 1u)) * (pc.k / 32u) + xb];
 }
 
 fn idot(a: u32, b: u32) -> i32 {
@@ -157,7 +162,7 @@ fn vdot8_q6_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32{{SG_PARAMS}}) {
     let lin0 = wg_linear(wid, nwg);
-    if lin0 >= pc.tiles_m {
+    if lin0 >= {{GRID}} {
         return;
     }
     job = 0u;
@@ -176,7 +181,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var b = t / TPB; b < bpr; b += WG / TPB) {
         let xb0 = b * (BLOCK / 32u);
         for (var r = 0u; r < R; r++) {
-            let blk = min(r0 + r, m - 1u) * bpr + b;
+            let blk = (wrow0 + min(r0 + r, m - 1u)) * bpr + b;
             let v = {{VDOT}}(blk * QW, sbase + blk * SB, lane, xb0);
             for (var c = 0u; c < C; c++) {
                 acc[r * C + c] += v[c];
