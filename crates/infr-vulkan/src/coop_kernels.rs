@@ -73,7 +73,9 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32, f16_operands: b
             return tile(bm as u32, bn as u32);
         }
     }
-    tile(64, 64)
+    // Few activation rows (batched decode of 17-64 sequences): 32-row weight tiles double the
+    // workgroups of a small grid, which otherwise leaves most of the device idle.
+    tile(32, 64)
 }
 
 /// `INFR_VK_COOP_TILE=bm,bn` (tuning): every cooperative matmul uses that tile where the

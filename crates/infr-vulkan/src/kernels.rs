@@ -656,7 +656,8 @@ mod tests {
         }
         check(&quantize_act());
         check(&round_act());
-        check(&crate::moe_kernels::moe_route());
+        check(&crate::moe_kernels::moe_route(false, 128));
+        check(&crate::moe_kernels::moe_route(true, 128));
         check(&crate::moe_kernels::moe_combine());
         check(&crate::moe_kernels::moe_tiles());
         for act in [Activation::Silu, Activation::GeluTanh, Activation::GeluTanhExact, Activation::SwigluOai] {

@@ -114,6 +114,12 @@ pub struct MoeMatmulParams {
     pub has_bias: u32,
 }
 
+/// Whether decode steps may run the expert matmuls on the integer-dot kernel
+/// (`INFR_VK_MOE_Q8=0` turns it off, to compare with the scalar per-pair kernel).
+pub fn moe_q8_enabled() -> bool {
+    std::env::var("INFR_VK_MOE_Q8").map_or(true, |v| v.trim() != "0")
+}
+
 /// Push constants of the integer-dot expert matmul ([`matmul_vec_q8_moe`]): the dense
 /// kernel's, then the routing fields.
 #[repr(C)]
@@ -189,10 +195,19 @@ pub struct MoeCombineParams {
     pub gated: u32,
 }
 
-/// Top-k routing and gating. Bindings: logits, expert scales, route.
-pub fn moe_route() -> KernelSpec {
-    KernelSpec::new("moe_route", &["common", "moe_route"], 3, push_size::<MoeRouteParams>())
-        .define("MAX_K", MOE_MAX_USED)
+/// Most experts the subgroup routing kernel holds in registers (32 per thread).
+pub const MOE_ROUTE_SG_MAX_EXPERTS: u32 = 32 * 64;
+
+/// Top-k routing and gating: with subgroup operations (and at most
+/// [`MOE_ROUTE_SG_MAX_EXPERTS`] experts) picks by subgroup shuffles, else by a workgroup tree.
+/// Bindings: logits, expert scales, route.
+pub fn moe_route(subgroups: bool, n_expert: u32) -> KernelSpec {
+    let (name, part) = if subgroups && n_expert <= MOE_ROUTE_SG_MAX_EXPERTS {
+        ("moe_route_sg", "moe_route_sg")
+    } else {
+        ("moe_route", "moe_route")
+    };
+    KernelSpec::new(name, &["common", part], 3, push_size::<MoeRouteParams>()).define("MAX_K", MOE_MAX_USED)
 }
 
 /// The expert matmul for a weight layout, `r` weight rows per workgroup, one routed pair per

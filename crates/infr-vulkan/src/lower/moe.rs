@@ -132,7 +132,7 @@ pub(super) fn lower(
         let ok = feat.int8 && feat.subgroups && k_in % 32 == 0 && kernels::vec_q8_lanes(gw.layout.ty).is_some();
         ok.then(|| if kernels::q8k_acts(gw.layout.ty) && k_in % 256 == 0 { 8u32 } else { 1 })
     };
-    let q8 = if tiled {
+    let q8 = if tiled || !mk::moe_q8_enabled() {
         None
     } else {
         let groups: Vec<Option<u32>> = expert_ids[..expert_ids.len() - 1].iter().map(|id| q8_group(id, cols)).collect();
@@ -167,7 +167,7 @@ pub(super) fn lower(
         None => Res::Dummy,
     };
     let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
-    emit(&mut emits, mk::moe_route(), res, bytes(&rp), u32_of(n, "tokens")?, None);
+    emit(&mut emits, mk::moe_route(feat.subgroups, p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
     let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize, tile_c), "expert tiles")?;
     if tiled {
         let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: tile_c };
