@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Install the system packages infr's build and tests need on Debian/Ubuntu: the Vulkan loader,
 # Mesa's software Vulkan driver (lavapipe) and validation layers, Python for the test clients,
-# chromium for the chat page test.
+# chromium for the chat page test, node and npm for the coding-agent clients (Claude Code,
+# opencode; installed from npm by their test).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 pkgs="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers python3 python3-pip ca-certificates curl chromium"
+# A node that is already there (nodesource's, say) is kept; Debian's npm would conflict with it.
+command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -62,3 +62,5 @@ INFR_BASE="http://127.0.0.1:$port2" python3 "$here/sdk_harmony.py"
 INFR_BIN="$bin" INFR_MODEL="$model" python3 "$here/litellm_replicas.py"
 # The chat page at GET / in headless chromium (chat_page.py).
 INFR_BIN="$bin" INFR_MODEL="$model" python3 "$here/chat_page.py"
+# Claude Code and opencode, from npm, each through a tool round trip (agents.sh).
+INFR_BIN="$bin" bash "$here/agents.sh"
