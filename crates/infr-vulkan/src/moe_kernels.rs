@@ -207,7 +207,8 @@ pub fn moe_route(subgroups: bool, n_expert: u32) -> KernelSpec {
     } else {
         ("moe_route", "moe_route")
     };
-    KernelSpec::new(name, &["common", part], 3, push_size::<MoeRouteParams>()).define("MAX_K", MOE_MAX_USED)
+    KernelSpec::new(name, &["common", "moe_gating", part], 3, push_size::<MoeRouteParams>())
+        .define("MAX_K", MOE_MAX_USED)
 }
 
 /// The expert matmul for a weight layout, `r` weight rows per workgroup, one routed pair per

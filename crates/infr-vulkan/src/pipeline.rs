@@ -29,6 +29,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_load_f16", include_str!("shaders/coop_load_f16.wgsl")),
     ("coop_load_moe", include_str!("shaders/coop_load_moe.wgsl")),
     ("moe_route_sg", include_str!("shaders/moe_route_sg.wgsl")),
+    ("moe_gating", include_str!("shaders/moe_gating.wgsl")),
     ("coop_dense", include_str!("shaders/coop_dense.wgsl")),
     ("deq16_generic", include_str!("shaders/deq16_generic.wgsl")),
     ("deq16_k", include_str!("shaders/deq16_k.wgsl")),

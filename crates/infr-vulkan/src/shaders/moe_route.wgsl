@@ -2,7 +2,7 @@
 // the top-k experts by router logit (ties to the lower id; softmax and sigmoid keep the
 // order), then their weights: softmax over all experts (gating 0), sigmoid (1) or softmax
 // over the chosen (2); renormalised to sum 1 (sum clamped at 2^-14) and scaled per expert.
-// Writes ROUTE[t*k + s] = expert id and ROUTE[n*k + t*k + s] = weight bits. One workgroup per
+// Writes the route through moe_gating.wgsl's write_route. One workgroup per
 // token: each pick is a workgroup argmax over the experts (a thread per token took ~260 us on
 // an H200 for 128 experts, top-8: more than the layer's expert matmuls).
 
@@ -93,48 +93,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if li != 0u {
         return;
     }
-    var w: array<f32, MAX_K>;
+    var picks: array<u32, MAX_K>;
+    var picks_v: array<f32, MAX_K>;
     for (var s = 0u; s < pc.k; s++) {
-        w[s] = chosen_v[s];
+        picks[s] = chosen[s];
+        picks_v[s] = chosen_v[s];
     }
-    if pc.gating == 0u {
-        let mx = chosen_v[0];
-        let sum = red_v[0];
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = exp(w[s] - mx) / sum;
-        }
-    } else if pc.gating == 1u {
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = 1.0 / (1.0 + exp(-w[s]));
-        }
-    } else {
-        let mx = w[0];
-        var sum = 0.0;
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = exp(w[s] - mx);
-            sum += w[s];
-        }
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] /= sum;
-        }
-    }
-    if pc.renorm != 0u {
-        var sum = 0.0;
-        for (var s = 0u; s < pc.k; s++) {
-            sum += w[s];
-        }
-        sum = max(sum, 6.103515625e-5);
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] /= sum;
-        }
-    }
-    let n_pairs = pc.n_tokens * pc.k;
-    for (var s = 0u; s < pc.k; s++) {
-        var v = w[s];
-        if pc.has_scale != 0u {
-            v *= SCALE[chosen[s]];
-        }
-        ROUTE[tok * pc.k + s] = chosen[s];
-        ROUTE[n_pairs + tok * pc.k + s] = bitcast<u32>(v);
-    }
+    write_route(tok, picks, picks_v, red_v[0]);
 }

@@ -106,47 +106,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var g = 0u; g < nsg; g++) {
         sum_all += part_s[g];
     }
-    var w: array<f32, MAX_K>;
-    for (var s = 0u; s < pc.k; s++) {
-        w[s] = chosen_v[s];
-    }
-    if pc.gating == 0u {
-        let mx = chosen_v[0];
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = exp(w[s] - mx) / sum_all;
-        }
-    } else if pc.gating == 1u {
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = 1.0 / (1.0 + exp(-w[s]));
-        }
-    } else {
-        let mx = w[0];
-        var sum = 0.0;
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] = exp(w[s] - mx);
-            sum += w[s];
-        }
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] /= sum;
-        }
-    }
-    if pc.renorm != 0u {
-        var sum = 0.0;
-        for (var s = 0u; s < pc.k; s++) {
-            sum += w[s];
-        }
-        sum = max(sum, 6.103515625e-5);
-        for (var s = 0u; s < pc.k; s++) {
-            w[s] /= sum;
-        }
-    }
-    let n_pairs = pc.n_tokens * pc.k;
-    for (var s = 0u; s < pc.k; s++) {
-        var v = w[s];
-        if pc.has_scale != 0u {
-            v *= SCALE[chosen[s]];
-        }
-        ROUTE[tok * pc.k + s] = chosen[s];
-        ROUTE[n_pairs + tok * pc.k + s] = bitcast<u32>(v);
-    }
+    write_route(tok, chosen, chosen_v, sum_all);
 }

@@ -73,7 +73,6 @@ fn moe_routing_over_many_experts_with_ties() {
     let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF, N);
     let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, COLS, FF, N);
     let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS, N);
-    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
     let params = MoeParams {
         n_expert: N as u32,
         n_used: 8,
@@ -89,14 +88,21 @@ fn moe_routing_over_many_experts_with_ties() {
         gate_up_bias: None,
         down_bias: None,
     };
-    for n in [1, 5, 40] {
-        let g = graph(&w, n, n, |g| {
-            let x = g.embed(xt);
-            let l = g.embed(rt);
-            g.moe(x, l, params)
-        });
-        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
-        p.check(&format!("160 experts n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
+    // The subgroup routing kernel, and the workgroup-tree one of devices without subgroup
+    // operations (portable kernels).
+    for portable in [false, true] {
+        let opts = infr_vulkan::VulkanOptions { validation: true, portable_kernels: portable, ..Default::default() };
+        let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
+        for n in [1, 5, 40] {
+            let g = graph(&w, n, n, |g| {
+                let x = g.embed(xt);
+                let l = g.embed(rt);
+                g.moe(x, l, params)
+            });
+            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
+            let step = [Step::simple(tokens, 0, vec![0; n.div_ceil(16)])];
+            p.check(&format!("160 experts n={n} portable={portable}"), &g, &step, 2e-3, 2e-2);
+        }
     }
 }
 
