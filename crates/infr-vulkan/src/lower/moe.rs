@@ -9,8 +9,10 @@ use infr_core::{ExpertGateUp, MoeGating, MoeParams, TensorId, WeightId};
 
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
-use crate::kernels;
+use crate::features::Coop;
+use crate::kernels::{self, CoopTile};
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
+use crate::pipeline::KernelSpec;
 use crate::prefill_matmul::{Emit, RoundedCopy};
 use crate::weights::GpuWeight;
 
@@ -109,39 +111,17 @@ pub(super) fn lower(
     grow(t.hr, (pairs * ff).max(n * fs));
     grow(t.y, pairs * out);
     grow(t.sy, n * out);
-    // Batches group their pairs by expert so that each weight read serves a tile of pairs;
-    // larger ones multiply the tiles on cooperative matrices where every expert weight can.
-    let tiled = n >= MOE_TILED_MIN_TOKENS && p.n_expert <= MOE_TILES_MAX_EXPERTS;
-    let coop_ok =
-        |id: &WeightId| one_chunk(id).is_ok_and(|gw| gw.layout.ty != infr_quant::GgmlType::F32 && gw.cols % 32 == 0);
     let expert_ids = match p.gate_up {
         ExpertGateUp::Separate { gate, up } => vec![gate, up, p.down],
         ExpertGateUp::Fused(gu) => vec![gu, p.down],
     };
-    let coop = feat
-        .coopmat
-        .filter(|_| tiled && n >= mk::moe_coop_min_tokens() && expert_ids.iter().all(coop_ok))
-        .map(|c| (c, mk::moe_coop_tile(pairs, p.n_expert as usize, c.frag, feat.shared_bytes)));
-    let tile_c = coop.map_or(MOE_TILE_C, |(_, tile)| tile.bn);
-    // Decode steps on devices with integer dot products: the input quantized to int8 once,
-    // the expert matmuls on the integer-dot kernel, the gated activation fused with the
-    // quantization of its result (as the dense FFN's decode path). The groups of blocks that
-    // share a scale (Q8_K rounding or Q8_0) for the gate/up input and the down input.
-    let q8_group = |id: &WeightId, k_in: usize| {
-        let gw = one_chunk(id).ok()?;
-        let ok = feat.int8 && feat.subgroups && k_in % 32 == 0 && kernels::vec_q8_lanes(gw.layout.ty).is_some();
-        ok.then(|| if kernels::q8k_acts(gw.layout.ty) && k_in % 256 == 0 { 8u32 } else { 1 })
+    let weights_of = expert_ids.iter().map(&one_chunk).collect::<VkResult<Vec<_>>>()?;
+    let path = ExpertPath::choose(p, n, cols, feat, &weights_of);
+    let tiled = matches!(path, ExpertPath::Coop { .. } | ExpertPath::Tiled);
+    let tile_c = match path {
+        ExpertPath::Coop { tile, .. } => tile.bn,
+        _ => MOE_TILE_C,
     };
-    let q8 = if tiled || !mk::moe_q8_enabled() {
-        None
-    } else {
-        let groups: Vec<Option<u32>> = expert_ids[..expert_ids.len() - 1].iter().map(|id| q8_group(id, cols)).collect();
-        match (groups.iter().all(|g| *g == groups[0]), groups[0], q8_group(&p.down, ff)) {
-            (true, Some(gx), Some(gh)) => Some((gx, gh)),
-            _ => None,
-        }
-    };
-    let rows = mk::moe_rows();
     if tiled {
         grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize, tile_c));
     }
@@ -235,74 +215,15 @@ pub(super) fn lower(
                          mp: mk::MoeMatmulParams,
                          role: &str| {
         let gw = one_chunk(&id)?;
-        let b = bias_res(bias, mp.m)?;
+        let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, has_bias: bias.is_some() as u32, ..mp };
+        let d = ExpertDispatch { weight: id, gw, bias: bias_res(bias, mp.m)?, x, y, mp, max_tiles };
+        let (spec, res, push, groups) = d.lower(path, &t, feat)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
-        if q8.is_some() {
-            let r = super::matmul::vec_q8_rows(mp.m as usize);
-            let spec = mk::matmul_vec_q8_moe(&gw.layout, r)
-                .ok_or_else(|| VkError::Unsupported(format!("moe: no integer-dot kernel for {}", gw.layout.ty)))?;
-            let tiles_m = mp.m.div_ceil(r);
-            let x_rows = mp.n_pairs / mp.x_div;
-            let qp = mk::MoeQ8Params {
-                q: kernels::MatmulQ8Params {
-                    mm: kernels::MatmulParams {
-                        k: mp.k,
-                        m: mp.m,
-                        n: 1,
-                        out_stride: mp.out_stride,
-                        out_col0: mp.out_col0,
-                        soff: gw.chunks[0].soff_words,
-                        has_bias: bias.is_some() as u32,
-                        tiles_m,
-                    },
-                    qs_off: x_rows * mp.k / 16,
-                },
-                n_pairs: mp.n_pairs,
-                x_div: mp.x_div,
-                scale: mp.scale,
-            };
-            let res = vec![Res::WeightChunk(id, 0), x, y, b, x, Res::Temp(t.route)];
-            let groups = tiles_m.checked_mul(mp.n_pairs).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
-            emit(emits, spec, res, bytes(&qp), groups, Some(shape));
-            return VkResult::Ok(());
-        }
-        if let Some((c, tile)) = coop {
-            let tiles_m = mp.m.div_ceil(tile.bm);
-            let cp = kernels::MoeCoopParams {
-                k: mp.k,
-                m: mp.m,
-                n: max_tiles * tile.bn,
-                out_stride: mp.out_stride,
-                out_col0: mp.out_col0,
-                soff: gw.chunks[0].soff_words,
-                has_bias: bias.is_some() as u32,
-                tiles_m,
-                n_pairs: mp.n_pairs,
-                x_div: mp.x_div,
-                scale: mp.scale,
-            };
-            let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&gw.layout), c.subgroup, tile);
-            let res = vec![Res::WeightChunk(id, 0), x, y, b, Res::Tables, Res::Temp(t.route), Res::Temp(t.tiles)];
-            let groups = tiles_m.checked_mul(max_tiles).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
-            emit(emits, spec, res, bytes(&cp), groups, Some(shape));
-            return VkResult::Ok(());
-        }
-        let r = if tiled { rows.1 } else { rows.0 };
-        let mp = mk::MoeMatmulParams {
-            soff: gw.chunks[0].soff_words,
-            tiles_m: mp.m.div_ceil(r),
-            has_bias: bias.is_some() as u32,
-            ..mp
-        };
-        let tiles = if tiled { Res::Temp(t.tiles) } else { Res::Dummy };
-        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Temp(t.route), Res::Tables, b, tiles];
-        let items = if tiled { max_tiles } else { mp.n_pairs };
-        let groups = mp.tiles_m.checked_mul(items).ok_or_else(|| VkError::Unsupported("moe grid".into()))?;
-        emit(emits, mk::matmul_moe(&gw.layout, feat.subgroups, r, tiled), res, bytes(&mp), groups, Some(shape));
+        emit(emits, spec, res, push, groups, Some(shape));
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
-    if let Some((gx, _)) = q8 {
+    if let ExpertPath::Int8 { gx, .. } = path {
         let qx = &mut temp_bytes[t.qx as usize];
         *qx = (*qx).max(kernels::qact_bytes(n, cols));
         let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
@@ -311,9 +232,9 @@ pub(super) fn lower(
         emit(&mut emits, kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
     }
     for (id, bias, rows, col0, role) in gate_up {
-        let x = match q8 {
-            Some(_) => Res::Temp(t.qx),
-            None => input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?,
+        let x = match path {
+            ExpertPath::Int8 { .. } => Res::Temp(t.qx),
+            _ => input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?,
         };
         let mp = mk::MoeMatmulParams {
             k: cols as u32,
@@ -329,7 +250,7 @@ pub(super) fn lower(
         };
         expert_matmul(&mut emits, (id, bias), x, Res::Temp(t.gu), mp, role)?;
     }
-    let h = if let Some((_, gh)) = q8 {
+    let h = if let ExpertPath::Int8 { gh, .. } = path {
         let qh = &mut temp_bytes[t.qh as usize];
         *qh = (*qh).max(kernels::qact_bytes(pairs, ff));
         let n_words = u32_of(pairs * ff / 4, "activations")?;
@@ -408,4 +329,128 @@ pub(super) fn lower(
     let groups = u32_of(n * out.div_ceil(64), "token column chunks")?;
     emit(&mut emits, mk::moe_combine(), res, bytes(&cp), groups, None);
     Ok(emits)
+}
+
+/// Which kernel a node's expert matmuls take.
+#[derive(Debug, Clone, Copy)]
+enum ExpertPath {
+    /// Decode on the integer-dot kernel, one routed pair per work item; `gx`, `gh`: blocks per
+    /// shared scale of the gate/up input and of the down input (8: Q8_K rounding, 1: Q8_0).
+    Int8 { gx: u32, gh: u32 },
+    /// Batches on cooperative matrices over tiles of one expert's pairs.
+    Coop { coop: Coop, tile: CoopTile },
+    /// Batches on the scalar kernel over tiles of up to [`MOE_TILE_C`] pairs.
+    Tiled,
+    /// Decode on the scalar kernel, one routed pair per work item.
+    PerPair,
+}
+
+impl ExpertPath {
+    /// The path for `n` tokens of `cols` inputs with expert weights `experts` (gate/up first,
+    /// down last). Batches group their pairs by expert so that each weight read serves a tile
+    /// of pairs, on cooperative matrices where the device has them and every expert weight can
+    /// (64 tokens and up); decode steps take the integer-dot kernel where every weight type has
+    /// it, as the dense FFN's decode path does.
+    fn choose(p: &MoeParams, n: usize, cols: usize, feat: Features, experts: &[&GpuWeight]) -> Self {
+        let (down, gate_up) = experts.split_last().expect("expert weights");
+        if n >= MOE_TILED_MIN_TOKENS && p.n_expert <= MOE_TILES_MAX_EXPERTS {
+            let coop_ok = experts.iter().all(|gw| gw.layout.ty != infr_quant::GgmlType::F32 && gw.cols % 32 == 0);
+            return match feat.coopmat {
+                Some(coop) if coop_ok && n >= mk::moe_coop_min_tokens() => {
+                    let tile =
+                        mk::moe_coop_tile(n * p.n_used as usize, p.n_expert as usize, coop.frag, feat.shared_bytes);
+                    Self::Coop { coop, tile }
+                }
+                _ => Self::Tiled,
+            };
+        }
+        let group = |gw: &GpuWeight, k_in: usize| {
+            let ok = feat.int8 && feat.subgroups && k_in % 32 == 0 && kernels::vec_q8_lanes(gw.layout.ty).is_some();
+            ok.then(|| if kernels::q8k_acts(gw.layout.ty) && k_in % 256 == 0 { 8u32 } else { 1 })
+        };
+        let gx = group(gate_up[0], cols);
+        let same = gate_up.iter().all(|gw| group(gw, cols) == gx);
+        match (mk::moe_q8_enabled() && same, gx, group(down, p.n_ff as usize)) {
+            (true, Some(gx), Some(gh)) => Self::Int8 { gx, gh },
+            _ => Self::PerPair,
+        }
+    }
+}
+
+/// One expert matmul to lower: `y[pair] = x[pair / x_div] · W_eᵀ` for every routed pair.
+struct ExpertDispatch<'a> {
+    weight: WeightId,
+    gw: &'a GpuWeight,
+    /// The per-expert bias rows, or a dummy binding.
+    bias: Res,
+    x: Res,
+    y: Res,
+    /// Shape, routing and output placement (`soff` and `has_bias` filled in).
+    mp: mk::MoeMatmulParams,
+    /// Most tiles the node's tile list can hold.
+    max_tiles: u32,
+}
+
+impl ExpertDispatch<'_> {
+    /// The kernel, bindings, push constants and workgroups of this matmul on `path`.
+    fn lower(&self, path: ExpertPath, t: &MoeTemps, feat: Features) -> VkResult<(KernelSpec, Vec<Res>, Vec<u8>, u32)> {
+        let (mp, w) = (self.mp, Res::WeightChunk(self.weight, 0));
+        let grid = |tiles_m: u32, items: u32| {
+            tiles_m.checked_mul(items).ok_or_else(|| VkError::Unsupported("moe grid".into()))
+        };
+        Ok(match path {
+            ExpertPath::Int8 { .. } => {
+                let r = super::matmul::vec_q8_rows(mp.m as usize);
+                let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r).ok_or_else(|| {
+                    VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
+                })?;
+                let tiles_m = mp.m.div_ceil(r);
+                let mm = kernels::MatmulParams {
+                    k: mp.k,
+                    m: mp.m,
+                    n: 1,
+                    out_stride: mp.out_stride,
+                    out_col0: mp.out_col0,
+                    soff: mp.soff,
+                    has_bias: mp.has_bias,
+                    tiles_m,
+                };
+                let x_rows = mp.n_pairs / mp.x_div;
+                let q = kernels::MatmulQ8Params { mm, qs_off: x_rows * mp.k / 16 };
+                let qp = mk::MoeQ8Params { q, n_pairs: mp.n_pairs, x_div: mp.x_div, scale: mp.scale };
+                let res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
+                (spec, res, bytes(&qp), grid(tiles_m, mp.n_pairs)?)
+            }
+            ExpertPath::Coop { coop, tile } => {
+                let tiles_m = mp.m.div_ceil(tile.bm);
+                let cp = kernels::MoeCoopParams {
+                    k: mp.k,
+                    m: mp.m,
+                    n: self.max_tiles * tile.bn,
+                    out_stride: mp.out_stride,
+                    out_col0: mp.out_col0,
+                    soff: mp.soff,
+                    has_bias: mp.has_bias,
+                    tiles_m,
+                    n_pairs: mp.n_pairs,
+                    x_div: mp.x_div,
+                    scale: mp.scale,
+                };
+                let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&self.gw.layout), coop.subgroup, tile);
+                let res = vec![w, self.x, self.y, self.bias, Res::Tables, Res::Temp(t.route), Res::Temp(t.tiles)];
+                (spec, res, bytes(&cp), grid(tiles_m, self.max_tiles)?)
+            }
+            ExpertPath::Tiled | ExpertPath::PerPair => {
+                let tiled = matches!(path, ExpertPath::Tiled);
+                let rows = mk::moe_rows();
+                let r = if tiled { rows.1 } else { rows.0 };
+                let mp = mk::MoeMatmulParams { tiles_m: mp.m.div_ceil(r), ..mp };
+                let tiles = if tiled { Res::Temp(t.tiles) } else { Res::Dummy };
+                let res = vec![w, self.x, self.y, Res::Temp(t.route), Res::Tables, self.bias, tiles];
+                let items = if tiled { self.max_tiles } else { mp.n_pairs };
+                let spec = mk::matmul_moe(&self.gw.layout, feat.subgroups, r, tiled);
+                (spec, res, bytes(&mp), grid(mp.tiles_m, items)?)
+            }
+        })
+    }
 }
