@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit and integration tests, with the real models from
 # scripts/fetch_models.py and Vulkan on Mesa lavapipe when no GPU is present, then the OpenAI and
-# Anthropic Python SDKs against a real `infr serve`. Missing models, a missing Vulkan device or
-# missing SDKs fail the run instead of skipping.
+# Anthropic Python SDKs, LiteLLM, chromium (the chat page), Claude Code and opencode against a real
+# `infr serve` (scripts/install-deps.sh installs what they need). Missing models, a missing Vulkan
+# device or missing clients fail the run instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export INFR_TEST_MODELS="${INFR_TEST_MODELS:-$PWD/models}"
