@@ -197,10 +197,10 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
         ),
         _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
     };
-    // The loader part (and the output part, when the loader is not also that).
-    let quantized = |l: &GpuLayout, name: String, loader: &[&'static str], bindings: u32, push_bytes: u32| {
-        let mut parts = dequant_parts(l, loader[0]);
-        parts.extend(&loader[1..]);
+    // The quantized weight loader, then the X loader and output parts.
+    let quantized = |l: &GpuLayout, name: String, x_out: &[&'static str], bindings: u32, push_bytes: u32| {
+        let mut parts = dequant_parts(l, "coop_load_quant");
+        parts.extend(x_out);
         parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
         let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
         with_layout(spec.define("LOAD_W", load_w(l)), l)
@@ -210,7 +210,7 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             let spec = quantized(
                 l,
                 format!("matmul_coop.{}", l.ty),
-                &["coop_load_quant", "coop_dense"],
+                &["coop_x_f32", "coop_dense"],
                 MATMUL_BINDINGS,
                 push_size::<MatmulParams>(),
             );
@@ -227,7 +227,7 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             let spec = quantized(
                 l,
                 format!("matmul_coop_moe.{}", l.ty),
-                &["coop_load_moe"],
+                &["coop_load_moe", "moe_weigh"],
                 MOE_COOP_BINDINGS,
                 push_size::<MoeCoopParams>(),
             );

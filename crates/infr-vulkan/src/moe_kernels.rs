@@ -140,25 +140,17 @@ pub struct MoeQ8Params {
 /// no integer-dot form.
 pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32) -> Option<KernelSpec> {
     let dense = crate::kernels::matmul_vec_q8(l, 1, r, 1)?;
-    let store = "            let p = moe_pair;
-            let w = bitcast<f32>(ROUTE[pc.n_pairs + p]);
-            if pc.scale == 1u {
-                v *= w;
-            }
-            if has_bias != 0u {
-                v += BIAS[wrow0 + r0 + r];
-            }
-            if pc.scale == 2u {
-                v *= w;
-            }
-            Y[p * out_stride + col] = v;";
+    let store = "            Y[moe_pair * out_stride + col] = moe_weigh(v, moe_pair, has_bias != 0u, wrow0 + r0 + r);";
     let select = "    let pair = lin0 / pc.tiles_m;
     lin = lin0 % pc.tiles_m;
     moe_pair = pair;
     wrow0 = ROUTE[pair] * pc.m;
     xrow0 = pair / pc.x_div;";
+    let mut parts = dense.parts.clone();
+    parts.insert(parts.len() - 1, "moe_weigh");
     let spec = KernelSpec {
         name: format!("matmul_vec_q8_moe.{}", l.ty),
+        parts,
         bindings: crate::kernels::MATMUL_BINDINGS + 1,
         push_bytes: push_size::<MoeQ8Params>(),
         ..dense
@@ -218,7 +210,7 @@ pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32, tiled: bool) -> Kernel
     let c = if tiled { MOE_TILE_C } else { 1 };
     let spec = KernelSpec {
         name: format!("matmul_moe{}.{}", if tiled { "_tiled" } else { "" }, l.ty),
-        parts: dequant_parts(l, "matmul_moe"),
+        parts: [dequant_parts(l, "matmul_moe"), vec!["moe_weigh"]].concat(),
         defines: Vec::new(),
         bindings: 7,
         push_bytes: push_size::<MoeMatmulParams>(),

@@ -1,10 +1,10 @@
-// Loader and output part of `matmul_coop.wgsl` for the expert matmuls of a mixture-of-experts
-// FFN over batches (`ggml_mul_mat_id` with the rows grouped by expert, as llama.cpp's
-// `mul_mm_id` does): activation tile tn is tile tn of moe_tiles.wgsl's list, up to BN routed
-// pairs of one expert e. Its W slice is rows e*m .. (e+1)*m of the 3-D weight, dequantized on
-// the fly; its X rows are the pairs' input rows (pair / x_div), gathered; each result goes to
-// its pair's output row, times the pair's routing weight before the expert's bias (scale 1)
-// or after it (scale 2), as matmul_moe.wgsl does. Tiles past the list's count end at once.
+// X loader and output part of `matmul_coop.wgsl` (after `coop_load_quant.wgsl`) for the
+// expert matmuls of a mixture-of-experts FFN over batches (`ggml_mul_mat_id` with the rows
+// grouped by expert, as llama.cpp's `mul_mm_id` does): activation tile tn is tile tn of
+// moe_tiles.wgsl's list, up to BN routed pairs of one expert e. Its W slice is rows
+// e*m .. (e+1)*m of the 3-D weight (`wrow0`), dequantized on the fly; its X rows are the
+// pairs' input rows (pair / x_div), gathered; each result goes to its pair's output row,
+// weighted as `moe_weigh.wgsl` says. Tiles past the list's count end at once.
 
 struct Params {
     k: u32,
@@ -23,11 +23,7 @@ struct Params {
 
 var<immediate> pc: Params;
 
-@group(0) @binding(0) var<storage, read> W: array<u32>;
-@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<storage, read> BIAS: array<f32>;
-@group(0) @binding(4) var<storage, read> TBL: array<u32>;
+// Bindings 0-4 (W, X, Y, BIAS, TBL) are coop_load_quant.wgsl's.
 @group(0) @binding(5) var<storage, read> ROUTE: array<u32>;
 @group(0) @binding(6) var<storage, read> TILES: array<u32>;
 
@@ -46,33 +42,12 @@ fn moe_begin(tn: u32) {
     moe_e = TILES[tb];
     moe_first = TILES[tb + 1u];
     moe_count = TILES[tb + 2u];
+    wrow0 = moe_e * pc.m;
 }
 
 // The pair of row j of this workgroup's tile (j < moe_count).
 fn moe_pair(j: u32) -> u32 {
     return TILES[1u + moe_first + j];
-}
-
-alias WUnit = array<vec4<f16>, 4>;
-alias XUnit = array<vec4<f16>, 4>;
-
-fn open_w(v: WUnit) -> array<vec4<f16>, 4> {
-    return v;
-}
-
-fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
-    return v;
-}
-
-fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
-    let row = u / KU;
-    let ke = k0 + 16u * (u % KU);
-    if ke >= pc.k {
-        return WUnit();
-    }
-    let bpr = pc.k / BLOCK;
-    let row_blk = (moe_e * pc.m + min(r0 + row, pc.m - 1u)) * bpr;
-    {{LOAD_W}}
 }
 
 fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {
@@ -100,17 +75,7 @@ fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
         let c = e / F;
         if rr + r < pc.m && j0 + c < moe_count {
             let p = moe_pair(j0 + c);
-            var v = cs[sgid * F * F + e];
-            let w = bitcast<f32>(ROUTE[pc.n_pairs + p]);
-            if pc.scale == 1u {
-                v *= w;
-            }
-            if pc.has_bias != 0u {
-                v += BIAS[moe_e * pc.m + rr + r];
-            }
-            if pc.scale == 2u {
-                v *= w;
-            }
+            let v = moe_weigh(cs[sgid * F * F + e], p, pc.has_bias != 0u, moe_e * pc.m + rr + r);
             Y[p * pc.out_stride + pc.out_col0 + rr + r] = v;
         }
     }

@@ -1,11 +1,16 @@
-// Loader of `matmul_coop.wgsl` for quantized (or plain float) weights and f32 activations:
-// W tiles are dequantized and X converted to f16 as they are staged.
+// Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights and f32
+// activations: W tiles are dequantized as they are staged, from weight row `wrow0` on (0 for a
+// plain product; the expert loader sets its expert's first row). The X loader part
+// (`coop_x_f32.wgsl`, or the expert loader's gather) converts f32 activations to f16.
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
+
+// First weight row of this workgroup's product.
+var<private> wrow0: u32;
 
 // Loader units are dequantized (converted) when read.
 alias WUnit = array<vec4<f16>, 4>;
@@ -26,22 +31,6 @@ fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
         return WUnit();
     }
     let bpr = pc.k / BLOCK;
-    let row_blk = min(r0 + row, pc.m - 1u) * bpr;
+    let row_blk = (wrow0 + min(r0 + row, pc.m - 1u)) * bpr;
     {{LOAD_W}}
 }
-
-fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {
-    let row = u / KU;
-    let ke = k0 + 16u * (u % KU);
-    let base = min(c0 + row, pc.n - 1u) * (pc.k / 4u) + ke / 4u;
-    var out: array<vec4<f16>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        if ke + 4u * q < pc.k {
-            out[q] = vec4<f16>(X[base + q]);
-        } else {
-            out[q] = vec4<f16>(0.0);
-        }
-    }
-    return out;
-}
-

@@ -9,7 +9,7 @@
 // removing the reads took 8B pp512's matmul time from 291 to 185 ms in one profile). The
 // loader part supplies the bindings and `fetch_w` / `fetch_x` (a unit of 16 consecutive k of
 // one row each, as read) with `open_w` / `open_x` (the unit in f16 for staging):
-// `coop_load_quant.wgsl` dequantizes W and converts f32 X on the fly,
+// `coop_load_quant.wgsl` dequantizes W on the fly and `coop_x_f32.wgsl` converts f32 X,
 // `coop_load_f16.wgsl` reads operands already in f16 (a weight slice dequantized by
 // `dequant_f16.wgsl`, activations rounded by `round_act16`), `coop_load_moe.wgsl` reads the
 // routed pairs of one expert (mixture-of-experts). The output part (`coop_dense.wgsl` or the

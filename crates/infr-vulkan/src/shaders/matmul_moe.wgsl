@@ -100,18 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let c = t % C;
         if r0 + r < pc.m && c < cnt {
             let p = pr[c];
-            var v = total;
-            let w = bitcast<f32>(ROUTE[pc.n_pairs + p]);
-            if pc.scale == 1u {
-                v *= w;
-            }
-            if pc.has_bias != 0u {
-                v += BIAS[e * pc.m + r0 + r];
-            }
-            if pc.scale == 2u {
-                v *= w;
-            }
-            Y[p * pc.out_stride + pc.out_col0 + r0 + r] = v;
+            Y[p * pc.out_stride + pc.out_col0 + r0 + r] = moe_weigh(total, p, pc.has_bias != 0u, e * pc.m + r0 + r);
         }
     }
 }

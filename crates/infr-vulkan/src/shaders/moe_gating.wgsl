@@ -1,7 +1,26 @@
-// The weights of a token's chosen experts (moe_route.wgsl, moe_route_sg.wgsl): softmax over
-// all experts given the sum of exp(logit - max) (gating 0), sigmoid (1) or softmax over the
-// chosen (2), renormalised to sum 1 (sum clamped at 2^-14) and scaled per expert; written as
+// The parameters and bindings of the routing kernels (moe_route.wgsl, moe_route_sg.wgsl),
+// and their common end: the weights of a token's chosen experts, softmax over all experts
+// given the sum of exp(logit - max) (gating 0), sigmoid (1) or softmax over the chosen (2),
+// renormalised to sum 1 (sum clamped at 2^-14) and scaled per expert; written as
 // ROUTE[t*k + s] = expert id and ROUTE[n*k + t*k + s] = weight bits.
+
+struct Params {
+    n_tokens: u32,
+    n_expert: u32,
+    k: u32,
+    gating: u32,
+    renorm: u32,
+    has_scale: u32,
+}
+
+var<immediate> pc: Params;
+
+@group(0) @binding(0) var<storage, read> LOGITS: array<f32>;
+@group(0) @binding(1) var<storage, read> SCALE: array<f32>;
+@group(0) @binding(2) var<storage, read_write> ROUTE: array<u32>;
+
+const MAX_K: u32 = {{MAX_K}}u;
+
 fn write_route(tok: u32, chosen: array<u32, MAX_K>, chosen_v: array<f32, MAX_K>, sum_all: f32) {
     var w: array<f32, MAX_K>;
     for (var s = 0u; s < pc.k; s++) {

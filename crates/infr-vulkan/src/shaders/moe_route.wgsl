@@ -6,22 +6,6 @@
 // token: each pick is a workgroup argmax over the experts (a thread per token took ~260 us on
 // an H200 for 128 experts, top-8: more than the layer's expert matmuls).
 
-struct Params {
-    n_tokens: u32,
-    n_expert: u32,
-    k: u32,
-    gating: u32,
-    renorm: u32,
-    has_scale: u32,
-}
-
-var<immediate> pc: Params;
-
-@group(0) @binding(0) var<storage, read> LOGITS: array<f32>;
-@group(0) @binding(1) var<storage, read> SCALE: array<f32>;
-@group(0) @binding(2) var<storage, read_write> ROUTE: array<u32>;
-
-const MAX_K: u32 = {{MAX_K}}u;
 const WG: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
 
