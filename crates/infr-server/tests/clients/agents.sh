@@ -20,14 +20,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
 models="${INFR_TEST_MODELS:-$root/models}"
 model="$models/qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf"
-if [ ! -f "$model" ]; then
-    if [ -n "${INFR_REQUIRE_MODELS:-}" ]; then
-        echo "agent clients: missing model $model" >&2
-        exit 1
-    fi
-    echo "agent clients: skipping, $model not found"
-    exit 0
-fi
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+need_model "$model" "agent clients"
 command -v npm >/dev/null || { echo "agent clients: needs node and npm (scripts/install-deps.sh)" >&2; exit 1; }
 agents="${INFR_AGENTS_DIR:-$root/target/agents}"
 mkdir -p "$agents"
@@ -36,12 +31,8 @@ if [ ! -x "$agents/node_modules/.bin/claude" ] || [ ! -x "$agents/node_modules/.
     npm install --prefix "$agents" --no-audit --no-fund --loglevel=error \
         @anthropic-ai/claude-code@2.1.197 opencode-ai@1.18.33 >&2
 fi
-bin="${INFR_BIN:-}"
-if [ -z "$bin" ]; then
-    cargo build --release --locked -p infr-cli --manifest-path "$root/Cargo.toml" >&2
-    bin="$root/target/release/infr"
-fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+bin=$(infr_bin "$root")
+port=$(free_port)
 work=$(mktemp -d)
 log="$work/serve.log"
 # The server requires this key, and each client sends it as its own settings say.
@@ -50,11 +41,7 @@ env -u INFR_BIN -u INFR_AGENTS_DIR INFR_API_KEY="$key" \
     "$bin" serve "$model" --alias qwen --dev cpu --host 127.0.0.1 --port "$port" --parallel 2 --ctx-size 16384 >"$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 240); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.5
-done
+wait_up "$port" "$pid" "$log" qwen
 proj="$work/project"
 mkdir -p "$proj"
 echo "The secret word is PELICAN." >"$proj/notes.txt"

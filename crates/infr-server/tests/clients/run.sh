@@ -10,33 +10,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
 models="${INFR_TEST_MODELS:-$root/models}"
 model="$models/smollm2-135m-instruct-q4_1.gguf"
-if [ ! -f "$model" ]; then
-    if [ -n "${INFR_REQUIRE_MODELS:-}" ]; then
-        echo "sdk clients: missing model $model" >&2
-        exit 1
-    fi
-    echo "sdk clients: skipping, $model not found"
-    exit 0
-fi
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+need_model "$model" "sdk clients"
 python3 -c 'import openai, anthropic, litellm, websockets' 2>/dev/null \
     || { echo "sdk clients: needs python3 -m pip install -r $here/requirements.txt" >&2; exit 1; }
-bin="${INFR_BIN:-}"
-if [ -z "$bin" ]; then
-    cargo build --release --locked -p infr-cli --manifest-path "$root/Cargo.toml" >&2
-    bin="$root/target/release/infr"
-fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# wait_up PORT PID LOG WHAT: until the server answers /health; its log and a failure if it dies.
-wait_up() {
-    for _ in $(seq 1 240); do
-        curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || break
-        sleep 0.5
-    done
-    echo "sdk clients: the $4 server did not come up" >&2
-    cat "$3" >&2
-    exit 1
-}
+bin=$(infr_bin "$root")
 port=$(free_port)
 export INFR_API_KEY="sdk-test-key"
 log=$(mktemp)
