@@ -1,7 +1,8 @@
 //! Time decode steps of `n` rows (one per sequence) after a short prompt each, on the CPU or
 //! (`DEV=vulkan`) the first Vulkan device:
 //! `cargo run --release -p infr-engine --example decode_rows -- MODEL.gguf [ROWS] [STEPS]`.
-//! With `INFR_PROF_OPS=1` the backend prints its per-op times at exit.
+//! With `INFR_PROF_OPS=1` the backend prints its per-op times at exit; `RUST_LOG` sets the
+//! log filter (`INFR_VK_PIPELINE_STATS=1` logs each pipeline's registers at info).
 
 use std::time::Instant;
 
@@ -10,6 +11,10 @@ use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
 use infr_engine::{Runner, RunnerOptions, StepItem};
 
 fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("model path");
     let rows: usize = args.next().map_or(16, |s| s.parse().expect("rows"));

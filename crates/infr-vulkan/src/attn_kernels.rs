@@ -268,7 +268,7 @@ pub fn attn_coop_rows(frag: u32) -> u32 {
 /// The cooperative-matrix prefill attention for an f16 cache and head dim `d` (keys and
 /// values; a multiple of 16 from 32 to 128), four subgroups of `subgroup_size` lanes (a
 /// multiple of `frag`, at most 64), `frag`×`frag` fragments (16, or 8).
-pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpec> {
+pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32, dtype: KvDType) -> Option<KernelSpec> {
     // Above 128 the per-subgroup output accumulators no longer fit in registers; below 32
     // there is little to gain over the scalar kernel (not measured).
     let lanes_ok = subgroup_size % frag == 0 && (frag..=64).contains(&subgroup_size);
@@ -324,14 +324,21 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
     s_tile.push_str(
         "        let sb1 = sb + F * F;\n        coopStore(s0, &ss[sb], F);\n        coopStore(s1, &ss[sb1], F);",
     );
+    let (cache_ty, copy8, suffix) = match dtype {
+        KvDType::F16 => ("vec4<u32>", COPY8_F16, ""),
+        KvDType::Q8_0 => ("u32", COPY8_Q8_0, ".q8_0"),
+        KvDType::F32 => return None,
+    };
+    let frag_name = if f == 16 { String::new() } else { format!(".frag{f}") };
     let spec = KernelSpec::new(
-        if f == 16 { format!("attention_coop.d{d}") } else { format!("attention_coop.d{d}.frag{f}") },
+        format!("attention_coop.d{d}{frag_name}{suffix}"),
         &["common", "attn_io", "attention_coop"],
         7,
         push_size::<AttnParamsGpu>(),
     )
-    .define("K_TY", "vec4<u32>")
-    .define("V_TY", "vec4<u32>")
+    .define("K_TY", cache_ty)
+    .define("V_TY", cache_ty)
+    .define("COPY8", copy8)
     .define("WG", 4 * subgroup_size)
     .define("SGS", subgroup_size)
     .define("F", f)
@@ -346,6 +353,51 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32) -> Option<KernelSpe
     .define("O_RESCALE", rescale);
     Some(spec)
 }
+
+/// `attention_coop.wgsl`'s copy of eight f16 dims (one 16-byte word) into the tile.
+const COPY8_F16: &str = "    var w = vec4<u32>(0u);
+    if slot != NO_SLOT {
+        if cache_is_v {
+            w = VC[(slot * pc.vw + kvh * pc.dv) / 8u + d8];
+        } else {
+            w = KC[(slot * pc.kw + kvh * pc.dk) / 8u + d8];
+        }
+    }
+    let a = unpack2x16float(w.x);
+    let b = unpack2x16float(w.y);
+    let c = unpack2x16float(w.z);
+    let d = unpack2x16float(w.w);
+    kv[o] = f16(a.x);
+    kv[o + 1u] = f16(a.y);
+    kv[o + 2u] = f16(b.x);
+    kv[o + 3u] = f16(b.y);
+    kv[o + 4u] = f16(c.x);
+    kv[o + 5u] = f16(c.y);
+    kv[o + 6u] = f16(d.x);
+    kv[o + 7u] = f16(d.y);";
+
+/// `attention_coop.wgsl`'s copy of eight q8_0 dims into the tile: two words of quants and
+/// their block's scale (slot layout of `kv_defines`), dequantized to f16 as llama.cpp's
+/// Vulkan flash attention does with a quantized cache.
+const COPY8_Q8_0: &str = "    var q = vec2<u32>(0u);
+    var d = 0.0;
+    if slot != NO_SLOT {
+        if cache_is_v {
+            let e = kvh * pc.dv + 8u * d8;
+            let base = slot * (pc.vw / 4u + pc.vw / 32u);
+            q = vec2<u32>(VC[base + e / 4u], VC[base + e / 4u + 1u]);
+            d = bitcast<f32>(VC[base + pc.vw / 4u + e / 32u]);
+        } else {
+            let e = kvh * pc.dk + 8u * d8;
+            let base = slot * (pc.kw / 4u + pc.kw / 32u);
+            q = vec2<u32>(KC[base + e / 4u], KC[base + e / 4u + 1u]);
+            d = bitcast<f32>(KC[base + pc.kw / 4u + e / 32u]);
+        }
+    }
+    for (var i = 0u; i < 8u; i++) {
+        let b = q[i / 4u] << (24u - 8u * (i % 4u));
+        kv[o + i] = f16(f32(bitcast<i32>(b) >> 24u) * d);
+    }";
 
 /// Merge of split attention partials.
 pub fn attention_combine() -> KernelSpec {

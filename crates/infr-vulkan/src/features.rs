@@ -119,7 +119,7 @@ impl crate::device::DeviceCaps {
         let mut out = vec!["every op and weight type of the CPU backend; KV cache f32, f16, q8_0".to_owned()];
         if let Some(c) = f.coopmat {
             // The attention needs subgroups of a multiple of the fragment edge.
-            let attention = crate::kernels::attention_coop(64, c.frag, c.subgroup).is_some();
+            let attention = crate::kernels::attention_coop(64, c.frag, c.subgroup, infr_core::KvDType::F16).is_some();
             let what = if attention { "matmuls and attention" } else { "matmuls" };
             out.push(format!("cooperative-matrix prefill {what} ({0}x{0} fragments)", c.frag));
         }

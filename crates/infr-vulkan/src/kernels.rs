@@ -213,8 +213,62 @@ pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32, jobs: usize) -> Option<Kerne
     .define("RC", r * c)
     .define("RED", VEC_WG * r * c)
     .define("TPB", tpb)
-    .define("VDOT", format!("vdot8_{}", l.deq));
-    Some(with_reduce(with_layout(spec, l), true))
+    .define("DEQ", l.deq);
+    let spec = with_reduce(with_layout(spec, l), true);
+    Some(if c > 1 && unroll_q8_rows() { unrolled_q8_body(spec, r, c, l.deq) } else { spec.define("BODY", Q8_ROW_LOOP) })
+}
+
+/// The integer-dot kernel's block loop body as loops: weight row by weight row, each against
+/// every activation row (`vdot8`).
+const Q8_ROW_LOOP: &str = "        for (var r = 0u; r < R; r++) {
+            let blk = (wrow0 + min(r0 + r, m - 1u)) * bpr + b;
+            let v = vdot8(blk * QW, sbase + blk * SB, lane, xb0);
+            for (var c = 0u; c < C; c++) {
+                acc[r * C + c] += v[c];
+            }
+        }";
+
+/// Whether matrix-vector products of several activation rows take the unrolled body
+/// (`INFR_VK_Q8_UNROLL=0` keeps the loops, to compare).
+fn unroll_q8_rows() -> bool {
+    std::env::var("INFR_VK_Q8_UNROLL").map_or(true, |v| v != "0")
+}
+
+/// The block loop body and reduction written out for `r` weight rows x `c` activation rows:
+/// each lane's weight words are read once per weight row, each activation row's words once
+/// for all weight rows, and every accumulator has a constant index (a driver that does not
+/// unroll loops would otherwise keep them in memory).
+fn unrolled_q8_body(spec: KernelSpec, r: u32, c: u32, deq: &str) -> KernelSpec {
+    let mut body = String::new();
+    for ri in 0..r {
+        body.push_str(&format!(
+            "        let blk{ri} = (wrow0 + min(r0 + {ri}u, m - 1u)) * bpr + b;\n        \
+             let w{ri} = wprep_{deq}(blk{ri} * QW, sbase + blk{ri} * SB, lane);\n"
+        ));
+    }
+    for ci in 0..c {
+        body.push_str(&format!("        {{\n            let x = xload_{deq}({ci}u, xb0, lane);\n"));
+        for ri in 0..r {
+            body.push_str(&format!("            acc[{}] += wdot_{deq}(w{ri}, x);\n", ri * c + ci));
+        }
+        body.push_str("        }\n");
+    }
+    let mut reduce = String::new();
+    for j in 0..r * c {
+        reduce.push_str(&format!(
+            "    {{\n        let s = subgroupAdd(acc[{j}]);\n        if sgi == 0u {{\n            red[{j}u * WG + sgid] = s;\n        }}\n    }}\n"
+        ));
+    }
+    reduce.push_str(
+        "    workgroupBarrier();
+    var total = 0.0;
+    if t < R * C {
+        for (var i = 0u; i < nsg; i++) {
+            total += red[t * WG + i];
+        }
+    }",
+    );
+    spec.define("BODY", body).redefine("REDUCE", reduce)
 }
 
 /// Push constants of `embed.wgsl`.
@@ -651,8 +705,10 @@ mod tests {
         check(&temp_scale());
         check(&attention_combine());
         for d in [64, 128] {
-            check(&attention_coop(d, 16, 32).unwrap());
-            check(&attention_coop(d, 8, 8).unwrap());
+            for dtype in [KvDType::F16, KvDType::Q8_0] {
+                check(&attention_coop(d, 16, 32, dtype).unwrap());
+                check(&attention_coop(d, 8, 8, dtype).unwrap());
+            }
         }
         check(&quantize_act());
         check(&round_act());

@@ -71,7 +71,7 @@ pub(super) fn lower_linear(
     let single = [i];
     let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
     let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
-    let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows));
+    let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows), n);
     let q8_spec = q8_info(lw, n, feat)
         .and_then(|q| Some((q.group, kernels::matmul_vec_q8(&lw.layout, n as u32, r, members.len())?)));
     if let Some((group, spec)) = q8_spec {
@@ -166,10 +166,19 @@ pub(super) fn lower_linear(
 /// Weight rows per workgroup of the matrix-vector kernel.
 pub(super) const VEC_R: u32 = 2;
 
-/// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` rows: four
-/// when that still leaves a thousand workgroups (more loads in flight per thread), else two.
-pub(super) fn vec_q8_rows(m: usize) -> u32 {
-    if m >= 4096 {
+/// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` weight rows and
+/// `n` activation rows: four when that still leaves a thousand workgroups (more loads in
+/// flight per thread) and the accumulators stay few, else two. `INFR_VK_Q8_R=1|2|4|8`
+/// (tuning) forces it.
+pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
+    // The reduction gives each output one thread of the workgroup.
+    let fits = |r: u32| (r as usize) * n.max(1) <= kernels::VEC_WG as usize;
+    if let Some(r) = std::env::var("INFR_VK_Q8_R").ok().and_then(|v| v.trim().parse().ok()) {
+        if [1, 2, 4, 8].contains(&r) && fits(r) {
+            return r;
+        }
+    }
+    if m >= 4096 && n <= 4 {
         4
     } else {
         VEC_R

@@ -400,7 +400,7 @@ impl ExpertDispatch<'_> {
         };
         Ok(match path {
             ExpertPath::Int8 { .. } => {
-                let r = super::matmul::vec_q8_rows(mp.m as usize);
+                let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
                 let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r).ok_or_else(|| {
                     VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
                 })?;

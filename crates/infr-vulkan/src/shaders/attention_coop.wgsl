@@ -1,4 +1,4 @@
-// Cooperative-matrix attention for prefill over the paged f16 KV cache. A workgroup takes
+// Cooperative-matrix attention for prefill over the paged f16 or q8_0 KV cache. A workgroup takes
 // BR = 4·F consecutive tokens of one head (F = the fragment edge, 16 or 8), four subgroups
 // of F query rows each; keys come in tiles of BC = 2·F shared by the whole workgroup. One
 // pass over the keys with an online softmax (Milakov & Gimelshein 2018, as FlashAttention-2
@@ -75,30 +75,11 @@ fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32, half: u32) {
 }
 
 // Eight dims of one key of kv head `kvh` into row `key` of the tile at `off` (zeros for a key
-// past the end).
+// past the end), read from the cache as its element type stores them.
 fn copy8(cache_is_v: bool, off: u32, half: u32, key: u32, d8: u32, kvh: u32) {
     let slot = slots[half + key];
-    var w = vec4<u32>(0u);
-    if slot != NO_SLOT {
-        if cache_is_v {
-            w = VC[(slot * pc.vw + kvh * pc.dv) / 8u + d8];
-        } else {
-            w = KC[(slot * pc.kw + kvh * pc.dk) / 8u + d8];
-        }
-    }
     let o = off + key * KS + 8u * d8;
-    let a = unpack2x16float(w.x);
-    let b = unpack2x16float(w.y);
-    let c = unpack2x16float(w.z);
-    let d = unpack2x16float(w.w);
-    kv[o] = f16(a.x);
-    kv[o + 1u] = f16(a.y);
-    kv[o + 2u] = f16(b.x);
-    kv[o + 3u] = f16(b.y);
-    kv[o + 4u] = f16(c.x);
-    kv[o + 5u] = f16(c.y);
-    kv[o + 6u] = f16(d.x);
-    kv[o + 7u] = f16(d.y);
+{{COPY8}}
 }
 
 // The tile's K and V rows, from the slots in the half of `slots` at `half` (looked up

@@ -74,17 +74,34 @@ fn idot4(a: vec4<u32>, b: vec4<u32>) -> i32 {
     return idot(a.x, b.x) + idot(a.y, b.y) + idot(a.z, b.z) + idot(a.w, b.w);
 }
 
+// Each weight type has three parts, so that a workgroup of several activation rows loads a
+// lane's weight words once for all rows (wprep), each row's activation words once for all
+// weight rows (xload), and multiplies any pair (wdot). vdot8 is their composition.
+
 // Q8_0, one lane per block.
-fn vdot8_q8_0(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
-    var out: array<f32, {{C}}>;
-    let d = sf16(sb, 0u);
-    let w0 = wload4(qb);
-    let w1 = wload4(qb + 4u);
-    for (var c = 0u; c < C; c++) {
-        let s = idot4(w0, xw4(c, 8u * xb0)) + idot4(w1, xw4(c, 8u * xb0 + 4u));
-        out[c] = d * xs(c, xb0).x * f32(s);
-    }
-    return out;
+struct WQ8_0 {
+    w0: vec4<u32>,
+    w1: vec4<u32>,
+    d: f32,
+}
+
+struct XQ8_0 {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    s: f32,
+}
+
+fn wprep_q8_0(qb: u32, sb: u32, lane: u32) -> WQ8_0 {
+    return WQ8_0(wload4(qb), wload4(qb + 4u), sf16(sb, 0u));
+}
+
+fn xload_q8_0(c: u32, xb0: u32, lane: u32) -> XQ8_0 {
+    return XQ8_0(xw4(c, 8u * xb0), xw4(c, 8u * xb0 + 4u), xs(c, xb0).x);
+}
+
+fn wdot_q8_0(w: WQ8_0, x: XQ8_0) -> f32 {
+    let s = idot4(w.w0, x.a) + idot4(w.w1, x.b);
+    return w.d * x.s * f32(s);
 }
 
 fn kbyte(s: vec3<u32>, j: u32) -> u32 {
@@ -101,30 +118,61 @@ fn kscale_min(s: vec3<u32>, j: u32) -> vec2<f32> {
 
 // Q4_K, 4 lanes per super-block: lane c covers the 32-byte chunk c = groups 2c (low nibbles)
 // and 2c+1 (high nibbles), i.e. activation blocks 2c and 2c+1.
-fn vdot8_q4_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
-    var out: array<f32, {{C}}>;
+struct WQ4_K {
+    la: vec4<u32>,
+    lb: vec4<u32>,
+    ha: vec4<u32>,
+    hb: vec4<u32>,
+    dd: vec2<f32>,
+    lo: vec2<f32>,
+    hi: vec2<f32>,
+}
+
+struct XQ4_K {
+    la: vec4<u32>,
+    lb: vec4<u32>,
+    ha: vec4<u32>,
+    hb: vec4<u32>,
+    xa: vec4<f32>,
+    xb: vec4<f32>,
+}
+
+fn wprep_q4_k(qb: u32, sb: u32, lane: u32) -> WQ4_K {
     let sw = sb >> 2u;
-    let dd = unpack2x16float(wload(sw));
     let s = vec3<u32>(wload(sw + 1u), wload(sw + 2u), wload(sw + 3u));
-    let lo = kscale_min(s, 2u * lane);
-    let hi = kscale_min(s, 2u * lane + 1u);
     let wa = wload4(qb + 8u * lane);
     let wb = wload4(qb + 8u * lane + 4u);
     let m4 = vec4<u32>(0x0f0f0f0fu);
-    let la = wa & m4;
-    let lb = wb & m4;
-    let ha = (wa >> vec4<u32>(4u)) & m4;
-    let hb = (wb >> vec4<u32>(4u)) & m4;
+    return WQ4_K(
+        wa & m4,
+        wb & m4,
+        (wa >> vec4<u32>(4u)) & m4,
+        (wb >> vec4<u32>(4u)) & m4,
+        unpack2x16float(wload(sw)),
+        kscale_min(s, 2u * lane),
+        kscale_min(s, 2u * lane + 1u),
+    );
+}
+
+fn xload_q4_k(c: u32, xb0: u32, lane: u32) -> XQ4_K {
     let xl = xb0 + 2u * lane;
-    for (var c = 0u; c < C; c++) {
-        let sl = idot4(la, xw4(c, 8u * xl)) + idot4(lb, xw4(c, 8u * xl + 4u));
-        let sh = idot4(ha, xw4(c, 8u * (xl + 1u))) + idot4(hb, xw4(c, 8u * (xl + 1u) + 4u));
-        let xa = xs(c, xl);
-        let xb = xs(c, xl + 1u);
-        out[c] = dd.x * (lo.x * xa.x * f32(sl) + hi.x * xb.x * f32(sh))
-            - dd.y * (lo.y * xa.x * (xa.y + xa.z) + hi.y * xb.x * (xb.y + xb.z));
-    }
-    return out;
+    return XQ4_K(
+        xw4(c, 8u * xl),
+        xw4(c, 8u * xl + 4u),
+        xw4(c, 8u * (xl + 1u)),
+        xw4(c, 8u * (xl + 1u) + 4u),
+        xs(c, xl),
+        xs(c, xl + 1u),
+    );
+}
+
+fn wdot_q4_k(w: WQ4_K, x: XQ4_K) -> f32 {
+    let sl = idot4(w.la, x.la) + idot4(w.lb, x.lb);
+    let sh = idot4(w.ha, x.ha) + idot4(w.hb, x.hb);
+    let xa = x.xa;
+    let xb = x.xb;
+    return w.dd.x * (w.lo.x * xa.x * f32(sl) + w.hi.x * xb.x * f32(sh))
+        - w.dd.y * (w.lo.y * xa.x * (xa.y + xa.z) + w.hi.y * xb.x * (xb.y + xb.z));
 }
 
 fn sc_i8(sb: u32, j: u32) -> f32 {
@@ -133,14 +181,24 @@ fn sc_i8(sb: u32, j: u32) -> f32 {
 
 // Q6_K, 8 lanes per super-block: lane (hn, t) covers the 32 elements 128hn + 32t + l,
 // i.e. activation block 4hn + t, with scales for l < 16 and l >= 16.
-fn vdot8_q6_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
-    var out: array<f32, {{C}}>;
+struct WQ6_K {
+    va: vec4<u32>,
+    vb: vec4<u32>,
+    sc0: f32,
+    sc1: f32,
+}
+
+struct XQ6_K {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    x: vec4<f32>,
+}
+
+fn wprep_q6_k(qb: u32, sb: u32, lane: u32) -> WQ6_K {
     let hn = lane >> 2u;
     let t = lane & 3u;
     let d = sf16(sb, 16u);
     let si = 8u * hn + 2u * t;
-    let sc0 = d * sc_i8(sb, si);
-    let sc1 = d * sc_i8(sb, si + 1u);
     let qlw = (64u * hn + 32u * (t & 1u)) / 4u;
     let qhw = 32u + (32u * hn) / 4u;
     let ls = vec4<u32>(4u * (t >> 1u));
@@ -149,12 +207,26 @@ fn vdot8_q6_k(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     let m2 = vec4<u32>(0x03030303u);
     let va = ((wload4(qb + qlw) >> ls) & m4) | (((wload4(qb + qhw) >> hs) & m2) << vec4<u32>(4u));
     let vb = ((wload4(qb + qlw + 4u) >> ls) & m4) | (((wload4(qb + qhw + 4u) >> hs) & m2) << vec4<u32>(4u));
-    let xb = xb0 + 4u * hn + t;
+    return WQ6_K(va, vb, d * sc_i8(sb, si), d * sc_i8(sb, si + 1u));
+}
+
+fn xload_q6_k(c: u32, xb0: u32, lane: u32) -> XQ6_K {
+    let xb = xb0 + 4u * (lane >> 2u) + (lane & 3u);
+    return XQ6_K(xw4(c, 8u * xb), xw4(c, 8u * xb + 4u), xs(c, xb));
+}
+
+fn wdot_q6_k(w: WQ6_K, x: XQ6_K) -> f32 {
+    let s0 = idot4(w.va, x.a);
+    let s1 = idot4(w.vb, x.b);
+    return x.x.x * (w.sc0 * (f32(s0) - 32.0 * x.x.y) + w.sc1 * (f32(s1) - 32.0 * x.x.z));
+}
+
+// One weight row's block against every activation row.
+fn vdot8(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
+    var out: array<f32, {{C}}>;
+    let w = wprep_{{DEQ}}(qb, sb, lane);
     for (var c = 0u; c < C; c++) {
-        let s0 = idot4(va, xw4(c, 8u * xb));
-        let s1 = idot4(vb, xw4(c, 8u * xb + 4u));
-        let x = xs(c, xb);
-        out[c] = x.x * (sc0 * (f32(s0) - 32.0 * x.y) + sc1 * (f32(s1) - 32.0 * x.z));
+        out[c] = wdot_{{DEQ}}(w, xload_{{DEQ}}(c, xb0, lane));
     }
     return out;
 }
@@ -180,13 +252,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sbase = soff * 4u;
     for (var b = t / TPB; b < bpr; b += WG / TPB) {
         let xb0 = b * (BLOCK / 32u);
-        for (var r = 0u; r < R; r++) {
-            let blk = (wrow0 + min(r0 + r, m - 1u)) * bpr + b;
-            let v = {{VDOT}}(blk * QW, sbase + blk * SB, lane, xb0);
-            for (var c = 0u; c < C; c++) {
-                acc[r * C + c] += v[c];
-            }
-        }
+{{BODY}}
     }
     {{REDUCE}}
     if t < R * C {
