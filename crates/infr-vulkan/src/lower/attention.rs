@@ -178,7 +178,7 @@ pub(super) fn lower(
     // Prefill chunks: the cooperative-matrix kernel takes the rows of blocks of
     // one sequence, the scalar kernel below the rest.
     let coop = match feat.coopmat {
-        Some(c) if !ap.bidirectional && p.n_split == 1 && n_tok >= 16 && ap.head_dim_k == ap.head_dim_v => {
+        Some(c) if p.n_split == 1 && n_tok >= 16 && ap.head_dim_k == ap.head_dim_v => {
             kernels::attention_coop(ap.head_dim_k, c.frag, c.subgroup, kv.dtype).map(|s| (s, c.frag))
         }
         _ => None,

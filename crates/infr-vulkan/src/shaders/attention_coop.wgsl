@@ -118,13 +118,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         atomicStore(&kr[1], 0u);
     }
     workgroupBarrier();
+    // The step's first and last positions (a bidirectional canvas sees all of its rows).
+    let first = S[pc.pos_off];
+    let last = S[pc.pos_off + pc.n_tokens - 1u];
     // Each of the first BR threads folds its token's key range into the block's.
     if t < BR {
         let tk = tok0 + t;
         if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
-            let p = S[pc.pos_off + tk];
-            atomicMin(&kr[0], attn_first_key(p, pc.window));
-            atomicMax(&kr[1], p + 1u);
+            let keys = attn_keys(S[pc.pos_off + tk], first, last, pc.window);
+            atomicMin(&kr[0], keys.x);
+            atomicMax(&kr[1], keys.y);
         }
     }
     // This lane's query row in its subgroup, and which of the row's keys it scores.
@@ -132,12 +135,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let part = sgi % LPR;
     let tok = tok0 + F * sgid + r;
     var handled = false;
-    var pos = 0u;
+    // The row's keys [lo, hi).
     var lo = 0u;
+    var hi = 0u;
     if tok < pc.n_tokens {
         handled = S[pc.pt_off + tok] == pt0;
-        pos = S[pc.pos_off + tok];
-        lo = attn_first_key(pos, pc.window);
+        let keys = attn_keys(S[pc.pos_off + tok], first, last, pc.window);
+        lo = keys.x;
+        hi = keys.y;
     }
     // The block's query rows, rounded to f16 as the cache's keys are; two dims per thread.
     for (var i = t; i < BR * D / 2u; i += WG) {
@@ -187,7 +192,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var mt = -1e30;
         for (var c = part * (BC / LPR); c < (part + 1u) * (BC / LPR); c++) {
             let j = kb + c;
-            if handled && j >= lo && j <= pos {
+            if handled && j >= lo && j < hi {
                 mt = max(mt, score(sb, r, c));
             }
         }
@@ -205,7 +210,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var c = part * (BC / LPR); c < (part + 1u) * (BC / LPR); c++) {
             let j = kb + c;
             var p = 0.0;
-            if handled && j >= lo && j <= pos {
+            if handled && j >= lo && j < hi {
                 p = exp(score(sb, r, c) - off);
             }
             l += p;

@@ -198,6 +198,42 @@ fn attention_bidirectional_canvas() {
     }
 }
 
+/// A canvas long enough for the cooperative-matrix attention (40 rows x 4 heads: one key
+/// split): after a causal prefill of 20 tokens, two canvases at positions 20..60 that see
+/// every row of the canvas, with and without a window, against the CPU (the scalar kernel
+/// where there are no cooperative matrices).
+#[test]
+fn attention_bidirectional_canvas_blocks() {
+    for (window, d) in [(None, 64u32), (Some(37), 128)] {
+        let (nh, nkv) = (4u32, 2u32);
+        let mut rng = Rng(33);
+        let mut w = Weights::default();
+        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
+        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let kv = kv_spec(1, nkv, d, d, 8, 16, KvDType::F16);
+        let Some(mut p) = Pair::new(&w, &kv) else { return };
+        let params = |bidirectional: bool| AttnParams { bidirectional, ..prefill_params(nh, nkv, d, None, window) };
+        let build = |n: usize, bidir: bool| {
+            graph(&w, n, n, |g| {
+                let (q, k, v) = embed_qkv(g, tq, tk, tv);
+                g.attention(q, k, v, params(bidir))
+            })
+        };
+        let pages = vec![6u32, 2, 7, 0];
+        let name = format!("canvas blocks window {window:?} d {d}");
+        p.check(
+            &format!("{name} prefill"),
+            &build(20, false),
+            &[Step::simple(tokens(20, 3), 0, pages.clone())],
+            2e-3,
+            2e-3,
+        );
+        let canvases = [Step::simple(tokens(40, 7), 20, pages.clone()), Step::simple(tokens(40, 9), 20, pages.clone())];
+        p.check(&format!("{name} canvas"), &build(40, true), &canvases, 2e-3, 2e-3);
+    }
+}
+
 fn attention_case(c: &AttnCase) {
     let mut rng = Rng(15);
     let mut w = Weights::default();
