@@ -136,7 +136,18 @@ pub fn backend(cfg: &infr_config::Config, reference: bool) -> Result<Box<dyn Bac
 }
 
 fn vulkan(device: usize, cfg: &infr_config::Config) -> Result<Box<dyn Backend>> {
+    // A share of the device's memory needs its size; bytes do not.
+    let memory_limit = match cfg.device.memory_limit {
+        infr_config::SizeSpec::Bytes(b) => b,
+        share => {
+            let list = infr_vulkan::list_devices()?;
+            let total = list.get(device).map(|d| d.memory_bytes).unwrap_or(0);
+            share.resolve(total)
+        }
+    };
     let opts = infr_vulkan::VulkanOptions {
+        memory_limit,
+        kv_spill_to_host: cfg.kv.spill_to_host,
         device,
         validation: cfg.kernels.vulkan.validation,
         disable_coopmat: !cfg.kernels.vulkan.coopmat,

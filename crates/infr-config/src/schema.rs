@@ -127,6 +127,12 @@ pub const KEYS: &[KeySpec] = &[
     )
     .flag("-ngl, --gpu-layers"),
     KeySpec::new(
+        "device.memory_limit",
+        Kind::Size,
+        "0",
+        "Most GPU memory infr's buffers may hold (`12g`, `80%` of the device's); 0 = all the device gives.",
+    ),
+    KeySpec::new(
         "context.size",
         Kind::Context,
         "4096",
@@ -165,6 +171,12 @@ pub const KEYS: &[KeySpec] = &[
     KeySpec::new("kv.type", Kind::Choice(KV_TYPES), "\"f16\"", "KV cache element type: f16, f32, q8_0.")
         .flag("--kv-type"),
     KeySpec::new("kv.page_size", Kind::Int { min: 1, max: u32::MAX as i64 }, "256", "KV page size in tokens."),
+    KeySpec::new(
+        "kv.spill_to_host",
+        Kind::Bool,
+        "true",
+        "KV cache layers that find no room in GPU memory go to host memory the GPU reads across the bus (slower) instead of failing.",
+    ),
     KeySpec::new("server.host", Kind::Str, "\"127.0.0.1\"", "Address the server binds.").flag("--host"),
     KeySpec::new("server.port", Kind::Int { min: 0, max: 65535 }, "8080", "Port the server binds.").flag("--port"),
     KeySpec::new("server.parallel", Kind::Int { min: 1, max: u32::MAX as i64 }, "4", "Concurrent sequences.")
@@ -269,6 +281,8 @@ pub struct DeviceConfig {
     pub threads: u32,
     /// Layers offloaded to the GPU; -1 = all.
     pub gpu_layers: i32,
+    /// Most GPU memory the buffers may hold (0 bytes: no limit).
+    pub memory_limit: crate::SizeSpec,
 }
 
 /// `[context]`
@@ -325,6 +339,8 @@ pub struct KvConfig {
     pub r#type: KvType,
     /// Page size in tokens.
     pub page_size: u32,
+    /// Whether KV layers without room on the GPU go to host memory.
+    pub spill_to_host: bool,
 }
 
 /// `[server]`

@@ -213,6 +213,13 @@ pub trait Backend: Send {
         None
     }
 
+    /// Bytes of host memory the KV cache may overflow into when [`Backend::memory_available`]
+    /// is too little for it (a GPU that reads KV layers across the bus); `None` where the
+    /// cache cannot spill.
+    fn kv_spill_available(&self) -> Option<u64> {
+        None
+    }
+
     /// Upload (and repack) one weight under `id`.
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError>;
 
@@ -258,4 +265,11 @@ pub trait Backend: Send {
             Err(BackendError::Unsupported { backend: self.device().id.clone(), what: "recurrent state".into() })
         }
     }
+}
+
+/// A field of `/proc/meminfo` (`MemTotal`, `MemAvailable`) in bytes, where the system has one.
+pub fn host_meminfo_bytes(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
 }

@@ -136,11 +136,7 @@ fn cpu_features() -> Vec<String> {
 }
 
 /// A `/proc/meminfo` field in bytes (Linux), if readable.
-fn meminfo_bytes(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
-}
+use infr_core::host_meminfo_bytes as meminfo_bytes;
 
 fn host_memory_bytes() -> u64 {
     meminfo_bytes("MemTotal").unwrap_or(0)

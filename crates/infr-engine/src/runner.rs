@@ -188,7 +188,21 @@ impl Runner {
         if let Some(available) = backend.memory_available() {
             let weights: u64 = model.weights.iter().map(|(id, _)| model.weights.info(id).bytes()).sum();
             let kv = spec.bytes();
-            if weights.saturating_add(kv) > available {
+            // A backend that spills KV layers to host memory needs room on the device for
+            // the weights only, and the rest of the cache in host memory.
+            let spill = backend.kv_spill_available();
+            let fits = match spill {
+                Some(host) => weights <= available && weights.saturating_add(kv).saturating_sub(available) <= host,
+                None => weights.saturating_add(kv) <= available,
+            };
+            if spill.is_some() && fits && weights.saturating_add(kv) > available {
+                tracing::info!(
+                    "{}: the KV cache ({} MiB) does not fit beside the weights; what does not fit goes to host memory",
+                    backend.device().id,
+                    kv >> 20
+                );
+            }
+            if !fits {
                 const MIB: u64 = 1 << 20;
                 return Err(EngineError::DoesNotFit {
                     device: backend.device().id.clone(),

@@ -42,6 +42,9 @@ pub struct VulkanOptions {
     /// gives): leaves room for other programs on a shared GPU; an allocation past it is an
     /// out-of-memory error like the device's own.
     pub memory_limit: u64,
+    /// Place KV cache layers that find no room in device memory in host memory the kernels
+    /// read across the bus (slower), instead of failing (`kv.spill_to_host`).
+    pub kv_spill_to_host: bool,
 }
 
 /// The Vulkan backend.
@@ -57,6 +60,7 @@ pub struct VulkanBackend {
     profile: Option<Profile>,
     generation: u64,
     features: crate::lower::Features,
+    kv_spill: bool,
     info: DeviceInfo,
     ctx: Arc<Context>,
 }
@@ -96,6 +100,7 @@ impl VulkanBackend {
             )
             .with_max_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes),
+            kv_spill: opts.kv_spill_to_host,
             info,
             ctx,
         })
@@ -106,6 +111,11 @@ impl VulkanBackend {
         let kv = self.kv.as_ref().map(|k| &k.spec);
         let dispatches = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
         Plan::new(&self.ctx, graph, dispatches, &self.resources(), self.profile.is_some())
+    }
+
+    /// Bytes of the KV cache in host memory because the device had no room for them.
+    pub fn kv_host_bytes(&self) -> u64 {
+        self.kv.as_ref().map_or(0, |k| k.host_bytes)
     }
 
     /// Device-local bytes the backend's buffers hold now (weights, KV cache, plans).
@@ -189,6 +199,10 @@ impl Backend for VulkanBackend {
         Some(total.saturating_sub(self.device_bytes()))
     }
 
+    fn kv_spill_available(&self) -> Option<u64> {
+        self.kv_spill.then(|| infr_core::host_meminfo_bytes("MemAvailable")).flatten()
+    }
+
     fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
         crate::lower::supports(op)
     }
@@ -207,7 +221,19 @@ impl Backend for VulkanBackend {
     fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError> {
         self.ctx.wait_idle();
         self.kv = None;
-        self.kv = Some(KvCache::new(&self.ctx, &mut self.one, spec).map_err(|e| self.err(e))?);
+        let kv = KvCache::new(&self.ctx, &mut self.one, spec, self.kv_spill).map_err(|e| self.err(e))?;
+        if kv.host_bytes > 0 {
+            let total: u64 = kv.k.iter().chain(&kv.v).map(|b| b.size).sum();
+            tracing::warn!(
+                "{}: {} of the KV cache's {} MiB are in host memory (the device's budget is spent): \
+                 attention over those layers reads across the bus; a smaller context, --kv-type q8_0 \
+                 or fewer parallel sequences keep it on the device",
+                self.info.id,
+                kv.host_bytes >> 20,
+                total >> 20
+            );
+        }
+        self.kv = Some(kv);
         self.generation += 1;
         Ok(())
     }

@@ -18,6 +18,9 @@ pub enum MemKind {
     Upload,
     /// Host-visible memory the host reads back (cached when possible).
     Readback,
+    /// System memory the GPU reads and writes across the bus: where KV cache layers go when
+    /// the device's budget is spent (`kv.spill_to_host`). Not counted against that budget.
+    HostSpill,
 }
 
 /// A buffer bound to its own memory allocation.
@@ -64,7 +67,7 @@ impl Buffer {
             MemKind::DeviceLocal => {
                 &[F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT, F::DEVICE_LOCAL, F::empty()]
             }
-            MemKind::Upload => &[F::HOST_VISIBLE | F::HOST_COHERENT],
+            MemKind::Upload | MemKind::HostSpill => &[F::HOST_VISIBLE | F::HOST_COHERENT],
             MemKind::Readback => {
                 &[F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED, F::HOST_VISIBLE | F::HOST_COHERENT]
             }
@@ -77,6 +80,19 @@ impl Buffer {
             ctx.memory.memory_heaps[heap].size.saturating_mul(2) >= ctx.caps.device_local_bytes
         };
         let mut candidates: Vec<u32> = Vec::new();
+        // Spilled memory prefers types that are not device memory (the point is to use
+        // another pool); where every type is device-local (unified memory, lavapipe), any.
+        if kind == MemKind::HostSpill {
+            for t in 0..ctx.memory.memory_type_count {
+                let flags = ctx.memory.memory_types[t as usize].property_flags;
+                if req.memory_type_bits & (1 << t) != 0
+                    && flags.contains(F::HOST_VISIBLE | F::HOST_COHERENT)
+                    && !flags.contains(F::DEVICE_LOCAL)
+                {
+                    candidates.push(t);
+                }
+            }
+        }
         for &f in choices {
             for t in 0..ctx.memory.memory_type_count {
                 let flags = ctx.memory.memory_types[t as usize].property_flags;

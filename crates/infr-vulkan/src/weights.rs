@@ -114,6 +114,8 @@ pub(crate) struct KvCache {
     pub v: Vec<Buffer>,
     /// One buffer per recurrent state layer: `n_state_slots` blocks of `floats` f32.
     pub state: Vec<Buffer>,
+    /// Bytes of K/V layers placed in host memory because the device had no room.
+    pub host_bytes: u64,
 }
 
 impl KvCache {
@@ -128,8 +130,9 @@ impl KvCache {
         }
     }
 
-    /// Allocate (zeroed) cache buffers.
-    pub fn new(ctx: &Arc<Context>, one: &mut OneShot, spec: &KvSpec) -> VkResult<Self> {
+    /// Allocate (zeroed) cache buffers; with `spill`, a K/V layer the device has no room for
+    /// goes to host memory the kernels read across the bus, instead of failing.
+    pub fn new(ctx: &Arc<Context>, one: &mut OneShot, spec: &KvSpec, spill: bool) -> VkResult<Self> {
         if spec.dtype == KvDType::Q8_0 {
             if let Some(l) = spec.layers.iter().find(|l| l.head_dim_k % 32 != 0 || l.head_dim_v % 32 != 0) {
                 return Err(VkError::Unsupported(format!(
@@ -140,6 +143,15 @@ impl KvCache {
         }
         let limit = ctx.caps.max_storage_buffer_range;
         let (mut k, mut v) = (Vec::new(), Vec::new());
+        let mut host_bytes = 0;
+        // Spilling, the cache leaves the plans (activations, temporaries) room on the device.
+        let device_room = {
+            let caps = &ctx.caps;
+            let heap = caps.budget_bytes.unwrap_or(caps.device_local_bytes);
+            let limit = ctx.device_limit.load(std::sync::atomic::Ordering::Relaxed);
+            let total = if limit > 0 { limit.min(caps.device_local_bytes) } else { heap };
+            total.saturating_sub((total / 32).max(64 << 20).min(total / 4))
+        };
         for (i, l) in spec.layers.iter().enumerate() {
             let pages = if l.window.is_some() { spec.n_window_pages } else { spec.n_pages };
             let slots = pages as u64 * spec.page_size as u64;
@@ -151,7 +163,20 @@ impl KvCache {
                         bytes,
                     });
                 }
-                let buf = Buffer::new(ctx, bytes, MemKind::DeviceLocal, &format!("KV layer {i} {which}"))?;
+                let what = format!("KV layer {i} {which}");
+                let held = ctx.device_bytes.load(std::sync::atomic::Ordering::Relaxed);
+                let on_device = if spill && held + bytes > device_room {
+                    Err(VkError::OutOfMemory { what: what.clone(), bytes })
+                } else {
+                    Buffer::new(ctx, bytes, MemKind::DeviceLocal, &what)
+                };
+                let buf = match on_device {
+                    Err(VkError::OutOfMemory { .. }) if spill => {
+                        host_bytes += bytes;
+                        Buffer::new(ctx, bytes, MemKind::HostSpill, &format!("{what} (in host memory)"))?
+                    }
+                    r => r?,
+                };
                 let raw = buf.raw;
                 // SAFETY: the buffer is valid and idle; fill covers its whole size.
                 one.run(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, raw, 0, ash::vk::WHOLE_SIZE, 0) })?;
@@ -173,7 +198,7 @@ impl KvCache {
             one.run(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, raw, 0, ash::vk::WHOLE_SIZE, 0) })?;
             state.push(buf);
         }
-        Ok(Self { spec: spec.clone(), k, v, state })
+        Ok(Self { spec: spec.clone(), k, v, state, host_bytes })
     }
 
     /// Copy state slots `src → dst` in every state layer, pair by pair.

@@ -247,11 +247,16 @@ fn many_backends_in_one_process() {
 }
 
 fn run_tiny_model(vk: &mut infr_vulkan::VulkanBackend) {
+    run_tiny_model_with(vk, &kv_spec(LAYERS, N_KV, HD, HD, 8, 4, KvDType::F16));
+}
+
+/// [`run_tiny_model`] with the KV cache `kv` (at least 7 pages of 4 tokens).
+fn run_tiny_model_with(vk: &mut infr_vulkan::VulkanBackend, kv: &infr_core::KvSpec) {
     let m = model();
     let mut cpu = cpu();
     m.w.load(vk);
     m.w.load(&mut cpu);
-    let kv = kv_spec(LAYERS, N_KV, HD, HD, 8, 4, KvDType::F16);
+    let kv = kv.clone();
     vk.init_kv(&kv).unwrap();
     cpu.init_kv(&kv).unwrap();
     let pages = vec![5u32, 1, 6];
@@ -281,4 +286,45 @@ fn run_tiny_model(vk: &mut infr_vulkan::VulkanBackend) {
 
 fn argmax(v: &[f32]) -> u32 {
     v.iter().enumerate().fold((0, f32::MIN), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) }).0 as u32
+}
+
+/// Under a memory limit that leaves the KV cache about half its bytes (and the plans their
+/// room), the layers that do not fit go to host memory with `kv_spill_to_host` and the model
+/// still matches the CPU; without spilling the same limit is an out-of-memory error that
+/// names the KV layer.
+#[test]
+fn kv_cache_spills_to_host_memory() {
+    let m = model();
+    // A cache larger than the plans' buffers, so that half of it is a real share.
+    let kv = kv_spec(LAYERS, N_KV, HD, HD, 1024, 4, KvDType::F16);
+    // Sizes without a limit: weights, KV cache, the two plans of `run_tiny_model`.
+    let Some(mut probe) = vulkan() else { return };
+    m.w.load(&mut probe);
+    let weights = probe.device_bytes();
+    probe.init_kv(&kv).unwrap();
+    let kv_bytes = probe.device_bytes() - weights;
+    probe.compile(&step_graph(&m, 7, 1)).unwrap();
+    probe.compile(&step_graph(&m, 1, 1)).unwrap();
+    let plans = probe.device_bytes() - weights - kv_bytes;
+    drop(probe);
+    // (`weights` includes the backend's own tables.)
+    let limit = weights + kv_bytes / 2 + plans;
+    let opts = |kv_spill_to_host| infr_vulkan::VulkanOptions {
+        validation: true,
+        memory_limit: limit,
+        kv_spill_to_host,
+        ..Default::default()
+    };
+    let Some(mut vk) = vulkan_with(opts(false)) else { return };
+    m.w.load(&mut vk);
+    match vk.init_kv(&kv) {
+        Err(infr_core::BackendError::OutOfMemory { what, .. }) => assert!(what.contains("KV layer"), "{what}"),
+        other => panic!("a KV cache past the limit without spilling: {other:?}"),
+    }
+    drop(vk);
+    let Some(mut vk) = vulkan_with(opts(true)) else { return };
+    run_tiny_model_with(&mut vk, &kv);
+    let host = vk.kv_host_bytes();
+    eprintln!("KV cache {kv_bytes} bytes, {host} in host memory under a limit of {limit}");
+    assert!(host > 0 && host < kv_bytes, "{host} of {kv_bytes} KV bytes in host memory");
 }
