@@ -167,9 +167,9 @@ pub(super) fn lower_linear(
 pub(super) const VEC_R: u32 = 2;
 
 /// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` weight rows and
-/// `n` activation rows: four when that still leaves a thousand workgroups (more loads in
-/// flight per thread) and the accumulators stay few, else two. `INFR_VK_Q8_R=1|2|4|8`
-/// (tuning) forces it.
+/// `n` activation rows: four for one or two rows when that still leaves a thousand
+/// workgroups (more loads in flight per thread), else two (H100, Qwen3-8B decode steps of
+/// 4 rows: 7.8 ms with two, 9.4 with four). `INFR_VK_Q8_R=1|2|4|8` (tuning) forces it.
 pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
     // The reduction gives each output one thread of the workgroup.
     let fits = |r: u32| (r as usize) * n.max(1) <= kernels::VEC_WG as usize;
@@ -178,7 +178,7 @@ pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
             return r;
         }
     }
-    if m >= 4096 && n <= 4 {
+    if m >= 4096 && n <= 2 {
         4
     } else {
         VEC_R
