@@ -5,6 +5,8 @@
 pub(crate) struct Features {
     /// Subgroup arithmetic in compute shaders (fast reductions, matrix-vector kernels).
     pub subgroups: bool,
+    /// Subgroup shuffles among at least 4 lanes (rows of the delta-rule state split over lanes).
+    pub shuffles4: bool,
     /// f16 cooperative matrices with f32 accumulators for the prefill kernels.
     pub coopmat: Option<Coop>,
     /// Packed int8 dot products (integer matrix-vector kernels for decode).
@@ -78,6 +80,7 @@ impl Features {
         };
         Self {
             subgroups,
+            shuffles4: shuffles && caps.subgroup_size_range.map_or(caps.subgroup_size, |(lo, _)| lo) >= 4,
             coopmat,
             int8: shuffles && caps.int_dot && !no_int8,
             fusion: !no_fusion,

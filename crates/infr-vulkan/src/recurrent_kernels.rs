@@ -57,17 +57,47 @@ pub fn slice_cols() -> KernelSpec {
     KernelSpec::new("slice_cols", &["common", "slice_cols"], 2, push_size::<SliceColsParams>())
 }
 
-/// Causal depthwise convolution. Bindings: X, taps, step, state, Y.
-pub fn conv1d() -> KernelSpec {
-    KernelSpec::new("conv1d", &["common", "conv1d"], 5, push_size::<Conv1dParamsGpu>()).define("MAXK", CONV_MAX_KERNEL)
+/// Causal depthwise convolution: its outputs (`state: false`), then the windows moved into
+/// the state slots (`state: true`, a second dispatch). Bindings: X, taps, step, state, Y.
+pub fn conv1d(state: bool) -> KernelSpec {
+    let name = if state { "conv1d_state" } else { "conv1d" };
+    KernelSpec::new(name, &["common", "conv1d"], 5, push_size::<Conv1dParamsGpu>())
+        .define("MAXK", CONV_MAX_KERNEL)
+        .define("PHASE", state as u32)
 }
 
-/// Gated delta rule for heads of `head_dim`. Bindings: q, k, v, alpha, beta, decay, step,
-/// state, Y.
-pub fn delta_net(head_dim: u32) -> KernelSpec {
-    KernelSpec::new(format!("delta_net_d{head_dim}"), &["common", "delta_net"], 9, push_size::<DeltaNetParamsGpu>())
+/// Lanes per state row of the delta-rule kernel with subgroup shuffles, and state rows per
+/// workgroup: 32 x 4 threads.
+const DELTA_NET_LANES: u32 = 4;
+const DELTA_NET_ROWS: u32 = 32;
+
+/// Gated delta rule for heads of `head_dim`, with rows split over lanes where the device has
+/// subgroup shuffles (`shuffles`) of at least 4 lanes and the head is a multiple of 32 rows.
+/// Bindings: q, k, v, alpha, beta, decay, step, state, Y.
+pub fn delta_net(head_dim: u32, shuffles: bool) -> KernelSpec {
+    let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
+    let (p, rows) = if split { (DELTA_NET_LANES, DELTA_NET_ROWS) } else { (1, head_dim) };
+    let mut row_sum = String::new();
+    let mut step = 1;
+    while step < p {
+        row_sum.push_str(&format!("    v += subgroupShuffleXor(v, {step}u);\n"));
+        step *= 2;
+    }
+    let name = if split { format!("delta_net_d{head_dim}.x{p}") } else { format!("delta_net_d{head_dim}") };
+    KernelSpec::new(name, &["common", "delta_net"], 9, push_size::<DeltaNetParamsGpu>())
         .define("D", head_dim)
         .define("D2", 2 * head_dim)
+        .define("P", p)
+        .define("ROWS", rows)
+        .define("WG", rows * p)
+        .define("ROW_SUM", row_sum)
+}
+
+/// Workgroups of the delta-rule kernel for `n_tokens` rows and `n_v_head` heads.
+pub fn delta_net_groups(head_dim: u32, shuffles: bool, n_tokens: u64, n_v_head: u64) -> u64 {
+    let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
+    let blocks = if split { (head_dim / DELTA_NET_ROWS) as u64 } else { 1 };
+    n_tokens * n_v_head * blocks
 }
 
 #[cfg(test)]
@@ -77,7 +107,15 @@ mod tests {
 
     #[test]
     fn recurrent_shaders_compile() {
-        for spec in [slice_cols(), conv1d(), delta_net(32), delta_net(128)] {
+        for spec in [
+            slice_cols(),
+            conv1d(false),
+            conv1d(true),
+            delta_net(32, false),
+            delta_net(128, false),
+            delta_net(32, true),
+            delta_net(128, true),
+        ] {
             let src = spec.wgsl().unwrap();
             compile_wgsl(&spec.name, &src, false).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
         }

@@ -458,11 +458,12 @@ pub(crate) fn lower(
                 push(&e.spec, e.res, e.push, e.groups, None)?;
             }
             Op::Conv1d { params, .. } => {
-                let e = recurrent::conv1d(graph, i, params, weights, kv, &st)?;
-                push(&e.spec, e.res, e.push, e.groups, None)?;
+                for e in recurrent::conv1d(graph, i, params, weights, kv, &st)? {
+                    push(&e.spec, e.res, e.push, e.groups, None)?;
+                }
             }
             Op::DeltaNet { params, .. } => {
-                let e = recurrent::delta_net(graph, i, params, weights, kv, &st)?;
+                let e = recurrent::delta_net(graph, i, params, weights, kv, &st, feat)?;
                 push(&e.spec, e.res, e.push, e.groups, None)?;
             }
             Op::OutputRows { x } => {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use infr_core::{Conv1dParams, DeltaNetParams, Graph, KvSpec, Op, WeightId};
 
-use super::{bytes, threads_groups, u32_of, Res, StepLayout};
+use super::{bytes, threads_groups, u32_of, Features, Res, StepLayout};
 use crate::error::{VkError, VkResult};
 use crate::prefill_matmul::Emit;
 use crate::recurrent_kernels::{self as rk, CONV_MAX_KERNEL, DELTA_NET_HEAD_DIMS};
@@ -64,7 +64,7 @@ pub(super) fn conv1d(
     weights: &HashMap<WeightId, GpuWeight>,
     kv: Option<&KvSpec>,
     st: &StepLayout,
-) -> VkResult<Emit> {
+) -> VkResult<Vec<Emit>> {
     let node = &graph.nodes[i];
     let Op::Conv1d { x, .. } = node.op else { unreachable!("conv1d lowering of another op") };
     if let Some(why) = unsupported(&node.op) {
@@ -87,7 +87,8 @@ pub(super) fn conv1d(
         slot_floats: floats,
     };
     let res = vec![Res::Act(x.0), Res::WeightVec(p.weight), Res::Step, Res::State(p.state), Res::Act(i as u32)];
-    Ok(emit(rk::conv1d(), res, bytes(&gp), threads_groups(node.rows * c)?))
+    let groups = threads_groups(node.rows * c)?;
+    Ok(vec![emit(rk::conv1d(false), res.clone(), bytes(&gp), groups), emit(rk::conv1d(true), res, bytes(&gp), groups)])
 }
 
 /// `DeltaNet` of node `i`.
@@ -98,6 +99,7 @@ pub(super) fn delta_net(
     weights: &HashMap<WeightId, GpuWeight>,
     kv: Option<&KvSpec>,
     st: &StepLayout,
+    feat: Features,
 ) -> VkResult<Emit> {
     let node = &graph.nodes[i];
     let Op::DeltaNet { q, k, v, alpha, beta, .. } = node.op else { unreachable!("delta_net lowering of another op") };
@@ -120,7 +122,8 @@ pub(super) fn delta_net(
         state_off: st.tok_state,
         pad: 0,
     };
-    let groups = u32_of(node.rows * p.n_v_head as usize, "delta-rule workgroups")?;
+    let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows as u64, p.n_v_head as u64);
+    let groups = u32::try_from(groups).map_err(|_| VkError::Unsupported(format!("{groups} delta-rule workgroups")))?;
     let res = vec![
         Res::Act(q.0),
         Res::Act(k.0),
@@ -132,5 +135,5 @@ pub(super) fn delta_net(
         Res::State(p.state),
         Res::Act(i as u32),
     ];
-    Ok(emit(rk::delta_net(p.head_dim), res, bytes(&gp), groups))
+    Ok(emit(rk::delta_net(p.head_dim, feat.shuffles4), res, bytes(&gp), groups))
 }
