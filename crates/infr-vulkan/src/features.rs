@@ -119,11 +119,16 @@ impl crate::device::DeviceCaps {
     /// (derived from the same [`Features`] the kernels are chosen by).
     pub fn kernel_summary(&self) -> Vec<String> {
         let f = Features::of(self, false, false, false, false);
-        let mut out = vec!["every op and weight type of the CPU backend; KV cache f32, f16, q8_0".to_owned()];
+        // Vulkan only: the CPU's cache is host memory already.
+        let mut out = vec![
+            "every op and weight type of the CPU backend; KV cache f32, f16, q8_0 (layers past the memory budget in host memory, kv.spill_to_host)"
+                .to_owned(),
+        ];
         if let Some(c) = f.coopmat {
             // The attention needs subgroups of a multiple of the fragment edge.
             let attention = crate::kernels::attention_coop(64, c.frag, c.subgroup, infr_core::KvDType::F16).is_some();
-            let what = if attention { "matmuls and attention" } else { "matmuls" };
+            let what =
+                if attention { "matmuls and attention (f16 and q8_0 caches, causal and canvas)" } else { "matmuls" };
             out.push(format!("cooperative-matrix prefill {what} ({0}x{0} fragments)", c.frag));
         }
         if f.int8 {
