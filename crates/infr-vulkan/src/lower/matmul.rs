@@ -116,28 +116,7 @@ pub(super) fn lower_linear(
         emits.extend(prefill_matmul::lower(&m, next, coop, feat, side.f16_bufs, side.temp_bytes)?);
         return Ok(emits);
     }
-    let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
-        kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
-    } else {
-        None
-    };
-    let (spec, c, r) = match vec_spec {
-        Some(s) => (s, n as u32, VEC_R),
-        // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
-        // operands: an f16 router flips expert choices at near-ties.
-        None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
-            Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
-                let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
-                let ops = kernels::CoopOperands::Quantized(&lw.layout);
-                (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
-            }
-            _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
-        },
-        None => {
-            let c = kernels::matmul_cols(n);
-            (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
-        }
-    };
+    let (spec, c, r) = float_matmul_kernel(lw, n, feat);
     let bias_res = bias_of(lw.rows)?;
     let x_res = if let Some(mode) = kernels::act_round_mode(lw.layout.ty, k) {
         let (ri, round) = side.rounded.prepare(x.0, mode, n * k, (n * k * 4) as u64, side.temp_bytes)?;
@@ -161,6 +140,36 @@ pub(super) fn lower_linear(
         emit(&mut emits, &spec, res, bytes(&p), groups, Some(shape.clone()));
     }
     Ok(emits)
+}
+
+/// The kernel of a matmul over f32 activations (rounded as llama.cpp's CPU rounds them) with
+/// weight `lw` and `n` activation rows, and its activation rows and weight rows per
+/// workgroup: the matrix-vector kernel for few rows where there are subgroups, else the
+/// cooperative-matrix kernel, else the tiled or generic one. All bind weight, x, y, bias,
+/// tables and take [`kernels::MatmulParams`].
+pub(super) fn float_matmul_kernel(lw: &GpuWeight, n: usize, feat: Features) -> (KernelSpec, u32, u32) {
+    let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
+        kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
+    } else {
+        None
+    };
+    match vec_spec {
+        Some(s) => (s, n as u32, VEC_R),
+        // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
+        // operands: an f16 router flips expert choices at near-ties.
+        None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
+            Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
+                let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
+                let ops = kernels::CoopOperands::Quantized(&lw.layout);
+                (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
+            }
+            _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
+        },
+        None => {
+            let c = kernels::matmul_cols(n);
+            (kernels::matmul_generic(&lw.layout, c, feat.subgroups), c, kernels::MATMUL_R)
+        }
+    }
 }
 
 /// Weight rows per workgroup of the matrix-vector kernel.

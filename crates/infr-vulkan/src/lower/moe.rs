@@ -278,14 +278,17 @@ pub(super) fn lower(
     };
     expert_matmul(&mut emits, (p.down, p.down_bias), h, Res::Temp(t.y), mp, "down_exps")?;
 
-    // Shared expert: the plain generic matmul over every token.
+    // Shared expert: dense matmuls over every token, on the kernel a plain linear node of
+    // that many rows would take over f32 activations (matrix-vector, cooperative, ...).
     let mut shared = (Res::Dummy, Res::Dummy);
     if let Some(sh) = &p.shared {
         let dense = |emits: &mut Vec<Emit>, id: WeightId, x: Res, y: Res, k_in: usize, stride: usize, col0: usize| {
             let gw = one_chunk(&id)?;
-            let c = kernels::matmul_cols(n);
-            let tiles_m = (gw.rows as u32).div_ceil(kernels::MATMUL_R);
-            let groups = tiles_m * (n as u32).div_ceil(c);
+            let (spec, c, r) = super::matmul::float_matmul_kernel(gw, n, feat);
+            let tiles_m = (gw.rows as u32).div_ceil(r);
+            let groups = tiles_m
+                .checked_mul((n as u32).div_ceil(c))
+                .ok_or_else(|| VkError::Unsupported("moe: shared expert grid".into()))?;
             let mp = kernels::MatmulParams {
                 k: k_in as u32,
                 m: gw.rows as u32,
@@ -298,7 +301,7 @@ pub(super) fn lower(
             };
             let shape = format!("shexp {}x{k_in} n={n}", gw.rows);
             let res = vec![Res::WeightChunk(id, 0), x, y, Res::Dummy, Res::Tables];
-            emit(emits, kernels::matmul_generic(&gw.layout, c, feat.subgroups), res, bytes(&mp), groups, Some(shape));
+            emit(emits, spec, res, bytes(&mp), groups, Some(shape));
             VkResult::Ok(())
         };
         for (id, col0) in [(sh.gate, 0), (sh.up, fs)] {
