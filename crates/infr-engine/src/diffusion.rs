@@ -15,6 +15,7 @@
 //!    follows, until an end-of-sequence token or the token budget.
 
 use infr_models::DiffusionParams;
+use rayon::prelude::*;
 
 use crate::sampling::Rng;
 use crate::{EngineError, Runner, SeqId};
@@ -49,11 +50,15 @@ impl NoiseSource for SeededNoise {
     }
 
     fn categorical(&mut self, probs: &[f32], n_vocab: usize) -> Vec<u32> {
+        // One draw per row, in row order; the rows are then scanned in parallel (a canvas is
+        // 256 rows of a 262,144-token vocabulary).
+        let draws: Vec<f64> = (0..probs.len() / n_vocab.max(1)).map(|_| self.0.uniform()).collect();
         probs
-            .chunks(n_vocab)
-            .map(|row| {
+            .par_chunks(n_vocab)
+            .zip(draws)
+            .map(|(row, u)| {
                 let total: f64 = row.iter().map(|&p| p as f64).sum();
-                let mut r = self.0.uniform() * total;
+                let mut r = u * total;
                 for (i, &p) in row.iter().enumerate() {
                     r -= p as f64;
                     if r < 0.0 {
@@ -143,31 +148,39 @@ pub fn temperature(p: &DiffusionParams, cur_step: usize) -> f32 {
     p.t_min + (p.t_max - p.t_min) * frac
 }
 
+/// A denoiser step's logits (rows of `n_vocab`) at temperature `t`: the probabilities the
+/// sampler draws from (and the next step is conditioned on), each row's entropy and argmax.
+pub fn canvas_stats(logits: &[f32], t: f32, n_vocab: usize) -> (Vec<f32>, Vec<f64>, Vec<u32>) {
+    let mut probs: Vec<f32> = logits.par_iter().map(|&x| x / t).collect();
+    let (entropy, argmax) = row_stats(&mut probs, n_vocab);
+    (probs, entropy, argmax)
+}
+
 /// Per row of `scaled` logits: softmax probabilities (written over the row), entropy, and
-/// argmax (first index of the maximum).
+/// argmax (first index of the maximum). Rows in parallel: each is two passes of f64
+/// exponentials over the vocabulary.
 fn row_stats(scaled: &mut [f32], n_vocab: usize) -> (Vec<f64>, Vec<u32>) {
-    let mut entropy = Vec::new();
-    let mut argmax = Vec::new();
-    for row in scaled.chunks_mut(n_vocab) {
-        let (mut best, mut max) = (0usize, f32::NEG_INFINITY);
-        for (i, &x) in row.iter().enumerate() {
-            if x > max {
-                (best, max) = (i, x);
-            }
+    scaled.par_chunks_mut(n_vocab).map(row_stat).unzip()
+}
+
+/// [`row_stats`] of one row.
+fn row_stat(row: &mut [f32]) -> (f64, u32) {
+    let (mut best, mut max) = (0usize, f32::NEG_INFINITY);
+    for (i, &x) in row.iter().enumerate() {
+        if x > max {
+            (best, max) = (i, x);
         }
-        let sum: f64 = row.iter().map(|&x| ((x - max) as f64).exp()).sum();
-        let lse = max as f64 + sum.ln();
-        let mut h = 0.0;
-        for x in row.iter_mut() {
-            let logp = *x as f64 - lse;
-            let p = logp.exp();
-            h -= p * logp;
-            *x = p as f32;
-        }
-        entropy.push(h);
-        argmax.push(best as u32);
     }
-    (entropy, argmax)
+    let sum: f64 = row.iter().map(|&x| ((x - max) as f64).exp()).sum();
+    let lse = max as f64 + sum.ln();
+    let mut h = 0.0;
+    for x in row.iter_mut() {
+        let logp = *x as f64 - lse;
+        let p = logp.exp();
+        h -= p * logp;
+        *x = p as f32;
+    }
+    (h, best as u32)
 }
 
 /// The entropy-bound acceptance: the rows with the lowest entropies whose summed entropy,
@@ -298,9 +311,7 @@ pub fn denoise_canvas(
     for (step, cur_step) in (1..=p.max_denoising_steps).rev().enumerate() {
         let logits = runner.denoise(seq, &canvas, &mix)?;
         steps += 1;
-        let t = temperature(p, cur_step);
-        let mut probs: Vec<f32> = logits.iter().map(|&x| x / t).collect();
-        let (entropy, new_argmax) = row_stats(&mut probs, v);
+        let (probs, entropy, new_argmax) = canvas_stats(&logits, temperature(p, cur_step), v);
         let samples = noise.categorical(&probs, v);
         let accepted = accept_by_entropy(&entropy, p.entropy_bound);
         let renoise = noise.uniform_tokens(len, v);

@@ -16,8 +16,8 @@ mod scheduler;
 mod shapes;
 
 pub use diffusion::{
-    accept_by_entropy, denoise_canvas, generate_diffusion, temperature, Canvas, DenoiseStep, DiffusionEvent,
-    DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
+    accept_by_entropy, canvas_stats, denoise_canvas, generate_diffusion, temperature, Canvas, DenoiseStep,
+    DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
 pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
