@@ -127,7 +127,7 @@ pub fn round_act16() -> KernelSpec {
 pub fn vec_q8_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
     use infr_quant::GgmlType::*;
     match ty {
-        Q8_0 => Some(1),
+        Q8_0 | MXFP4 => Some(1),
         Q4_K => Some(4),
         Q6_K => Some(8),
         _ => None,
@@ -213,7 +213,7 @@ pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32, jobs: usize) -> Option<Kerne
     .define("RC", r * c)
     .define("RED", VEC_WG * r * c)
     .define("TPB", tpb)
-    .define("DEQ", l.deq);
+    .define("VDEQ", l.deq);
     let spec = with_reduce(with_layout(spec, l), true);
     Some(if c > 1 && unroll_q8_rows() { unrolled_q8_body(spec, r, c, l.deq) } else { spec.define("BODY", Q8_ROW_LOOP) })
 }

@@ -104,6 +104,54 @@ fn wdot_q8_0(w: WQ8_0, x: XQ8_0) -> f32 {
     return w.d * x.s * f32(s);
 }
 
+// MXFP4, one lane per block: E2M1 codes as their doubled values in int8 (kvalues_mxfp4),
+// low nibbles for elements 0..15, high for 16..31; the E8M0 scale halved (as the doubled
+// values need). llama.cpp's ggml_vec_dot_mxfp4_q8_0.
+struct WMXFP4 {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    d: f32,
+}
+
+// The doubled value of E2M1 code c as an int8 byte.
+fn e2m1_i8(c: u32) -> u32 {
+    let mag = c & 7u;
+    var v = mag;
+    if mag >= 4u {
+        v = (2u + (mag & 1u)) << ((mag >> 1u) - 1u);
+    }
+    return select(v, (256u - v) & 0xffu, (c & 8u) != 0u);
+}
+
+// The four codes at `shift` (0 or 4) of the four bytes of `w`, as packed int8.
+fn e2m1_i8x4(w: u32, shift: u32) -> u32 {
+    return e2m1_i8((w >> shift) & 0xfu) | (e2m1_i8((w >> (shift + 8u)) & 0xfu) << 8u)
+        | (e2m1_i8((w >> (shift + 16u)) & 0xfu) << 16u) | (e2m1_i8((w >> (shift + 24u)) & 0xfu) << 24u);
+}
+
+fn wprep_mxfp4(qb: u32, sb: u32, lane: u32) -> WMXFP4 {
+    let q = wload4(qb);
+    let x = sbyte(sb, 0u);
+    var d: f32;
+    if x < 2u {
+        d = bitcast<f32>(0x00200000u << x);
+    } else {
+        d = bitcast<f32>((x - 1u) << 23u);
+    }
+    let lo = vec4<u32>(e2m1_i8x4(q.x, 0u), e2m1_i8x4(q.y, 0u), e2m1_i8x4(q.z, 0u), e2m1_i8x4(q.w, 0u));
+    let hi = vec4<u32>(e2m1_i8x4(q.x, 4u), e2m1_i8x4(q.y, 4u), e2m1_i8x4(q.z, 4u), e2m1_i8x4(q.w, 4u));
+    return WMXFP4(lo, hi, d);
+}
+
+fn xload_mxfp4(c: u32, xb0: u32, lane: u32) -> XQ8_0 {
+    return xload_q8_0(c, xb0, lane);
+}
+
+fn wdot_mxfp4(w: WMXFP4, x: XQ8_0) -> f32 {
+    let s = idot4(w.lo, x.a) + idot4(w.hi, x.b);
+    return w.d * x.s * f32(s);
+}
+
 fn kbyte(s: vec3<u32>, j: u32) -> u32 {
     return (s[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu;
 }
@@ -224,9 +272,9 @@ fn wdot_q6_k(w: WQ6_K, x: XQ6_K) -> f32 {
 // One weight row's block against every activation row.
 fn vdot8(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     var out: array<f32, {{C}}>;
-    let w = wprep_{{DEQ}}(qb, sb, lane);
+    let w = wprep_{{VDEQ}}(qb, sb, lane);
     for (var c = 0u; c < C; c++) {
-        out[c] = wdot_{{DEQ}}(w, xload_{{DEQ}}(c, xb0, lane));
+        out[c] = wdot_{{VDEQ}}(w, xload_{{VDEQ}}(c, xb0, lane));
     }
     return out;
 }
