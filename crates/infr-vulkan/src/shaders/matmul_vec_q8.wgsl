@@ -104,6 +104,36 @@ fn wdot_q8_0(w: WQ8_0, x: XQ8_0) -> f32 {
     return w.d * x.s * f32(s);
 }
 
+// Q4_0, one lane per block: unsigned nibbles (low for elements 0..15, high for 16..31), the
+// offset 8 taken out through the activation block's sum (ggml_vec_dot_q4_0_q8_0).
+struct WQ4_0 {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    d: f32,
+}
+
+// An activation block with its sums (scale, Σq of the first and of the last 16).
+struct XSUM {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    s: vec4<f32>,
+}
+
+fn wprep_q4_0(qb: u32, sb: u32, lane: u32) -> WQ4_0 {
+    let q = wload4(qb);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    return WQ4_0(q & m4, (q >> vec4<u32>(4u)) & m4, sf16(sb, 0u));
+}
+
+fn xload_q4_0(c: u32, xb0: u32, lane: u32) -> XSUM {
+    return XSUM(xw4(c, 8u * xb0), xw4(c, 8u * xb0 + 4u), xs(c, xb0));
+}
+
+fn wdot_q4_0(w: WQ4_0, x: XSUM) -> f32 {
+    let s = idot4(w.lo, x.a) + idot4(w.hi, x.b) - 8 * i32(x.s.y + x.s.z);
+    return w.d * x.s.x * f32(s);
+}
+
 // MXFP4, one lane per block: E2M1 codes as their doubled values in int8 (kvalues_mxfp4),
 // low nibbles for elements 0..15, high for 16..31; the E8M0 scale halved (as the doubled
 // values need). llama.cpp's ggml_vec_dot_mxfp4_q8_0.
@@ -221,6 +251,31 @@ fn wdot_q4_k(w: WQ4_K, x: XQ4_K) -> f32 {
     let xb = x.xb;
     return w.dd.x * (w.lo.x * xa.x * f32(sl) + w.hi.x * xb.x * f32(sh))
         - w.dd.y * (w.lo.y * xa.x * (xa.y + xa.z) + w.hi.y * xb.x * (xb.y + xb.z));
+}
+
+// Q5_K: Q4_K's lanes, scales and sums, each nibble with its fifth bit from the qh plane
+// (quant words 0..7, qs from word 8): bit 2c of qh byte l for the low nibbles of lane c's
+// chunk, bit 2c + 1 for the high ones.
+fn wprep_q5_k(qb: u32, sb: u32, lane: u32) -> WQ4_K {
+    var w = wprep_q4_k(qb + 8u, sb, lane);
+    let ha = wload4(qb);
+    let hb = wload4(qb + 4u);
+    let one = vec4<u32>(0x01010101u);
+    let lo_shift = vec4<u32>(2u * lane);
+    let hi_shift = vec4<u32>(2u * lane + 1u);
+    w.la |= ((ha >> lo_shift) & one) << vec4<u32>(4u);
+    w.lb |= ((hb >> lo_shift) & one) << vec4<u32>(4u);
+    w.ha |= ((ha >> hi_shift) & one) << vec4<u32>(4u);
+    w.hb |= ((hb >> hi_shift) & one) << vec4<u32>(4u);
+    return w;
+}
+
+fn xload_q5_k(c: u32, xb0: u32, lane: u32) -> XQ4_K {
+    return xload_q4_k(c, xb0, lane);
+}
+
+fn wdot_q5_k(w: WQ4_K, x: XQ4_K) -> f32 {
+    return wdot_q4_k(w, x);
 }
 
 fn sc_i8(sb: u32, j: u32) -> f32 {
