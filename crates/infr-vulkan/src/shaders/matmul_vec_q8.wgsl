@@ -134,6 +134,31 @@ fn wdot_q4_0(w: WQ4_0, x: XSUM) -> f32 {
     return w.d * x.s.x * f32(s);
 }
 
+// Q5_0, one lane per block (ggml_vec_dot_q5_0_q8_0): quant words qh, then 16 bytes of
+// nibbles (20 bytes a block, so loaded a word at a time); element j's fifth bit is bit j of
+// qh; values 0..31 with the offset 16 taken out through the activation sums.
+fn spread4(b: u32) -> u32 {
+    return ((b & 1u) << 4u) | ((b & 2u) << 11u) | ((b & 4u) << 18u) | ((b & 8u) << 25u);
+}
+
+fn wprep_q5_0(qb: u32, sb: u32, lane: u32) -> WQ4_0 {
+    let qh = wload(qb);
+    let q = vec4<u32>(wload(qb + 1u), wload(qb + 2u), wload(qb + 3u), wload(qb + 4u));
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let hl = vec4<u32>(spread4(qh), spread4(qh >> 4u), spread4(qh >> 8u), spread4(qh >> 12u));
+    let hh = vec4<u32>(spread4(qh >> 16u), spread4(qh >> 20u), spread4(qh >> 24u), spread4(qh >> 28u));
+    return WQ4_0((q & m4) | hl, ((q >> vec4<u32>(4u)) & m4) | hh, sf16(sb, 0u));
+}
+
+fn xload_q5_0(c: u32, xb0: u32, lane: u32) -> XSUM {
+    return xload_q4_0(c, xb0, lane);
+}
+
+fn wdot_q5_0(w: WQ4_0, x: XSUM) -> f32 {
+    let s = idot4(w.lo, x.a) + idot4(w.hi, x.b) - 16 * i32(x.s.y + x.s.z);
+    return w.d * x.s.x * f32(s);
+}
+
 // MXFP4, one lane per block: E2M1 codes as their doubled values in int8 (kvalues_mxfp4),
 // low nibbles for elements 0..15, high for 16..31; the E8M0 scale halved (as the doubled
 // values need). llama.cpp's ggml_vec_dot_mxfp4_q8_0.
