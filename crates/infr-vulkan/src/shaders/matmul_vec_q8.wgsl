@@ -159,6 +159,43 @@ fn wdot_q5_0(w: WQ4_0, x: XSUM) -> f32 {
     return w.d * x.s.x * f32(s);
 }
 
+// Q4_1 / Q5_1 (ggml_vec_dot_q4_1_q8_1, _q5_1_): Q4_0's / Q5_0's unsigned values with a
+// scale d and a minimum m per block: d dx Σ v q + m dx Σ q (llama.cpp's q8_1 activations
+// carry dx Σ q rounded to f16; here it is not rounded, as in the float kernels).
+struct WQ4_1 {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+    d: f32,
+    m: f32,
+}
+
+fn wprep_q4_1(qb: u32, sb: u32, lane: u32) -> WQ4_1 {
+    let w = wprep_q4_0(qb, sb, lane);
+    return WQ4_1(w.lo, w.hi, w.d, sf16(sb, 2u));
+}
+
+fn xload_q4_1(c: u32, xb0: u32, lane: u32) -> XSUM {
+    return xload_q4_0(c, xb0, lane);
+}
+
+fn wdot_q4_1(w: WQ4_1, x: XSUM) -> f32 {
+    let s = idot4(w.lo, x.a) + idot4(w.hi, x.b);
+    return w.d * x.s.x * f32(s) + w.m * x.s.x * (x.s.y + x.s.z);
+}
+
+fn wprep_q5_1(qb: u32, sb: u32, lane: u32) -> WQ4_1 {
+    let w = wprep_q5_0(qb, sb, lane);
+    return WQ4_1(w.lo, w.hi, w.d, sf16(sb, 2u));
+}
+
+fn xload_q5_1(c: u32, xb0: u32, lane: u32) -> XSUM {
+    return xload_q4_0(c, xb0, lane);
+}
+
+fn wdot_q5_1(w: WQ4_1, x: XSUM) -> f32 {
+    return wdot_q4_1(w, x);
+}
+
 // MXFP4, one lane per block: E2M1 codes as their doubled values in int8 (kvalues_mxfp4),
 // low nibbles for elements 0..15, high for 16..31; the E8M0 scale halved (as the doubled
 // values need). llama.cpp's ggml_vec_dot_mxfp4_q8_0.
