@@ -230,8 +230,18 @@ pub const KEYS: &[KeySpec] = &[
 
 /// `INFR_*` variables that are not config keys (test switches, the config path, kernel tuning
 /// knobs): never warned about.
-pub const NON_KEY_ENV_PREFIXES: &[&str] =
-    &["INFR_CONFIG", "INFR_REQUIRE_", "INFR_TEST_", "INFR_VK_COOP_", "INFR_VK_F16_", "INFR_VK_PIPELINE_"];
+pub const NON_KEY_ENV_PREFIXES: &[&str] = &[
+    "INFR_CONFIG",
+    "INFR_REQUIRE_",
+    "INFR_TEST_",
+    "INFR_CPU_SIMD",
+    "INFR_VK_COOP_",
+    "INFR_VK_DUMP_",
+    "INFR_VK_F16_",
+    "INFR_VK_MOE_",
+    "INFR_VK_PIPELINE_",
+    "INFR_VK_Q8_",
+];
 
 /// Looks up a key's metadata.
 pub fn key_spec(key: &str) -> Option<&'static KeySpec> {
