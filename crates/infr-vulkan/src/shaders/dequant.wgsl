@@ -194,16 +194,27 @@ fn deq4_tq2_0(qb: u32, sb: u32, i: u32) -> vec4<f32> {
     return (crumb4(wload(qb + 8u * j + (m >> 2u)), 2u * l) - 1.0) * sf16(sb, 0u);
 }
 
+// Magnitude of E2M1 code c, doubled (0, 1, 2, 3, 4, 6, 8, 12: kvalues_mxfp4).
+fn e2m1x2_abs(c: u32) -> u32 {
+    let mag = c & 7u;
+    if mag < 4u {
+        return mag;
+    }
+    return (2u + (mag & 1u)) << ((mag >> 1u) - 1u);
+}
+
 // E2M1 code → value doubled (kvalues_mxfp4).
 fn e2m1x2(c: u32) -> f32 {
-    let mag = c & 7u;
-    var v: u32;
-    if mag < 4u {
-        v = mag;
-    } else {
-        v = (2u + (mag & 1u)) << ((mag >> 1u) - 1u);
+    let v = f32(e2m1x2_abs(c));
+    return select(v, -v, (c & 8u) != 0u);
+}
+
+// E8M0 scale byte x, halved (2^(x - 128), as the doubled E2M1 values need).
+fn e8m0_half(x: u32) -> f32 {
+    if x < 2u {
+        return bitcast<f32>(0x00200000u << x);
     }
-    return select(f32(v), -f32(v), (c & 8u) != 0u);
+    return bitcast<f32>((x - 1u) << 23u);
 }
 
 fn e2m1x2_4(w: u32, shift: u32) -> vec4<f32> {
@@ -215,14 +226,7 @@ fn pow2(e: i32) -> f32 {
 }
 
 fn deq4_mxfp4(qb: u32, sb: u32, i: u32) -> vec4<f32> {
-    let x = sbyte(sb, 0u);
-    var d: f32;
-    if x < 2u {
-        d = bitcast<f32>(0x00200000u << x);
-    } else {
-        d = bitcast<f32>((x - 1u) << 23u);
-    }
-    return e2m1x2_4(wload(qb + (i & 3u)), (i >> 2u) * 4u) * d;
+    return e2m1x2_4(wload(qb + (i & 3u)), (i >> 2u) * 4u) * e8m0_half(sbyte(sb, 0u));
 }
 
 // UE4M3 scale, halved (ggml_ue4m3_to_fp32 * 0.5).

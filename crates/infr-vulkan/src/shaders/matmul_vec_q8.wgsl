@@ -169,9 +169,13 @@ struct WQ4_1 {
     m: f32,
 }
 
-fn wprep_q4_1(qb: u32, sb: u32, lane: u32) -> WQ4_1 {
-    let w = wprep_q4_0(qb, sb, lane);
+// A Q4_0 / Q5_0 lane's values with the block's minimum (the f16 after d).
+fn with_min(w: WQ4_0, sb: u32) -> WQ4_1 {
     return WQ4_1(w.lo, w.hi, w.d, sf16(sb, 2u));
+}
+
+fn wprep_q4_1(qb: u32, sb: u32, lane: u32) -> WQ4_1 {
+    return with_min(wprep_q4_0(qb, sb, lane), sb);
 }
 
 fn xload_q4_1(c: u32, xb0: u32, lane: u32) -> XSUM {
@@ -184,8 +188,7 @@ fn wdot_q4_1(w: WQ4_1, x: XSUM) -> f32 {
 }
 
 fn wprep_q5_1(qb: u32, sb: u32, lane: u32) -> WQ4_1 {
-    let w = wprep_q5_0(qb, sb, lane);
-    return WQ4_1(w.lo, w.hi, w.d, sf16(sb, 2u));
+    return with_min(wprep_q5_0(qb, sb, lane), sb);
 }
 
 fn xload_q5_1(c: u32, xb0: u32, lane: u32) -> XSUM {
@@ -207,11 +210,7 @@ struct WMXFP4 {
 
 // The doubled value of E2M1 code c as an int8 byte.
 fn e2m1_i8(c: u32) -> u32 {
-    let mag = c & 7u;
-    var v = mag;
-    if mag >= 4u {
-        v = (2u + (mag & 1u)) << ((mag >> 1u) - 1u);
-    }
+    let v = e2m1x2_abs(c);
     return select(v, (256u - v) & 0xffu, (c & 8u) != 0u);
 }
 
@@ -223,13 +222,7 @@ fn e2m1_i8x4(w: u32, shift: u32) -> u32 {
 
 fn wprep_mxfp4(qb: u32, sb: u32, lane: u32) -> WMXFP4 {
     let q = wload4(qb);
-    let x = sbyte(sb, 0u);
-    var d: f32;
-    if x < 2u {
-        d = bitcast<f32>(0x00200000u << x);
-    } else {
-        d = bitcast<f32>((x - 1u) << 23u);
-    }
+    let d = e8m0_half(sbyte(sb, 0u));
     let lo = vec4<u32>(e2m1_i8x4(q.x, 0u), e2m1_i8x4(q.y, 0u), e2m1_i8x4(q.z, 0u), e2m1_i8x4(q.w, 0u));
     let hi = vec4<u32>(e2m1_i8x4(q.x, 4u), e2m1_i8x4(q.y, 4u), e2m1_i8x4(q.z, 4u), e2m1_i8x4(q.w, 4u));
     return WMXFP4(lo, hi, d);
