@@ -188,6 +188,31 @@ impl StepInputs<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PlanId(pub u32);
 
+/// What a diffusion denoising step's device sampler needs besides the step inputs (see
+/// [`Backend::execute_canvas_sample`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CanvasSampleInputs<'a> {
+    /// The step's temperature (logits are divided by it).
+    pub temperature: f32,
+    /// One uniform in `[0, 1)` per output row: the row's draw by inverse CDF.
+    pub uniforms: &'a [f32],
+    /// Condition this step on the probabilities the previous canvas sample of the same plan
+    /// left on the device, instead of `StepInputs::embed_mix` (which must then be empty).
+    pub reuse_mix: bool,
+}
+
+/// One canvas row as a device sampler reads it back: all the diffusion sampler and its
+/// stopping rule need, instead of the row's logits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CanvasDraw {
+    /// Entropy of the row's softmax at the step's temperature (nats).
+    pub entropy: f32,
+    /// First index of the row's largest logit.
+    pub argmax: u32,
+    /// The token drawn with the row's uniform.
+    pub sample: u32,
+}
+
 /// A compute device that runs model graphs.
 ///
 /// The lifecycle is: `load_weight` for every weight the model uses, `init_kv` once, then
@@ -251,6 +276,25 @@ pub trait Backend: Send {
     fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {
         let _ = (plan, k);
         Ok(())
+    }
+
+    /// Whether [`Backend::execute_canvas_sample`] runs (a device-side diffusion sampler).
+    fn canvas_sampler(&self) -> bool {
+        false
+    }
+
+    /// Run a denoising plan (every token row an output row, logits over the vocabulary of
+    /// its `Op::MixEmbed` table) and sample each row on the device: the softmax at the
+    /// temperature is kept on the device as the next step's mixture, and only each row's
+    /// entropy, argmax and draw are read back. Backends without it answer `Unsupported`.
+    fn execute_canvas_sample(
+        &mut self,
+        plan: PlanId,
+        inputs: &StepInputs<'_>,
+        sample: &CanvasSampleInputs<'_>,
+    ) -> Result<Vec<CanvasDraw>, BackendError> {
+        let _ = (plan, inputs, sample);
+        Err(BackendError::Unsupported { backend: self.device().id.clone(), what: "device canvas sampling".into() })
     }
 
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).

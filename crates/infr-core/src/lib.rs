@@ -13,8 +13,8 @@ mod top_k;
 mod weights;
 
 pub use backend::{
-    host_meminfo_bytes, Backend, BackendError, DeviceInfo, KvDType, KvLayerSpec, KvSpec, PlanId, SeqPages,
-    StateLayerSpec, StepInputs,
+    host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType, KvLayerSpec,
+    KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs,
 };
 pub use graph::{
     Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating, MoeParams,

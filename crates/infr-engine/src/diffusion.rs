@@ -17,6 +17,7 @@
 use infr_models::DiffusionParams;
 use rayon::prelude::*;
 
+use crate::runner::CanvasDraws;
 use crate::sampling::Rng;
 use crate::{EngineError, Runner, SeqId};
 
@@ -27,6 +28,15 @@ pub trait NoiseSource {
     fn uniform_tokens(&mut self, n: usize, n_vocab: usize) -> Vec<u32>;
     /// One token drawn from each row of `probs` (rows of `n_vocab` probabilities).
     fn categorical(&mut self, probs: &[f32], n_vocab: usize) -> Vec<u32>;
+    /// The uniforms `categorical` would draw `n` rows with (inverse CDF, see [`draw_rows`]),
+    /// taken from the source as `categorical` takes them, so that the draw can run where the
+    /// probabilities are (the device). `None` (the default) for a source that picks tokens
+    /// otherwise (a replay of another implementation's draws): the step then reads back the
+    /// logits and calls `categorical`.
+    fn row_uniforms(&mut self, n: usize) -> Option<Vec<f64>> {
+        let _ = n;
+        None
+    }
 }
 
 /// [`NoiseSource`] from a seed (xoshiro256**, as the autoregressive sampler).
@@ -50,26 +60,35 @@ impl NoiseSource for SeededNoise {
     }
 
     fn categorical(&mut self, probs: &[f32], n_vocab: usize) -> Vec<u32> {
-        // One draw per row, in row order; the rows are then scanned in parallel (a canvas is
-        // 256 rows of a 262,144-token vocabulary).
-        let draws: Vec<f64> = (0..probs.len() / n_vocab.max(1)).map(|_| self.0.uniform()).collect();
-        probs
-            .par_chunks(n_vocab)
-            .zip(draws)
-            .map(|(row, u)| {
-                let total: f64 = row.iter().map(|&p| p as f64).sum();
-                let mut r = u * total;
-                for (i, &p) in row.iter().enumerate() {
-                    r -= p as f64;
-                    if r < 0.0 {
-                        return i as u32;
-                    }
-                }
-                // Rounding left a sliver: the last token with any mass.
-                row.iter().rposition(|&p| p > 0.0).unwrap_or(0) as u32
-            })
-            .collect()
+        let draws = self.row_uniforms(probs.len() / n_vocab.max(1)).expect("a seeded source has uniforms");
+        draw_rows(probs, n_vocab, &draws)
     }
+
+    fn row_uniforms(&mut self, n: usize) -> Option<Vec<f64>> {
+        Some((0..n).map(|_| self.0.uniform()).collect())
+    }
+}
+
+/// One token per row of `probs` (rows of `n_vocab`) by inverse CDF: the first whose running
+/// sum exceeds the row's uniform times the row's total. Rows in parallel (a canvas is 256 rows
+/// of a 262,144-token vocabulary).
+pub fn draw_rows(probs: &[f32], n_vocab: usize, uniforms: &[f64]) -> Vec<u32> {
+    probs
+        .par_chunks(n_vocab.max(1))
+        .zip(uniforms)
+        .map(|(row, &u)| {
+            let total: f64 = row.iter().map(|&p| p as f64).sum();
+            let mut r = u * total;
+            for (i, &p) in row.iter().enumerate() {
+                r -= p as f64;
+                if r < 0.0 {
+                    return i as u32;
+                }
+            }
+            // Rounding left a sliver: the last token with any mass.
+            row.iter().rposition(|&p| p > 0.0).unwrap_or(0) as u32
+        })
+        .collect()
 }
 
 /// What a diffusion generation is asked for.
@@ -91,7 +110,8 @@ pub struct DenoiseStep<'a> {
     pub step: usize,
     /// The canvas the denoiser saw.
     pub canvas_in: &'a [u32],
-    /// Its raw logits (`canvas_len` rows of `n_vocab`).
+    /// Its raw logits (`canvas_len` rows of `n_vocab`); empty when the noise source gives
+    /// uniforms ([`NoiseSource::row_uniforms`]): the runner then samples where the logits are.
     pub logits: &'a [f32],
     /// Each row's entropy under the step's temperature (the sampler's and the stopping rule's
     /// measure of confidence).
@@ -309,10 +329,20 @@ pub fn denoise_canvas(
     let mut rule = StoppingRule::new(p);
     let mut steps = 0;
     for (step, cur_step) in (1..=p.max_denoising_steps).rev().enumerate() {
-        let logits = runner.denoise(seq, &canvas, &mix)?;
+        let t = temperature(p, cur_step);
+        // With uniforms, the backend samples (on the device where it can) and the logits stay
+        // where they are; a replayed source gets the logits and picks from the probabilities.
+        let (logits, probs, draws) = match noise.row_uniforms(len) {
+            Some(u) => (Vec::new(), Vec::new(), runner.denoise_sampled(seq, &canvas, t, &u, step == 0)?),
+            None => {
+                let logits = runner.denoise(seq, &canvas, &mix)?;
+                let (probs, entropy, argmax) = canvas_stats(&logits, t, v);
+                let samples = noise.categorical(&probs, v);
+                (logits, probs, CanvasDraws { entropy, argmax, samples })
+            }
+        };
         steps += 1;
-        let (probs, entropy, new_argmax) = canvas_stats(&logits, temperature(p, cur_step), v);
-        let samples = noise.categorical(&probs, v);
+        let CanvasDraws { entropy, argmax: new_argmax, samples } = draws;
         let accepted = accept_by_entropy(&entropy, p.entropy_bound);
         let renoise = noise.uniform_tokens(len, v);
         let mut next: Vec<u32> = (0..len).map(|i| if accepted[i] { samples[i] } else { renoise[i] }).collect();
@@ -334,7 +364,8 @@ pub fn denoise_canvas(
         }
         argmax = new_argmax;
         canvas = next;
-        // The step's probabilities condition the next pass (self-conditioning).
+        // The step's probabilities condition the next pass (self-conditioning); a sampled
+        // step left them with the runner.
         mix = probs;
         if !go_on {
             return Ok(Canvas { argmax, steps, go_on: false });

@@ -16,7 +16,7 @@ mod scheduler;
 mod shapes;
 
 pub use diffusion::{
-    accept_by_entropy, canvas_stats, denoise_canvas, generate_diffusion, temperature, Canvas, DenoiseStep,
+    accept_by_entropy, canvas_stats, denoise_canvas, draw_rows, generate_diffusion, temperature, Canvas, DenoiseStep,
     DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
@@ -26,7 +26,7 @@ pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
     Timings, TokenConstraint, TokenLogprob, Usage, MAX_LOGPROBS,
 };
-pub use runner::{max_context, Candidates, Runner, RunnerOptions, SeqId, StepItem};
+pub use runner::{max_context, Candidates, CanvasDraws, Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
 pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,

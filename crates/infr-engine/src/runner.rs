@@ -7,6 +7,9 @@ use infr_models::Model;
 
 use crate::{EngineError, PagePool, ShapeLadder};
 
+mod denoise;
+pub use denoise::CanvasDraws;
+
 /// Handle of a sequence in a [`Runner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeqId(pub u32);
@@ -152,6 +155,8 @@ pub struct Runner {
     ring_pages: usize,
     max_window: usize,
     spec: KvSpec,
+    /// The last host-sampled canvas's probabilities (see `denoise_sampled`).
+    canvas_mix: Vec<f32>,
 }
 
 impl Runner {
@@ -245,6 +250,7 @@ impl Runner {
             ring_pages,
             max_window,
             spec,
+            canvas_mix: Vec::new(),
         })
     }
 
@@ -468,21 +474,6 @@ impl Runner {
         Ok(p)
     }
 
-    /// The denoiser plan of canvases of `n` tokens, built on first use.
-    fn denoise_plan(&mut self, n: usize) -> Result<PlanId, EngineError> {
-        if let Some(&p) = self.denoise_plans.get(&n) {
-            return Ok(p);
-        }
-        let graph = self
-            .model
-            .denoiser_graph(n)
-            .ok_or_else(|| EngineError::Invalid(format!("{} is not a diffusion model", self.model.info.arch)))?;
-        let p = self.backend.compile(&graph)?;
-        self.denoise_plans.insert(n, p);
-        self.plans_built += 1;
-        Ok(p)
-    }
-
     /// Make sure `seq` has pages for `extra` more tokens.
     fn reserve(&mut self, id: SeqId, extra: usize) -> Result<(), EngineError> {
         let ps = self.opts.page_size as usize;
@@ -622,44 +613,6 @@ impl Runner {
             }
         }
         Ok(results)
-    }
-
-    /// One denoising step of a diffusion model: the logits of every row of `canvas`, refined
-    /// bidirectionally over the sequence's cached tokens at the positions that follow them.
-    /// `mix` is the previous step's probabilities (`canvas.len()` rows of `n_vocab`), or empty
-    /// on a canvas's first step. Nothing is committed: the canvas's K/V land in the positions
-    /// after the sequence's tokens, which the next committed step overwrites.
-    pub fn denoise(&mut self, seq: SeqId, canvas: &[u32], mix: &[f32]) -> Result<Vec<f32>, EngineError> {
-        let n = canvas.len();
-        if n == 0 {
-            return Err(EngineError::Invalid("an empty canvas".into()));
-        }
-        // The windowed layers' ring holds one step beyond the window.
-        if n > self.opts.ubatch {
-            return Err(EngineError::Invalid(format!(
-                "a canvas of {n} tokens exceeds the ubatch of {}",
-                self.opts.ubatch
-            )));
-        }
-        if !mix.is_empty() && mix.len() != n * self.n_vocab() {
-            return Err(EngineError::Invalid(format!("a mixture of {} values for {n} canvas rows", mix.len())));
-        }
-        self.reserve(seq, n)?;
-        let plan = self.denoise_plan(n)?;
-        let s = &self.seqs[&seq];
-        let start = s.tokens.len() as u32;
-        let positions: Vec<u32> = (start..start + n as u32).collect();
-        let rows: Vec<u32> = (0..n as u32).collect();
-        let seqs = [SeqPages { pages: &s.pages, window_pages: &s.window_pages, state_slot: s.state_slot.unwrap_or(0) }];
-        let inputs = StepInputs {
-            tokens: canvas,
-            positions: &positions,
-            token_seq: &vec![0; n],
-            seqs: &seqs,
-            output_rows: &rows,
-            embed_mix: mix,
-        };
-        Ok(self.backend.execute(plan, &inputs)?)
     }
 
     /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every

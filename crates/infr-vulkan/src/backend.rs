@@ -295,6 +295,20 @@ impl Backend for VulkanBackend {
         Ok(())
     }
 
+    fn canvas_sampler(&self) -> bool {
+        true
+    }
+
+    fn execute_canvas_sample(
+        &mut self,
+        plan: PlanId,
+        inputs: &StepInputs<'_>,
+        sample: &infr_core::CanvasSampleInputs<'_>,
+    ) -> Result<Vec<infr_core::CanvasDraw>, BackendError> {
+        let (p, res, prof, pipes) = self.plan_parts(plan)?;
+        p.execute_canvas_sample(inputs, &res, prof, sample, pipes)
+    }
+
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
         if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= kv.spec.n_pages || d >= kv.spec.n_pages) {

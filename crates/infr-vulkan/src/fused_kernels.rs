@@ -161,6 +161,7 @@ mod tests {
         }
         specs.push(top_k(true, TOPK_E1));
         specs.push(top_k(false, 19));
+        specs.extend((1..=3).map(crate::plan::canvas_sample));
         for s in specs {
             let src = s.wgsl().unwrap();
             compile_wgsl(&s.name, &src, false).unwrap_or_else(|e| panic!("{e}"));

@@ -293,6 +293,15 @@ pub struct MixEmbedParams {
     pub soff: u32,
     pub n_tokens: u32,
     pub n_vocab: u32,
+    pub slice_rows: u32,
+}
+
+/// Push constants of `mix_reduce.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MixReduceParams {
+    pub n_words: u32,
+    pub slices: u32,
     pub accumulate: u32,
 }
 
@@ -513,20 +522,33 @@ pub fn embed(l: &GpuLayout) -> KernelSpec {
     with_layout(spec, l)
 }
 
-/// Embedding mixture (`mix_embed.wgsl`) for a table layout.
+/// Embedding mixture (`mix_embed.wgsl`, partial sums per slice of the table's rows) for a
+/// table layout. Bindings: table chunk, mixture, partial sums, tables.
 pub fn mix_embed(l: &GpuLayout) -> KernelSpec {
     let spec = KernelSpec {
         name: format!("mix_embed.{}", l.ty),
         parts: dequant_parts(l, "mix_embed"),
-        defines: Vec::new(),
+        defines: vec![("TT", MIX_EMBED_TOKENS.to_string())],
         bindings: 4,
         push_bytes: push_size::<MixEmbedParams>(),
     };
     with_layout(spec, l)
 }
 
+/// The sum of the embedding mixture's partial sums (`mix_reduce.wgsl`). Bindings: partial
+/// sums, output.
+pub fn mix_reduce() -> KernelSpec {
+    KernelSpec::new("mix_reduce", &["common", "mix_reduce"], 2, push_size::<MixReduceParams>())
+}
+
 /// Tokens each `mix_embed.wgsl` invocation accumulates.
-pub const MIX_EMBED_TOKENS: usize = 8;
+pub const MIX_EMBED_TOKENS: usize = 16;
+
+/// Most slices `mix_embed.wgsl` cuts a table chunk's rows into (split-K), and the fewest
+/// rows a slice takes: a DiffusionGemma vocabulary (262,144 rows) runs as 16 slices, a small
+/// one as one.
+pub const MIX_EMBED_SLICES: usize = 16;
+pub const MIX_EMBED_SLICE_MIN_ROWS: usize = 4096;
 
 /// RMS norm.
 pub fn rms_norm() -> KernelSpec {

@@ -40,6 +40,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("embed", include_str!("shaders/embed.wgsl")),
     ("kv_write_q8", include_str!("shaders/kv_write_q8.wgsl")),
     ("mix_embed", include_str!("shaders/mix_embed.wgsl")),
+    ("mix_reduce", include_str!("shaders/mix_reduce.wgsl")),
     ("norm", include_str!("shaders/norm.wgsl")),
     ("rope_math", include_str!("shaders/rope_math.wgsl")),
     ("rope", include_str!("shaders/rope.wgsl")),
@@ -62,6 +63,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("conv1d", include_str!("shaders/conv1d.wgsl")),
     ("delta_net", include_str!("shaders/delta_net.wgsl")),
     ("topk", include_str!("shaders/topk.wgsl")),
+    ("canvas_sample", include_str!("shaders/canvas_sample.wgsl")),
 ];
 
 fn source(name: &str) -> VkResult<&'static str> {

@@ -286,19 +286,33 @@ pub(crate) fn lower(
                 let n_vocab = u32_of(tw.rows, "vocabulary")?;
                 mix_vocab = Some(tw.rows);
                 let spec = kernels::mix_embed(&tw.layout);
+                let cols = u32_of(tw.cols, "embedding width")?;
                 let tiles = n_tok.div_ceil(kernels::MIX_EMBED_TOKENS);
+                let max_rows = tw.chunks.iter().map(|c| c.rows as usize).max().unwrap_or(0);
+                let max_slices = (max_rows / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
+                let ti = temp_bytes.len() as u32;
+                temp_bytes.push((max_slices * n_tok * tw.cols * 4) as u64);
                 for (c, ch) in tw.chunks.iter().enumerate() {
+                    let slices = (ch.rows as usize / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
+                    let slice_rows = (ch.rows as usize).div_ceil(slices);
                     let p = kernels::MixEmbedParams {
-                        cols: u32_of(tw.cols, "embedding width")?,
+                        cols,
                         row0: ch.row0,
                         rows: ch.rows,
                         soff: ch.soff_words,
                         n_tokens: n_tok as u32,
                         n_vocab,
+                        slice_rows: slice_rows as u32,
+                    };
+                    let res = vec![Res::WeightChunk(*table, c), Res::Mix, Res::Temp(ti), Res::Tables];
+                    push(&spec, res, bytes(&p), threads_groups(slices * tiles * tw.cols / 4)?, None)?;
+                    let n_words = n_tok * tw.cols / 4;
+                    let r = kernels::MixReduceParams {
+                        n_words: n_words as u32,
+                        slices: slices as u32,
                         accumulate: (c > 0) as u32,
                     };
-                    let res = vec![Res::WeightChunk(*table, c), Res::Mix, me, Res::Tables];
-                    push(&spec, res, bytes(&p), threads_groups(tiles * tw.cols / 4)?, None)?;
+                    push(&kernels::mix_reduce(), vec![Res::Temp(ti), me], bytes(&r), threads_groups(n_words)?, None)?;
                 }
             }
             Op::Embed { table } => {

@@ -206,6 +206,15 @@ impl Step {
         self.with_inputs(|inp| b.execute(plan, inp).expect("execute"))
     }
 
+    pub fn run_canvas(
+        &self,
+        b: &mut dyn Backend,
+        plan: infr_core::PlanId,
+        s: &infr_core::CanvasSampleInputs<'_>,
+    ) -> Result<Vec<infr_core::CanvasDraw>, infr_core::BackendError> {
+        self.with_inputs(|inp| b.execute_canvas_sample(plan, inp, s))
+    }
+
     pub fn run_top_k(&self, b: &mut dyn Backend, plan: infr_core::PlanId, k: usize) -> Vec<Vec<(u32, f32)>> {
         self.with_inputs(|inp| b.execute_top_k(plan, inp, k).expect("execute_top_k"))
     }

@@ -222,19 +222,20 @@ fn embed_every_type() {
     assert_clean(&vk);
 }
 
-/// The embedding mixture (DiffusionGemma's self-conditioning) for every table type: 11 rows
-/// (a tile of 8 and a partial one) of random distributions over the vocabulary, and zeros
-/// when a step carries no mixture.
+/// The embedding mixture (DiffusionGemma's self-conditioning) for every table type: 19 rows
+/// (a tile of 16 and a partial one) of random distributions over the vocabulary, and zeros
+/// when a step carries no mixture; one vocabulary large enough to be cut into two slices
+/// whose partial sums are added.
 #[test]
 fn mix_embed_every_type() {
     let Some(mut vk) = vulkan() else { return };
-    let spec = kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32);
+    let spec = kv_spec(1, 1, 2, 2, 2, 16, KvDType::F32);
     vk.init_kv(&spec).unwrap();
-    let n = 11;
-    for (i, ty) in all_types().into_iter().enumerate() {
+    let n = 19;
+    let cases = all_types().into_iter().map(|ty| (ty, 37)).chain([(GgmlType::Q4_K, 9001)]);
+    for (i, (ty, vocab)) in cases.enumerate() {
         let mut rng = Rng(2000 + i as u64);
         let mut w = Weights::default();
-        let vocab = 37;
         let table = w.add(weight("tok", ty, K, vocab, &mut rng, 1.0));
         w.load(&mut vk);
         let g = graph(&w, n, n, |g| g.mix_embed(table));
@@ -249,10 +250,10 @@ fn mix_embed_every_type() {
             }
         }
         let p = vk.compile(&g).unwrap();
-        let mut step = Step::simple((0..n as u32).collect(), 0, vec![0]);
+        let mut step = Step::simple((0..n as u32).collect(), 0, vec![0, 1]);
         step.embed_mix = mix;
         let got = step.run(&mut vk, p);
-        assert_close(&format!("{ty} mix_embed"), &got, &want, 1e-4, 1e-4);
+        assert_close(&format!("{ty} mix_embed over {vocab}"), &got, &want, 1e-4, 1e-4);
         step.embed_mix = Vec::new();
         let zeros = step.run(&mut vk, p);
         assert!(zeros.iter().all(|&x| x == 0.0), "{ty}: no mixture gives zeros");

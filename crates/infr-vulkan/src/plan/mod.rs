@@ -16,6 +16,10 @@ use crate::pipeline::Pipelines;
 use crate::profile::Profile;
 use crate::weights::{GpuWeight, KvCache};
 
+mod canvas;
+#[cfg(test)]
+pub(crate) use canvas::canvas_sample;
+
 /// The device top-k after a plan: two passes of `topk.wgsl` over the output rows, then a
 /// copy of the winners to a small readback buffer.
 struct TopKTail {
@@ -59,8 +63,10 @@ pub(crate) struct Plan {
     act_sizes: Vec<u64>,
     step: Buffer,
     step_words: Vec<u32>,
-    /// The embedding mixture's upload buffer and vocabulary, for a graph with one.
-    mix: Option<(Buffer, usize)>,
+    /// The embedding mixture, for a graph with one.
+    mix: Option<canvas::Mixture>,
+    /// The device-side canvas sampler, built on first use.
+    canvas: Option<canvas::CanvasTail>,
     layout: StepLayout,
     readback: Buffer,
     scratch: Buffer,
@@ -97,7 +103,7 @@ impl Plan {
                         "an embedding mixture of {bytes} bytes exceeds one storage binding"
                     )));
                 }
-                Some((Buffer::new(ctx, bytes, MemKind::Upload, "embedding mixture")?, v))
+                Some(canvas::Mixture::new(ctx, bytes, v)?)
             }
             None => None,
         };
@@ -180,6 +186,7 @@ impl Plan {
             step,
             step_words: Vec::new(),
             mix,
+            canvas: None,
             layout,
             readback,
             scratch,
@@ -230,7 +237,7 @@ impl Plan {
             }
             Res::Step => (self.step.raw, 0, self.step.size),
             Res::Mix => match &self.mix {
-                Some((b, _)) => (b.raw, 0, b.size),
+                Some(m) => (m.buf.raw, 0, m.buf.size),
                 None => return Err(missing("embedding mixture buffer".into())),
             },
             Res::Tables => (res.tables.raw, 0, res.tables.size),
@@ -355,7 +362,7 @@ impl Plan {
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
     ) -> Result<Vec<f32>, infr_core::BackendError> {
-        self.submit(inp, res, prof, self.tail_logits)?;
+        self.submit(inp, res, prof, self.tail_logits, false)?;
         let mut out = vec![0f32; self.n_outputs * self.out_cols];
         self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
         Ok(out)
@@ -371,7 +378,7 @@ impl Plan {
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
         let ti = self.top_tail(k, pipes)?;
-        self.submit(inp, res, prof, self.tops[ti].cmd)?;
+        self.submit(inp, res, prof, self.tops[ti].cmd, false)?;
         let top = &self.tops[ti];
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
         top.readback.read(0, bytemuck::cast_slice_mut(&mut pairs));
@@ -490,13 +497,15 @@ impl Plan {
         }
     }
 
-    /// Write the step inputs, (re-)record if needed, submit the dispatches and `tail`, wait.
+    /// Write the step inputs, (re-)record if needed, submit the mixture's prologue (unless the
+    /// step reuses the device mixture), the dispatches and `tail`, wait.
     fn submit(
         &mut self,
         inp: &StepInputs<'_>,
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
         tail: vk::CommandBuffer,
+        reuse_mix: bool,
     ) -> Result<(), infr_core::BackendError> {
         let dev = self.ctx.caps.id.clone();
         let e = |err: VkError| err.into_backend(&dev);
@@ -538,22 +547,9 @@ impl Plan {
         let words = std::mem::take(&mut self.step_words);
         self.step.write(0, bytemuck::cast_slice(&words));
         self.step_words = words;
-        if let Some((buf, v)) = &mut self.mix {
-            let given = !inp.embed_mix.is_empty();
-            if given && inp.embed_mix.len() != self.n_tokens * *v {
-                return Err(infr_core::BackendError::InvalidInput(format!(
-                    "embedding mixture has {} values, expected {} rows of {v}",
-                    inp.embed_mix.len(),
-                    self.n_tokens
-                )));
-            }
-            buf.write(0, &(given as u32).to_le_bytes());
-            if given {
-                buf.write(4, bytemuck::cast_slice(inp.embed_mix));
-            }
-        }
+        let prologue = self.mix_prologue(inp, reuse_mix)?;
         let d = &self.ctx.device;
-        let cmds = [self.cmd, tail];
+        let cmds: Vec<_> = prologue.into_iter().chain([self.cmd, tail]).collect();
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         // SAFETY: the command buffer is fully recorded and idle; the fence is unsignalled.
         unsafe {
@@ -623,6 +619,7 @@ impl Drop for Plan {
         while !self.tops.is_empty() {
             self.drop_top(0);
         }
+        self.drop_canvas();
         let d = &self.ctx.device;
         // SAFETY: every submission waited on the fence, so nothing of the plan is in flight.
         unsafe {
