@@ -293,8 +293,11 @@ pub(crate) fn lower(
                 let ti = temp_bytes.len() as u32;
                 temp_bytes.push((max_slices * n_tok * tw.cols * 4) as u64);
                 for (c, ch) in tw.chunks.iter().enumerate() {
-                    let slices = (ch.rows as usize / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
-                    let slice_rows = (ch.rows as usize).div_ceil(slices);
+                    let want =
+                        (ch.rows as usize / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
+                    let slice_rows = (ch.rows as usize).div_ceil(want).max(1);
+                    // Every slice holds rows (the reduction reads each one's partial sums).
+                    let slices = (ch.rows as usize).div_ceil(slice_rows).max(1);
                     let p = kernels::MixEmbedParams {
                         cols,
                         row0: ch.row0,

@@ -38,7 +38,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let r0 = slice * pc.slice_rows;
     let r1 = min(r0 + pc.slice_rows, pc.rows);
     let t0 = tile * TT;
-    if t0 >= pc.n_tokens {
+    // Past the last slice (no slice is empty): the last workgroup's spare invocations.
+    if r0 >= pc.rows || t0 >= pc.n_tokens {
         return;
     }
     let nt = min(TT, pc.n_tokens - t0);
@@ -52,12 +53,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let v = pc.row0 + r;
             let blk = r * (pc.cols / BLOCK) + q / QPB;
             let w = {{DEQ}}(blk * QW, pc.soff * 4u + blk * SB, q % QPB);
-            for (var i = 0u; i < nt; i++) {
-                acc[i] += P[1u + (t0 + i) * pc.n_vocab + v] * w;
+            // A fixed trip count keeps acc in registers; rows past the last token repeat it.
+            for (var i = 0u; i < TT; i++) {
+                acc[i] += P[1u + min(t0 + i, pc.n_tokens - 1u) * pc.n_vocab + v] * w;
             }
         }
     }
-    for (var i = 0u; i < nt; i++) {
-        PART[(slice * pc.n_tokens + t0 + i) * nq + q] = acc[i];
+    for (var i = 0u; i < TT; i++) {
+        if i < nt {
+            PART[(slice * pc.n_tokens + t0 + i) * nq + q] = acc[i];
+        }
     }
 }
