@@ -439,6 +439,8 @@ pub(crate) fn with_reduce(spec: KernelSpec, subgroups: bool) -> KernelSpec {
 pub fn vec_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
     use infr_quant::GgmlType::*;
     match ty {
+        // MoE routers (llama.cpp keeps them f32): one lane per 4-element block.
+        F32 => Some(1),
         Q8_0 => Some(8),
         Q4_K | Q6_K => Some(16),
         _ => None,
@@ -734,8 +736,8 @@ mod tests {
         }
         check(&quantize_act());
         check(&round_act());
-        check(&crate::moe_kernels::moe_route(false, 128));
-        check(&crate::moe_kernels::moe_route(true, 128));
+        check(&crate::moe_kernels::moe_route(128));
+        check(&crate::moe_kernels::moe_route(4096));
         check(&crate::moe_kernels::moe_combine());
         check(&crate::moe_kernels::moe_tiles());
         for act in [Activation::Silu, Activation::GeluTanh, Activation::GeluTanhExact, Activation::SwigluOai] {

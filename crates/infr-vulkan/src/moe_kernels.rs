@@ -187,20 +187,21 @@ pub struct MoeCombineParams {
     pub gated: u32,
 }
 
-/// Most experts the subgroup routing kernel holds in registers (32 per thread).
-pub const MOE_ROUTE_SG_MAX_EXPERTS: u32 = 32 * 64;
+/// Most experts the rank-based routing kernel takes (its logits are held in shared memory).
+pub const MOE_ROUTE_RANK_MAX_EXPERTS: u32 = 1024;
 
-/// Top-k routing and gating: with subgroup operations (and at most
-/// [`MOE_ROUTE_SG_MAX_EXPERTS`] experts) picks by subgroup shuffles, else by a workgroup tree.
-/// Bindings: logits, expert scales, route.
-pub fn moe_route(subgroups: bool, n_expert: u32) -> KernelSpec {
-    let (name, part) = if subgroups && n_expert <= MOE_ROUTE_SG_MAX_EXPERTS {
-        ("moe_route_sg", "moe_route_sg")
+/// Top-k routing and gating: every expert ranked against all others at once (up to
+/// [`MOE_ROUTE_RANK_MAX_EXPERTS`]), else picks by a workgroup tree. Bindings: logits, expert
+/// scales, route.
+pub fn moe_route(n_expert: u32) -> KernelSpec {
+    if n_expert <= MOE_ROUTE_RANK_MAX_EXPERTS {
+        KernelSpec::new("moe_route_rank", &["common", "moe_gating", "moe_route_rank"], 3, push_size::<MoeRouteParams>())
+            .define("MAX_K", MOE_MAX_USED)
+            .define("MAX_E", MOE_ROUTE_RANK_MAX_EXPERTS)
     } else {
-        ("moe_route", "moe_route")
-    };
-    KernelSpec::new(name, &["common", "moe_gating", part], 3, push_size::<MoeRouteParams>())
-        .define("MAX_K", MOE_MAX_USED)
+        KernelSpec::new("moe_route", &["common", "moe_gating", "moe_route"], 3, push_size::<MoeRouteParams>())
+            .define("MAX_K", MOE_MAX_USED)
+    }
 }
 
 /// The expert matmul for a weight layout, `r` weight rows per workgroup, one routed pair per

@@ -29,7 +29,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_load_f16", include_str!("shaders/coop_load_f16.wgsl")),
     ("coop_load_moe", include_str!("shaders/coop_load_moe.wgsl")),
     ("coop_x_f32", include_str!("shaders/coop_x_f32.wgsl")),
-    ("moe_route_sg", include_str!("shaders/moe_route_sg.wgsl")),
+    ("moe_route_rank", include_str!("shaders/moe_route_rank.wgsl")),
     ("moe_gating", include_str!("shaders/moe_gating.wgsl")),
     ("moe_weigh", include_str!("shaders/moe_weigh.wgsl")),
     ("coop_dense", include_str!("shaders/coop_dense.wgsl")),

@@ -147,7 +147,7 @@ pub(super) fn lower(
         None => Res::Dummy,
     };
     let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
-    emit(&mut emits, mk::moe_route(feat.subgroups, p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
+    emit(&mut emits, mk::moe_route(p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
     let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize, tile_c), "expert tiles")?;
     if tiled {
         let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: tile_c };

@@ -35,6 +35,16 @@ fn xq(c: u32, q: u32) -> vec4<f32> {
     return X[min(c, pc.n - 1u) * (pc.k / 4u) + q];
 }
 
+// F32, one lane per 4-element block (MoE routers).
+fn vdot_f32(qb: u32, sb: u32, lane: u32, xq0: u32) -> array<f32, {{C}}> {
+    var out: array<f32, {{C}}>;
+    let w = bitcast<vec4<f32>>(vec4<u32>(W[qb], W[qb + 1u], W[qb + 2u], W[qb + 3u]));
+    for (var c = 0u; c < C; c++) {
+        out[c] = dot(w, xq(c, xq0));
+    }
+    return out;
+}
+
 // Q8_0, 8 lanes per block: lane = quant word.
 fn vdot_q8_0(qb: u32, sb: u32, lane: u32, xq0: u32) -> array<f32, {{C}}> {
     var out: array<f32, {{C}}>;

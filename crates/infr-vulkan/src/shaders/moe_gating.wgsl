@@ -1,5 +1,5 @@
-// The parameters and bindings of the routing kernels (moe_route.wgsl, moe_route_sg.wgsl),
-// and their common end: the weights of a token's chosen experts, softmax over all experts
+// The parameters and bindings of the routing kernels (moe_route.wgsl, moe_route_rank.wgsl),
+// and moe_route.wgsl's end: the weights of a token's chosen experts, softmax over all experts
 // given the sum of exp(logit - max) (gating 0), sigmoid (1) or softmax over the chosen (2),
 // renormalised to sum 1 (sum clamped at 2^-14) and scaled per expert; written as
 // ROUTE[t*k + s] = expert id and ROUTE[n*k + t*k + s] = weight bits.
