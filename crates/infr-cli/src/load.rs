@@ -200,6 +200,11 @@ pub fn runner_with_context(
     let n_seq = opts.n_seq.max(1);
     let model = infr_models::load_model(w)?;
     let backend = backend(cfg, d.reference)?;
+    // A share of the experts needs their size; bytes do not; 0 lets the runner fit them.
+    opts.expert_cache = match cfg.device.expert_cache {
+        infr_config::SizeSpec::Bytes(0) => None,
+        share => Some(share.resolve(infr_engine::experts::expert_weight_bytes(&model))),
+    };
     opts.n_ctx = match ctx {
         ContextSize::Tokens(0) => match model.info.n_ctx_train {
             0 => bail!("--ctx-size 0 takes the model's trained context, but the file does not give one"),

@@ -3,21 +3,9 @@
 //! run gives the same tokens as without a limit; with spilling off the same run is refused up
 //! front with the sizes. Runs on the first Vulkan device (lavapipe in CI).
 
-use std::process::Command;
+mod common;
 
-fn infr(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infr"));
-    cmd.args(args).env_remove("INFR_DEVICE_MEMORY_LIMIT").env_remove("INFR_KV_SPILL_TO_HOST");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("runs infr");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+const UNSET: &[&str] = &["INFR_DEVICE_MEMORY_LIMIT", "INFR_KV_SPILL_TO_HOST"];
 
 fn generate(env: &[(&str, &str)]) -> (bool, String, String) {
     let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
@@ -37,15 +25,12 @@ fn generate(env: &[(&str, &str)]) -> (bool, String, String) {
         "--log",
         "info",
     ];
-    infr(&args, env)
+    common::infr(&args, UNSET, env)
 }
 
 #[test]
 fn kv_cache_spills_to_host_past_a_forced_budget() {
-    let (_, devices, _) = infr(&["devices"], &[]);
-    if !devices.contains("Vulkan0") {
-        assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {devices}");
-        eprintln!("skipping: no Vulkan device");
+    if !common::vulkan_present() {
         return;
     }
     // The synth model's weights are ~5 MiB; a context of 32k tokens needs 16 MiB of KV.

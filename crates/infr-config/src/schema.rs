@@ -133,6 +133,13 @@ pub const KEYS: &[KeySpec] = &[
         "Most GPU memory infr's buffers may hold (`12g`, `80%` of the device's); 0 = all the device gives.",
     ),
     KeySpec::new(
+        "device.expert_cache",
+        Kind::Size,
+        "0",
+        "GPU memory for MoE expert weights (`19g`, or `80%` of the model's expert bytes); the rest stay in host memory the GPU reads across the bus. 0 = every expert that fits beside the other weights and the KV cache.",
+    )
+    .env(&["INFR_CACHE"]),
+    KeySpec::new(
         "context.size",
         Kind::Context,
         "4096",
@@ -293,6 +300,8 @@ pub struct DeviceConfig {
     pub gpu_layers: i32,
     /// Most GPU memory the buffers may hold (0 bytes: no limit).
     pub memory_limit: crate::SizeSpec,
+    /// GPU memory for MoE expert weights (0 bytes: as much as fits).
+    pub expert_cache: crate::SizeSpec,
 }
 
 /// `[context]`

@@ -213,6 +213,16 @@ pub struct CanvasDraw {
     pub sample: u32,
 }
 
+/// Where a weight's bytes live on a backend with memory of its own (see
+/// [`Backend::load_weight_placed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightPlace {
+    /// The device's own memory (the default).
+    Device,
+    /// Host memory the device reads across the bus: MoE experts beyond the expert cache.
+    Host,
+}
+
 /// A compute device that runs model graphs.
 ///
 /// The lifecycle is: `load_weight` for every weight the model uses, `init_kv` once, then
@@ -247,6 +257,24 @@ pub trait Backend: Send {
 
     /// Upload (and repack) one weight under `id`.
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError>;
+
+    /// [`Backend::load_weight`] into `place`; a backend whose memory is host memory (the CPU)
+    /// has one place.
+    fn load_weight_placed(
+        &mut self,
+        id: WeightId,
+        weight: &WeightData,
+        place: WeightPlace,
+    ) -> Result<(), BackendError> {
+        let _ = place;
+        self.load_weight(id, weight)
+    }
+
+    /// Bytes of host memory this backend could place weights in ([`WeightPlace::Host`]);
+    /// `None` where host memory is the only memory.
+    fn weight_host_available(&self) -> Option<u64> {
+        None
+    }
 
     /// Allocate the KV cache (replacing any previous one).
     fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError>;

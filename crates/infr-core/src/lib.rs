@@ -14,7 +14,7 @@ mod weights;
 
 pub use backend::{
     host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType, KvLayerSpec,
-    KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs,
+    KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs, WeightPlace,
 };
 pub use graph::{
     Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating, MoeParams,

@@ -6,6 +6,7 @@
 
 mod diffusion;
 mod error;
+pub mod experts;
 mod generate;
 pub mod oracle;
 mod pages;

@@ -199,6 +199,10 @@ impl Backend for VulkanBackend {
         Some(total.saturating_sub(self.device_bytes()))
     }
 
+    fn weight_host_available(&self) -> Option<u64> {
+        infr_core::host_meminfo_bytes("MemAvailable")
+    }
+
     fn kv_spill_available(&self) -> Option<u64> {
         self.kv_spill.then(|| infr_core::host_meminfo_bytes("MemAvailable")).flatten()
     }
@@ -208,11 +212,24 @@ impl Backend for VulkanBackend {
     }
 
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {
+        self.load_weight_placed(id, weight, infr_core::WeightPlace::Device)
+    }
+
+    fn load_weight_placed(
+        &mut self,
+        id: WeightId,
+        weight: &WeightData,
+        place: infr_core::WeightPlace,
+    ) -> Result<(), BackendError> {
         // Replacing a weight frees buffers that recorded plans may bind: wait, then re-record lazily.
         if self.weights.contains_key(&id) {
             self.ctx.wait_idle();
         }
-        let w = upload_weight(&self.ctx, &mut self.one, weight).map_err(|e| self.err(e))?;
+        let kind = match place {
+            infr_core::WeightPlace::Device => MemKind::DeviceLocal,
+            infr_core::WeightPlace::Host => MemKind::HostSpill,
+        };
+        let w = upload_weight(&self.ctx, &mut self.one, weight, kind).map_err(|e| self.err(e))?;
         self.weights.insert(id, w);
         self.generation += 1;
         Ok(())

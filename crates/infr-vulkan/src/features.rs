@@ -123,6 +123,9 @@ impl crate::device::DeviceCaps {
         let mut out = vec![
             "every op and weight type of the CPU backend; KV cache f32, f16, q8_0 (layers past the memory budget in host memory, kv.spill_to_host)"
                 .to_owned(),
+            // Vulkan only as well: the CPU's weights are in host memory already.
+            "MoE experts past the expert cache (INFR_CACHE, or the memory budget) read from host memory".to_owned(),
+            "diffusion canvases sampled on the device".to_owned(),
         ];
         if let Some(c) = f.coopmat {
             // The attention needs subgroups of a multiple of the fragment edge.

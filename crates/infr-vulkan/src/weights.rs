@@ -48,7 +48,12 @@ impl GpuWeight {
 
 /// Upload `w` to the device: validate, repack, split into chunks of at most `max_range`
 /// bytes per binding.
-pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightData) -> VkResult<GpuWeight> {
+pub(crate) fn upload_weight(
+    ctx: &Arc<Context>,
+    one: &mut OneShot,
+    w: &WeightData,
+    kind: MemKind,
+) -> VkResult<GpuWeight> {
     let ty = w.info.ty;
     let unsupported = |m: String| VkError::Unsupported(format!("{}: {m}", w.name));
     let layout = gpu_layout(ty)
@@ -90,7 +95,7 @@ pub(crate) fn upload_weight(ctx: &Arc<Context>, one: &mut OneShot, w: &WeightDat
         let n = rows_per_chunk.min(rows - row0);
         let src = &w.bytes[row0 * row_bytes..(row0 + n) * row_bytes];
         let packed = layout.repack(src);
-        let mut buf = Buffer::new(ctx, packed.bytes.len() as u64, MemKind::DeviceLocal, &format!("weight {}", w.name))?;
+        let mut buf = Buffer::new(ctx, packed.bytes.len() as u64, kind, &format!("weight {}", w.name))?;
         one.upload(&mut buf, 0, &packed.bytes)?;
         chunks.push(WeightChunk { buf, row0: row0 as u32, rows: n as u32, soff_words: packed.scale_word_offset });
         row0 += n;

@@ -299,6 +299,38 @@ fn large_weights_split_into_chunks() {
     assert_clean(&vk);
 }
 
+/// A weight placed in host memory (MoE experts past the expert cache) is not counted against
+/// the device's memory and gives the same products as one in device memory.
+#[test]
+fn weights_in_host_memory_give_the_same_products() {
+    let Some(mut vk) = vulkan() else { return };
+    let mut rng = Rng(9);
+    let mut w = Weights::default();
+    let x = w.add(weight("x", GgmlType::F32, K, 8, &mut rng, 1.0));
+    let dev = w.add(weight("dev", GgmlType::Q4_K, K, 4096, &mut rng, 0.5));
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let host = WeightId(w.list.len() as u32);
+    let before = vk.memory_available().expect("the device reports its memory");
+    vk.load_weight_placed(host, &w.list[dev.0 as usize], infr_core::WeightPlace::Host).unwrap();
+    let after = vk.memory_available().unwrap();
+    assert_eq!(before, after, "a host-placed weight takes no device memory");
+    let shape = |id: WeightId| if id == host { w.shape(dev) } else { w.shape(id) };
+    for n in [1, 3] {
+        let run = |vk: &mut dyn Backend, wid: WeightId| {
+            let mut g = infr_core::GraphBuilder::new(n, n, &shape);
+            let e = g.embed(x);
+            g.linear(e, wid, None);
+            let p = vk.compile(&g.finish()).unwrap();
+            Step::simple((0..n as u32).collect(), 0, vec![0]).run(vk, p)
+        };
+        let want = run(&mut vk, dev);
+        let got = run(&mut vk, host);
+        assert_close(&format!("host-placed q4_K n={n}"), &got, &want, 0.0, 0.0);
+    }
+    assert_clean(&vk);
+}
+
 /// A token id beyond the vocabulary is an error, not a crash.
 #[test]
 fn bad_token_is_an_error() {
