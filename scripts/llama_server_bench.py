@@ -5,6 +5,7 @@ numbers were taken: start `llama-server` on a model, send prompts of random toke
 
 usage: llama_server_bench.py --server PATH -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0]
                              [-r 3] [--ngl 99] [--port 18080] [--json OUT] [--log FILE]
+                             ["--server-args=--n-cpu-moe 36"]
 
 Tests mirror `infr bench`: pp<P> (prompt P tokens, 1 generated), tg<N> (generation of N tokens
 after a 1-token prompt, or after D context tokens with -d). Only loopback is used; the server is
@@ -76,13 +77,14 @@ def main():
     ap.add_argument("--vocab", type=int, default=150000)
     ap.add_argument("--json")
     ap.add_argument("--log", help="append llama-server's log (device, matrix cores, ...) to this file")
+    ap.add_argument("--server-args", default="", help="more llama-server arguments, one string (--server-args='--n-cpu-moe 36')")
     a = ap.parse_args()
     rng = random.Random(1234)
     records = []
     for model in a.model:
         ctx = max(a.p, a.d + a.n) + 64
         cmd = [a.server, "-m", model, "-ngl", str(a.ngl), "-c", str(ctx), "-np", "1", "-b", "2048", "-ub", "512",
-               "--port", str(a.port), "--host", "127.0.0.1"]
+               "--port", str(a.port), "--host", "127.0.0.1"] + a.server_args.split()
         # The log goes to a file (or nowhere): an unread pipe would stall the server once full.
         log = open(a.log, "a") if a.log else subprocess.DEVNULL
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
