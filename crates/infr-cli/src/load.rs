@@ -59,9 +59,10 @@ pub struct DeviceArgs {
     /// CPU threads (0 = all cores). Config key `device.threads`.
     #[arg(short = 't', long = "threads")]
     pub threads: Option<u32>,
-    /// Layers on the GPU, as llama.cpp's `-ngl`: 0 runs the model on the CPU, -1 (default) or
-    /// at least the model's layer count puts every layer on the device; a partial split is
-    /// refused (not supported yet). Config key `device.gpu_layers`.
+    /// Layers whose weights stay in GPU memory, as llama.cpp's `-ngl` counts them: 0 runs the
+    /// model on the CPU; -1 (default) keeps every layer there while the model fits (else as
+    /// many as fit); with N, the later layers' weights stay in host memory and the GPU reads
+    /// them across the bus (it still computes every layer). Config key `device.gpu_layers`.
     #[arg(long = "ngl", visible_aliases = ["gpu-layers", "n-gpu-layers"], allow_negative_numbers = true)]
     pub gpu_layers: Option<i32>,
     /// Use the plain reference kernels on the CPU (slow; for checking the fast ones).
@@ -203,7 +204,7 @@ pub fn runner_with_context(
     // A share of the experts needs their size; bytes do not; 0 lets the runner fit them.
     opts.expert_cache = match cfg.device.expert_cache {
         infr_config::SizeSpec::Bytes(0) => None,
-        share => Some(share.resolve(infr_engine::experts::expert_weight_bytes(&model))),
+        share => Some(share.resolve(infr_engine::placement::expert_weight_bytes(&model))),
     };
     opts.n_ctx = match ctx {
         ContextSize::Tokens(0) => match model.info.n_ctx_train {
@@ -239,14 +240,8 @@ pub fn runner_with_context(
             n
         }
     };
-    let ngl = cfg.device.gpu_layers;
-    let n_layer = model.info.n_layer;
-    if ngl > 0 && (ngl as usize) < n_layer {
-        bail!(
-            "--gpu-layers {ngl} of {n_layer} layers: splitting a model between the GPU and the CPU is not \
-             supported yet; use 0 (CPU) or -1 (every layer on the device)"
-        );
-    }
+    // Layers past `--gpu-layers` keep their weights in host memory (0 picked the CPU above).
+    opts.gpu_layers = usize::try_from(cfg.device.gpu_layers).ok().filter(|&n| n > 0 && n < model.info.n_layer);
     warn_past_training_context(&model, opts.n_ctx);
     Ok(Runner::new(model, w, backend, opts)?)
 }

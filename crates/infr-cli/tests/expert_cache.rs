@@ -5,7 +5,7 @@
 
 mod common;
 
-const UNSET: &[&str] = &["INFR_CACHE", "INFR_DEVICE_MEMORY_LIMIT"];
+const UNSET: &[&str] = &["INFR_CACHE", "INFR_DEVICE_MEMORY_LIMIT", "INFR_DEVICE_GPU_LAYERS"];
 
 fn generate(model: &str, env: &[(&str, &str)]) -> (bool, String, String) {
     let path =
@@ -44,4 +44,18 @@ fn experts_past_the_cache_run_from_host_memory_with_the_same_tokens() {
     // A dense model has no experts to place.
     let (ok, _, err) = generate("qwen3", &[("INFR_CACHE", "1")]);
     assert!(ok && !err.contains("expert weights"), "{err}");
+}
+
+/// Layers past `--gpu-layers` keep their weights in host memory (the GPU still computes them),
+/// with the same tokens (the automatic choice of layers is `placement::layers_that_fit`).
+#[test]
+fn layers_past_the_gpu_share_run_from_host_memory_with_the_same_tokens() {
+    if !common::vulkan_present() {
+        return;
+    }
+    let (ok, want, err) = generate("qwen3", &[]);
+    assert!(ok && !err.contains("are in host memory"), "{err}");
+    let (ok, got, err) = generate("qwen3", &[("INFR_DEVICE_GPU_LAYERS", "1")]);
+    assert!(ok && err.contains("the weights of layers 1..2"), "{err}");
+    assert_eq!(got, want, "tokens with layer 1's weights in host memory");
 }

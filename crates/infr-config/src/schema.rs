@@ -123,7 +123,7 @@ pub const KEYS: &[KeySpec] = &[
         "device.gpu_layers",
         Kind::Int { min: -1, max: i32::MAX as i64 },
         "-1",
-        "Layers on the GPU; -1 = all.",
+        "Layers whose weights stay in GPU memory; later layers' weights are read from host memory across the bus. -1 = all that fit; 0 = run on the CPU.",
     )
     .flag("-ngl, --gpu-layers"),
     KeySpec::new(

@@ -6,10 +6,10 @@
 
 mod diffusion;
 mod error;
-pub mod experts;
 mod generate;
 pub mod oracle;
 mod pages;
+pub mod placement;
 mod request;
 mod runner;
 mod sampling;

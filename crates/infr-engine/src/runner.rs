@@ -28,13 +28,25 @@ pub struct RunnerOptions {
     pub kv_dtype: KvDType,
     /// Bytes of MoE expert weights kept in device memory; the rest is read from host memory
     /// across the bus. `None`: all of them where they fit beside the other weights and the
-    /// KV cache, else as many as fit (see [`crate::experts`]).
+    /// KV cache, else as many as fit (see [`crate::placement`]).
     pub expert_cache: Option<u64>,
+    /// Layers whose weights stay in device memory; the later layers' weights are read from
+    /// host memory across the bus. `None`: every layer where the model fits, else as many as
+    /// fit once the experts went to host memory.
+    pub gpu_layers: Option<usize>,
 }
 
 impl Default for RunnerOptions {
     fn default() -> Self {
-        Self { n_ctx: 4096, n_seq: 1, ubatch: 512, page_size: 256, kv_dtype: KvDType::F16, expert_cache: None }
+        Self {
+            n_ctx: 4096,
+            n_seq: 1,
+            ubatch: 512,
+            page_size: 256,
+            kv_dtype: KvDType::F16,
+            expert_cache: None,
+            gpu_layers: None,
+        }
     }
 }
 
@@ -192,10 +204,10 @@ impl Runner {
         let n_pages = spec.n_pages;
         let recurrent = !spec.states.is_empty();
         let n_live = if recurrent { opts.n_seq as u32 } else { 0 };
-        let host_experts = place_experts(&model, backend.as_ref(), &opts, spec.bytes())?;
+        let host_weights = crate::placement::place_weights(&model, backend.as_ref(), &opts, spec.bytes())?;
         for (id, name) in model.weights.iter() {
             let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
-            let place = if host_experts.contains(&id) { WeightPlace::Host } else { WeightPlace::Device };
+            let place = if host_weights.contains(&id) { WeightPlace::Host } else { WeightPlace::Device };
             backend.load_weight_placed(id, &data, place)?;
         }
         backend.init_kv(&spec)?;
@@ -611,76 +623,6 @@ impl Runner {
         }
         Ok(out)
     }
-}
-
-/// Check that the model and a KV cache of `kv` bytes fit `backend` (refusing before anything
-/// is allocated: a huge `--ctx-size` would otherwise abort the process in the allocator), and
-/// choose the expert tensors that go to host memory: beyond `opts.expert_cache`, or, without
-/// one, those that do not fit beside the other weights and the cache.
-fn place_experts(
-    model: &Model,
-    backend: &dyn Backend,
-    opts: &RunnerOptions,
-    kv: u64,
-) -> Result<std::collections::HashSet<infr_core::WeightId>, EngineError> {
-    const MIB: u64 = 1 << 20;
-    let dev = || backend.device().id.clone();
-    let weights: u64 = model.weights.iter().map(|(id, _)| model.weights.info(id).bytes()).sum();
-    let experts = crate::experts::expert_weight_bytes(model);
-    let host_room = backend.weight_host_available();
-    let available = backend.memory_available();
-    let device_experts = match host_room {
-        Some(_) => crate::experts::device_expert_budget(opts.expert_cache, available, weights, experts, kv),
-        None => experts,
-    };
-    let (host, host_bytes) = crate::experts::host_experts(model, device_experts);
-    if host_bytes > 0 {
-        let room = host_room.unwrap_or(0);
-        if host_bytes > room {
-            return Err(EngineError::Invalid(format!(
-                "{}: {} MiB of expert weights go to host memory, but {} MiB are available there",
-                dev(),
-                host_bytes.div_ceil(MIB),
-                room / MIB
-            )));
-        }
-        let mib = |b: u64| b as f64 / MIB as f64;
-        tracing::info!(
-            "{}: {:.1} of the {:.1} MiB of expert weights are in host memory (expert cache {:.1} MiB): the \
-             expert matmuls read them across the bus",
-            dev(),
-            mib(host_bytes),
-            mib(experts),
-            mib(experts - host_bytes)
-        );
-    }
-    let Some(available) = available else { return Ok(host) };
-    let weights = weights - host_bytes;
-    // A backend that spills KV layers to host memory needs room on the device for the
-    // weights only, and the rest of the cache in host memory.
-    let spill = backend.kv_spill_available().map(|h| h.saturating_sub(host_bytes));
-    let fits = match spill {
-        Some(host) => weights <= available && weights.saturating_add(kv).saturating_sub(available) <= host,
-        None => weights.saturating_add(kv) <= available,
-    };
-    if spill.is_some() && fits && weights.saturating_add(kv) > available {
-        tracing::info!(
-            "{}: the KV cache ({} MiB) does not fit beside the weights; what does not fit goes to host memory",
-            dev(),
-            kv >> 20
-        );
-    }
-    if !fits {
-        return Err(EngineError::DoesNotFit {
-            device: dev(),
-            available_mib: available / MIB,
-            weights_mib: weights.div_ceil(MIB),
-            kv_mib: kv.div_ceil(MIB),
-            n_ctx: opts.n_ctx,
-            seqs: opts.n_seq,
-        });
-    }
-    Ok(host)
 }
 
 #[cfg(test)]

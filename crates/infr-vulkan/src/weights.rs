@@ -103,7 +103,7 @@ pub(crate) fn upload_weight(
     let vec = if rows == 1 || small_float {
         let mut v = vec![0f32; cols * rows];
         infr_quant::dequantize(ty, &w.bytes, &mut v).map_err(|e| unsupported(e.to_string()))?;
-        let mut buf = Buffer::new(ctx, (v.len() * 4) as u64, MemKind::DeviceLocal, &format!("vector {}", w.name))?;
+        let mut buf = Buffer::new(ctx, (v.len() * 4) as u64, kind, &format!("vector {}", w.name))?;
         one.upload(&mut buf, 0, bytemuck::cast_slice(&v))?;
         Some(buf)
     } else {
