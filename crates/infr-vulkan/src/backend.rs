@@ -51,6 +51,8 @@ pub struct VulkanOptions {
 pub struct VulkanBackend {
     // Field order matters for drop: plans and buffers go before the pipelines and the context.
     plans: Vec<Plan>,
+    /// Activations, temporaries and scratch of every plan.
+    pool: crate::pool::ActPool,
     weights: HashMap<WeightId, GpuWeight>,
     kv: Option<KvCache>,
     tables: Buffer,
@@ -83,6 +85,7 @@ impl VulkanBackend {
         let info = ctx.caps.device_info();
         Ok(Self {
             plans: Vec::new(),
+            pool: Default::default(),
             weights: HashMap::new(),
             kv: None,
             tables,
@@ -109,8 +112,13 @@ impl VulkanBackend {
     /// Lower `graph` with `features` and allocate its plan.
     fn plan(&mut self, graph: &Graph, features: crate::lower::Features) -> VkResult<Plan> {
         let kv = self.kv.as_ref().map(|k| &k.spec);
-        let dispatches = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
-        Plan::new(&self.ctx, graph, dispatches, &self.resources(), self.profile.is_some())
+        let lowered = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
+        let (needs, act_offsets, act_sizes) = Plan::needs(&self.ctx, graph, &lowered)?;
+        // Plans recorded against buffers the pool replaces record again before they run.
+        if self.pool.reserve(&self.ctx, &needs)? {
+            self.generation += 1;
+        }
+        Plan::new(&self.ctx, graph, lowered, (act_offsets, act_sizes), &self.resources(), self.profile.is_some())
     }
 
     /// Bytes of the KV cache in host memory because the device had no room for them.
@@ -161,6 +169,7 @@ impl VulkanBackend {
             kv: self.kv.as_ref(),
             tables: &self.tables,
             dummy: &self.dummy,
+            pool: &self.pool,
             generation: self.generation,
         }
     }
@@ -178,6 +187,7 @@ impl VulkanBackend {
             kv: self.kv.as_ref(),
             tables: &self.tables,
             dummy: &self.dummy,
+            pool: &self.pool,
             generation: self.generation,
         };
         Ok((plan, res, self.profile.as_mut(), &mut self.pipelines))
@@ -306,8 +316,8 @@ impl Backend for VulkanBackend {
             && self.features.subgroups
             && self.ctx.caps.subgroup_size >= 4;
         if device {
-            let (p, _, _, pipes) = self.plan_parts(plan)?;
-            p.top_tail(k, pipes)?;
+            let (p, res, _, pipes) = self.plan_parts(plan)?;
+            p.top_tail(k, &res, pipes)?;
         }
         Ok(())
     }

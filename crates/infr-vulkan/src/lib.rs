@@ -21,6 +21,7 @@ pub mod memory;
 mod moe_kernels;
 pub mod pipeline;
 mod plan;
+mod pool;
 mod prefill_matmul;
 pub mod profile;
 mod recurrent_kernels;

@@ -153,9 +153,10 @@ impl Plan {
         if s.uniforms.len() != rows || s.temperature.is_nan() || s.temperature <= 0.0 {
             return bad(format!("canvas sampling needs {rows} uniforms and a positive temperature"));
         }
+        self.refresh(res)?;
         if self.canvas.is_none() {
             let dev = self.ctx.caps.id.clone();
-            self.canvas = Some(self.build_canvas(pipes).map_err(|e| e.into_backend(&dev))?);
+            self.canvas = Some(self.build_canvas(res, pipes).map_err(|e| e.into_backend(&dev))?);
         }
         let tail = self.canvas.as_mut().expect("built above");
         let mut words = Vec::with_capacity(rows + 1);
@@ -175,7 +176,7 @@ impl Plan {
     }
 
     /// Record the three sampler passes and the copy of their per-row results.
-    fn build_canvas(&self, pipes: &mut Pipelines) -> VkResult<CanvasTail> {
+    fn build_canvas(&self, res: &Resources<'_>, pipes: &mut Pipelines) -> VkResult<CanvasTail> {
         let rows = self.n_outputs as u32;
         let chunks = (self.out_cols as u32).div_ceil(CANVAS_CHUNK);
         let params = CanvasParams { n_vocab: self.out_cols as u32, n_rows: rows, chunks };
@@ -185,9 +186,10 @@ impl Plan {
         let input = Buffer::new(&self.ctx, (rows as u64 + 1) * 4, MemKind::Upload, "canvas uniforms")?;
         let readback = Buffer::new(&self.ctx, rows as u64 * 16, MemKind::Readback, "canvas readback")?;
         let last = self.act_offsets.len() - 1;
+        let act = res.pool.act().ok_or_else(|| VkError::Unsupported("no activation buffer".into()))?;
         let whole = |b: &Buffer| (b.raw, 0, b.size);
         let bufs = [
-            (self.act.raw, self.act_offsets[last], self.act_sizes[last]),
+            (act.raw, self.act_offsets[last], self.act_sizes[last]),
             whole(&parts),
             whole(&mix.buf),
             whole(&input),
@@ -240,21 +242,25 @@ impl Plan {
         }
     }
 
-    /// Free the canvas tail and the mixture's command buffers (the plan is idle).
-    pub(super) fn drop_canvas(&mut self) {
-        let d = &self.ctx.device;
-        // SAFETY: every submission waited on the plan's fence, so none of these is in flight.
-        unsafe {
-            if let Some(t) = self.canvas.take() {
+    /// Free the canvas tail (the plan is idle; it is built again on next use).
+    pub(super) fn drop_canvas_tail(&mut self) {
+        if let Some(t) = self.canvas.take() {
+            let d = &self.ctx.device;
+            // SAFETY: every submission waited on the plan's fence, so the tail is idle.
+            unsafe {
                 d.free_command_buffers(self.cmd_pool, &[t.cmd]);
                 d.destroy_descriptor_pool(t.desc_pool, None);
             }
-            if let Some(m) = &mut self.mix {
-                let cmds: Vec<_> = m.zero_cmd.take().into_iter().chain(m.upload.take().map(|u| u.1)).collect();
-                if !cmds.is_empty() {
-                    d.free_command_buffers(self.cmd_pool, &cmds);
-                }
-            }
+        }
+    }
+
+    /// Free the mixture's command buffers (the plan is idle).
+    pub(super) fn drop_mixture_cmds(&mut self) {
+        let Some(m) = &mut self.mix else { return };
+        let cmds: Vec<_> = m.zero_cmd.take().into_iter().chain(m.upload.take().map(|u| u.1)).collect();
+        if !cmds.is_empty() {
+            // SAFETY: every submission waited on the plan's fence, so none is in flight.
+            unsafe { self.ctx.device.free_command_buffers(self.cmd_pool, &cmds) };
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{CallExt, VkError, VkResult};
 use crate::lower::{Dispatch, Lowered, Res, StepLayout};
 use crate::memory::{compute_barrier, Buffer, MemKind};
 use crate::pipeline::Pipelines;
+use crate::pool::PoolNeeds;
 use crate::profile::Profile;
 use crate::weights::{GpuWeight, KvCache};
 
@@ -45,7 +46,9 @@ pub(crate) struct Resources<'a> {
     pub kv: Option<&'a KvCache>,
     pub tables: &'a Buffer,
     pub dummy: &'a Buffer,
-    /// Bumped whenever weights or the KV cache change (forces a re-record).
+    /// Activations, temporaries and scratch, shared by every plan.
+    pub pool: &'a crate::pool::ActPool,
+    /// Bumped whenever weights, the KV cache or the pool's buffers change (forces a re-record).
     pub generation: u64,
 }
 
@@ -58,7 +61,6 @@ pub(crate) struct Plan {
     dispatches: Vec<Dispatch>,
     /// Embedding tables read by the plan, with their row counts (token ids are checked).
     vocab: Vec<usize>,
-    act: Buffer,
     act_offsets: Vec<u64>,
     act_sizes: Vec<u64>,
     step: Buffer,
@@ -69,8 +71,6 @@ pub(crate) struct Plan {
     canvas: Option<canvas::CanvasTail>,
     layout: StepLayout,
     readback: Buffer,
-    scratch: Buffer,
-    temps: Vec<Buffer>,
     desc_pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
     /// The graph's dispatches.
@@ -86,15 +86,39 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Build a plan: allocate activations and buffers, then record.
+    /// What a plan of `graph` lowered to `lowered` needs from the backend's pool, and where
+    /// each node's output lives in the activations (offsets, sizes).
+    pub fn needs(ctx: &Context, graph: &Graph, lowered: &Lowered) -> VkResult<(PoolNeeds, Vec<u64>, Vec<u64>)> {
+        let align = ctx.caps.storage_offset_alignment.max(16);
+        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &lowered.last_uses, align);
+        let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
+        if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
+            return Err(VkError::Unsupported(format!(
+                "node {i} output ({s} bytes) exceeds one storage binding ({})",
+                ctx.caps.max_storage_buffer_range
+            )));
+        }
+        let scratch = lowered.scratch_bytes;
+        if scratch > ctx.caps.max_storage_buffer_range {
+            return Err(VkError::Unsupported(format!(
+                "attention scratch of {scratch} bytes exceeds a storage binding"
+            )));
+        }
+        let needs = PoolNeeds { act: act_bytes, scratch, temps: lowered.temp_bytes.clone() };
+        Ok((needs, act_offsets, act_sizes))
+    }
+
+    /// Build a plan (its own buffers: step inputs, readback, mixture) and record it against
+    /// `res`, whose pool already holds what [`Plan::needs`] said.
     pub fn new(
         ctx: &Arc<Context>,
         graph: &Graph,
         lowered: Lowered,
+        (act_offsets, act_sizes): (Vec<u64>, Vec<u64>),
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
-        let Lowered { dispatches, scratch_bytes, temp_bytes, last_uses, mix_vocab } = lowered;
+        let Lowered { dispatches, mix_vocab, .. } = lowered;
         let mix = match mix_vocab {
             Some(v) => {
                 let bytes = (1 + graph.n_tokens as u64 * v as u64) * 4;
@@ -107,20 +131,6 @@ impl Plan {
             }
             None => None,
         };
-        let temps = temp_bytes
-            .iter()
-            .map(|&b| Buffer::new(ctx, b, MemKind::DeviceLocal, "temporary buffer"))
-            .collect::<VkResult<Vec<_>>>()?;
-        let align = ctx.caps.storage_offset_alignment.max(16);
-        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &last_uses, align);
-        let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
-        if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
-            return Err(VkError::Unsupported(format!(
-                "node {i} output ({s} bytes) exceeds one storage binding ({})",
-                ctx.caps.max_storage_buffer_range
-            )));
-        }
-        let act = Buffer::new(ctx, act_bytes, MemKind::DeviceLocal, "activations")?;
         let layout = StepLayout::new(graph.n_tokens, graph.n_outputs);
         // Room for every page list a step can carry: the sequences' lists hold distinct pages
         // of the cache (the window lists are as long), so at most all of them twice. Sized
@@ -130,12 +140,6 @@ impl Plan {
         let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
         let out = graph.node(graph.output());
         let readback = Buffer::new(ctx, (out.rows * out.cols * 4) as u64, MemKind::Readback, "output readback")?;
-        if scratch_bytes > ctx.caps.max_storage_buffer_range {
-            return Err(VkError::Unsupported(format!(
-                "attention scratch of {scratch_bytes} bytes exceeds a storage binding"
-            )));
-        }
-        let scratch = Buffer::new(ctx, scratch_bytes, MemKind::DeviceLocal, "attention scratch")?;
         let vocab = graph
             .nodes
             .iter()
@@ -180,7 +184,6 @@ impl Plan {
             out_cols: out.cols,
             dispatches,
             vocab,
-            act,
             act_offsets,
             act_sizes,
             step,
@@ -189,8 +192,6 @@ impl Plan {
             canvas: None,
             layout,
             readback,
-            scratch,
-            temps,
             desc_pool,
             cmd_pool,
             cmd: cmds[0],
@@ -207,7 +208,10 @@ impl Plan {
     fn resolve(&self, r: Res, res: &Resources<'_>) -> VkResult<(vk::Buffer, u64, u64)> {
         let missing = |what: String| VkError::Unsupported(format!("plan refers to a missing {what}"));
         Ok(match r {
-            Res::Act(i) => (self.act.raw, self.act_offsets[i as usize], self.act_sizes[i as usize]),
+            Res::Act(i) => {
+                let act = res.pool.act().ok_or_else(|| missing("activation buffer".into()))?;
+                (act.raw, self.act_offsets[i as usize], self.act_sizes[i as usize])
+            }
             Res::WeightChunk(id, c) => {
                 let w = res
                     .weights
@@ -241,9 +245,12 @@ impl Plan {
                 None => return Err(missing("embedding mixture buffer".into())),
             },
             Res::Tables => (res.tables.raw, 0, res.tables.size),
-            Res::Scratch => (self.scratch.raw, 0, self.scratch.size),
+            Res::Scratch => {
+                let b = res.pool.scratch().ok_or_else(|| missing("scratch buffer".into()))?;
+                (b.raw, 0, b.size)
+            }
             Res::Temp(i) => {
-                let b = self.temps.get(i as usize).ok_or_else(|| missing(format!("temporary buffer {i}")))?;
+                let b = res.pool.temp(i as usize).ok_or_else(|| missing(format!("temporary buffer {i}")))?;
                 (b.raw, 0, b.size)
             }
             Res::Dummy => (res.dummy.raw, 0, res.dummy.size),
@@ -306,7 +313,8 @@ impl Plan {
             let last = self.act_offsets.len() - 1;
             let region =
                 [vk::BufferCopy::default().src_offset(self.act_offsets[last]).dst_offset(0).size(self.readback.size)];
-            d.cmd_copy_buffer(tail, self.act.raw, self.readback.raw, &region);
+            let act = res.pool.act().ok_or_else(|| VkError::Unsupported("no activation buffer".into()))?;
+            d.cmd_copy_buffer(tail, act.raw, self.readback.raw, &region);
             host_read_barrier(d, tail);
             d.end_command_buffer(tail).vk("vkEndCommandBuffer")?;
         }
@@ -362,6 +370,7 @@ impl Plan {
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
     ) -> Result<Vec<f32>, infr_core::BackendError> {
+        self.refresh(res)?;
         self.submit(inp, res, prof, self.tail_logits, false)?;
         let mut out = vec![0f32; self.n_outputs * self.out_cols];
         self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
@@ -377,7 +386,7 @@ impl Plan {
         k: usize,
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
-        let ti = self.top_tail(k, pipes)?;
+        let ti = self.top_tail(k, res, pipes)?;
         self.submit(inp, res, prof, self.tops[ti].cmd, false)?;
         let top = &self.tops[ti];
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
@@ -388,8 +397,28 @@ impl Plan {
             .collect())
     }
 
+    /// Record again against `res` if weights, the KV cache or the pool's buffers changed since
+    /// the last recording; the tails bound the old buffers and are built again on next use.
+    pub fn refresh(&mut self, res: &Resources<'_>) -> Result<(), infr_core::BackendError> {
+        if self.recorded_generation == Some(res.generation) {
+            return Ok(());
+        }
+        while !self.tops.is_empty() {
+            self.drop_top(0);
+        }
+        self.drop_canvas_tail();
+        let dev = self.ctx.caps.id.clone();
+        self.record(res).map_err(|e| e.into_backend(&dev))
+    }
+
     /// The index of the top-`k` tail, built now if needed (its buffers are the plan's).
-    pub fn top_tail(&mut self, k: usize, pipes: &mut Pipelines) -> Result<usize, infr_core::BackendError> {
+    pub fn top_tail(
+        &mut self,
+        k: usize,
+        res: &Resources<'_>,
+        pipes: &mut Pipelines,
+    ) -> Result<usize, infr_core::BackendError> {
+        self.refresh(res)?;
         if let Some(i) = self.tops.iter().position(|t| t.k == k) {
             return Ok(i);
         }
@@ -397,13 +426,13 @@ impl Plan {
             self.drop_top(0);
         }
         let dev = self.ctx.caps.id.clone();
-        let tail = self.build_top(k, pipes).map_err(|e| e.into_backend(&dev))?;
+        let tail = self.build_top(k, res, pipes).map_err(|e| e.into_backend(&dev))?;
         self.tops.push(tail);
         Ok(self.tops.len() - 1)
     }
 
     /// Record the two top-k passes over the output rows and the copy of the winners.
-    fn build_top(&self, k: usize, pipes: &mut Pipelines) -> VkResult<TopKTail> {
+    fn build_top(&self, k: usize, res: &Resources<'_>, pipes: &mut Pipelines) -> VkResult<TopKTail> {
         use crate::fused_kernels::{top_k, TopKParams, TOPK_CHUNK, TOPK_E1};
         let rows = self.n_outputs.max(1);
         let chunks = (self.out_cols as u32).div_ceil(TOPK_CHUNK);
@@ -415,7 +444,8 @@ impl Plan {
         let readback = Buffer::new(&self.ctx, (rows * k * 8) as u64, MemKind::Readback, "top-k readback")?;
         let d = &self.ctx.device;
         let last = self.act_offsets.len() - 1;
-        let logits = (self.act.raw, self.act_offsets[last], self.act_sizes[last]);
+        let act = res.pool.act().ok_or_else(|| VkError::Unsupported("no activation buffer".into()))?;
+        let logits = (act.raw, self.act_offsets[last], self.act_sizes[last]);
         let whole = |b: &Buffer| (b.raw, 0, b.size);
         let p1 = TopKParams { n_in: self.out_cols as u32, n_rows: rows as u32, k: k as u32, parts: chunks };
         let p2 = TopKParams { n_in: n2, n_rows: rows as u32, k: k as u32, parts: 1 };
@@ -619,7 +649,8 @@ impl Drop for Plan {
         while !self.tops.is_empty() {
             self.drop_top(0);
         }
-        self.drop_canvas();
+        self.drop_canvas_tail();
+        self.drop_mixture_cmds();
         let d = &self.ctx.device;
         // SAFETY: every submission waited on the fence, so nothing of the plan is in flight.
         unsafe {
