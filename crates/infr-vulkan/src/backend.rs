@@ -115,9 +115,11 @@ impl VulkanBackend {
         let lowered = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
         let (needs, act_offsets, act_sizes) = Plan::needs(&self.ctx, graph, &lowered)?;
         // Plans recorded against buffers the pool replaces record again before they run.
-        if self.pool.reserve(&self.ctx, &needs)? {
+        let reserved = self.pool.reserve(&self.ctx, &needs);
+        if self.pool.take_changed() {
             self.generation += 1;
         }
+        reserved?;
         Plan::new(&self.ctx, graph, lowered, (act_offsets, act_sizes), &self.resources(), self.profile.is_some())
     }
 

@@ -18,27 +18,72 @@ pub(crate) struct PoolNeeds {
     pub temps: Vec<u64>,
 }
 
+impl PoolNeeds {
+    /// Element-wise maxima of two needs.
+    fn max(&self, o: &PoolNeeds) -> PoolNeeds {
+        let n = self.temps.len().max(o.temps.len());
+        let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        PoolNeeds {
+            act: self.act.max(o.act),
+            scratch: self.scratch.max(o.scratch),
+            temps: (0..n).map(|i| at(&self.temps, i).max(at(&o.temps, i))).collect(),
+        }
+    }
+}
+
 /// The shared buffers (see the module doc).
 #[derive(Default)]
 pub(crate) struct ActPool {
     act: Option<Buffer>,
     scratch: Option<Buffer>,
     temps: Vec<Option<Buffer>>,
+    /// What the plans built so far need (element-wise maxima).
+    held: PoolNeeds,
+    /// Whether a buffer was replaced since [`ActPool::take_changed`] last looked.
+    changed: bool,
 }
 
 impl ActPool {
-    /// Grow to hold `needs`. True when a buffer was replaced or added: plans (and their
-    /// tails) recorded against the old ones must record again before they run.
-    pub fn reserve(&mut self, ctx: &Arc<Context>, needs: &PoolNeeds) -> VkResult<bool> {
-        let mut grew = grow(ctx, &mut self.act, needs.act, "activations")?;
-        grew |= grow(ctx, &mut self.scratch, needs.scratch, "attention scratch")?;
+    /// Grow to hold `needs` as well as what earlier plans need. On failure (out of memory)
+    /// the pool goes back to what the earlier plans need, so that a smaller plan can be
+    /// tried; either way [`ActPool::take_changed`] says whether recorded plans must record
+    /// again.
+    pub fn reserve(&mut self, ctx: &Arc<Context>, needs: &PoolNeeds) -> VkResult<()> {
+        let target = self.held.max(needs);
+        match self.grow_to(ctx, &target) {
+            Ok(()) => {
+                self.held = target;
+                Ok(())
+            }
+            Err(e) => {
+                // Free what the failed plan grew, then hold the earlier plans' needs again.
+                self.act = None;
+                self.scratch = None;
+                self.temps.clear();
+                self.changed = true;
+                let held = self.held.clone();
+                self.grow_to(ctx, &held)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn grow_to(&mut self, ctx: &Arc<Context>, needs: &PoolNeeds) -> VkResult<()> {
+        self.changed |= grow(ctx, &mut self.act, needs.act, "activations")?;
+        self.changed |= grow(ctx, &mut self.scratch, needs.scratch, "attention scratch")?;
         if self.temps.len() < needs.temps.len() {
             self.temps.resize_with(needs.temps.len(), || None);
         }
         for (slot, &bytes) in self.temps.iter_mut().zip(&needs.temps) {
-            grew |= grow(ctx, slot, bytes, "temporary buffer")?;
+            self.changed |= grow(ctx, slot, bytes, "temporary buffer")?;
         }
-        Ok(grew)
+        Ok(())
+    }
+
+    /// Whether buffers were replaced since the last call (plans, and their tails, recorded
+    /// against the old ones must record again before they run).
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     pub fn act(&self) -> Option<&Buffer> {
