@@ -325,6 +325,13 @@ pub trait Backend: Send {
         Err(BackendError::Unsupported { backend: self.device().id.clone(), what: "device canvas sampling".into() })
     }
 
+    /// Build now whatever [`Backend::execute_canvas_sample`] would build on its first use of
+    /// `plan` (a GPU's sampler passes and buffers), so that serving allocates nothing new.
+    fn prepare_canvas_sample(&mut self, plan: PlanId) -> Result<(), BackendError> {
+        let _ = plan;
+        Ok(())
+    }
+
     /// Copy whole KV pages `src → dst` in every layer (copy-on-write of shared prefixes).
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError>;
 

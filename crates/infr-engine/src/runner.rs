@@ -425,7 +425,10 @@ impl Runner {
         let shapes = self.ladder.serving_shapes();
         self.prepare_plans(&shapes)?;
         if let Some(d) = self.model.diffusion() {
-            self.denoise_plan(d.canvas_length)?;
+            let plan = self.denoise_plan(d.canvas_length)?;
+            if self.backend.canvas_sampler() {
+                self.backend.prepare_canvas_sample(plan)?;
+            }
         }
         // The selection passes of greedy and of the default top-k, rounded as the scheduler
         // asks for them (see [`top_k_request`]).

@@ -338,6 +338,11 @@ impl Backend for VulkanBackend {
         p.execute_canvas_sample(inputs, &res, prof, sample, pipes)
     }
 
+    fn prepare_canvas_sample(&mut self, plan: PlanId) -> Result<(), BackendError> {
+        let (p, res, _, pipes) = self.plan_parts(plan)?;
+        p.prepare_canvas(&res, pipes)
+    }
+
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), BackendError> {
         let kv = self.kv.as_ref().ok_or_else(|| BackendError::InvalidInput("KV cache not initialised".into()))?;
         if let Some(&(s, d)) = pairs.iter().find(|&&(s, d)| s >= kv.spec.n_pages || d >= kv.spec.n_pages) {

@@ -153,11 +153,7 @@ impl Plan {
         if s.uniforms.len() != rows || s.temperature.is_nan() || s.temperature <= 0.0 {
             return bad(format!("canvas sampling needs {rows} uniforms and a positive temperature"));
         }
-        self.refresh(res)?;
-        if self.canvas.is_none() {
-            let dev = self.ctx.caps.id.clone();
-            self.canvas = Some(self.build_canvas(res, pipes).map_err(|e| e.into_backend(&dev))?);
-        }
+        self.prepare_canvas(res, pipes)?;
         let tail = self.canvas.as_mut().expect("built above");
         let mut words = Vec::with_capacity(rows + 1);
         words.push(s.temperature);
@@ -173,6 +169,17 @@ impl Plan {
             m.sampled = true;
         }
         Ok(out.iter().map(|o| CanvasDraw { entropy: f32::from_bits(o[0]), argmax: o[1], sample: o[2] }).collect())
+    }
+
+    /// Build the canvas tail now if the plan has none (recording the plan again first if its
+    /// resources changed).
+    pub fn prepare_canvas(&mut self, res: &Resources<'_>, pipes: &mut Pipelines) -> Result<(), BackendError> {
+        self.refresh(res)?;
+        if self.canvas.is_none() {
+            let dev = self.ctx.caps.id.clone();
+            self.canvas = Some(self.build_canvas(res, pipes).map_err(|e| e.into_backend(&dev))?);
+        }
+        Ok(())
     }
 
     /// Record the three sampler passes and the copy of their per-row results.

@@ -68,6 +68,9 @@ fn canvas_sampler_matches_the_host_sampler() {
         g.linear(x, table, None)
     });
     let p = vk.compile(&g).unwrap();
+    // Prepared at start, the sampler allocates nothing on first use.
+    vk.prepare_canvas_sample(p).unwrap();
+    let prepared = vk.memory_available();
     let step = Step::simple((0..n as u32).map(|i| i * 907 % VOCAB as u32).collect(), 0, vec![0]);
     let (t1, t2) = (0.8f32, 0.5f32);
     let u1: Vec<f32> = (0..n).map(|_| rng.f().abs().min(0.999)).collect();
@@ -79,6 +82,7 @@ fn canvas_sampler_matches_the_host_sampler() {
     let d1 = step.run_canvas(&mut vk, p, &CanvasSampleInputs { temperature: t1, uniforms: &u1, reuse_mix: false });
     let d2 = step.run_canvas(&mut vk, p, &reuse(t2, &u2));
     let (d1, d2) = (d1.expect("first step"), d2.expect("second step"));
+    assert_eq!(vk.memory_available(), prepared, "sampling after prepare_canvas_sample allocated");
 
     // The same steps with the logits read back and sampled on the host.
     let l1 = step.run(&mut vk, p);
