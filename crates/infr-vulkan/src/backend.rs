@@ -113,14 +113,14 @@ impl VulkanBackend {
     fn plan(&mut self, graph: &Graph, features: crate::lower::Features) -> VkResult<Plan> {
         let kv = self.kv.as_ref().map(|k| &k.spec);
         let lowered = crate::lower::lower(graph, &self.weights, kv, &mut self.pipelines, features)?;
-        let (needs, act_offsets, act_sizes) = Plan::needs(&self.ctx, graph, &lowered)?;
+        let (needs, acts) = Plan::needs(&self.ctx, graph, &lowered)?;
         // Plans recorded against buffers the pool replaces record again before they run.
         let reserved = self.pool.reserve(&self.ctx, &needs);
         if self.pool.take_changed() {
             self.generation += 1;
         }
         reserved?;
-        Plan::new(&self.ctx, graph, lowered, (act_offsets, act_sizes), &self.resources(), self.profile.is_some())
+        Plan::new(&self.ctx, graph, lowered, acts, &self.resources(), self.profile.is_some())
     }
 
     /// Bytes of the KV cache in host memory because the device had no room for them.

@@ -52,6 +52,7 @@ pub(super) struct Mixture {
 }
 
 impl Mixture {
+    /// A mixture buffer of `bytes` (the flag word and the rows) over a vocabulary of `vocab`.
     pub fn new(ctx: &std::sync::Arc<crate::device::Context>, bytes: u64, vocab: usize) -> VkResult<Self> {
         let buf = Buffer::new(ctx, bytes, MemKind::DeviceLocal, "embedding mixture")?;
         Ok(Self { buf, vocab, upload: None, zero_cmd: None, sampled: false })

@@ -1,6 +1,7 @@
 //! A compiled plan: one recorded command buffer per graph, replayed every step with new step
 //! inputs (tokens, positions, page tables, output rows) written to a host-visible buffer.
-//! One submit per step; only the output tensor is read back.
+//! One submit per step; only the output tensor is read back, or what a tail after the graph
+//! keeps of it (top-k candidates, a diffusion canvas's draws).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +41,12 @@ const MAX_TOP_TAILS: usize = 4;
 /// workgroups.
 type TopKPass<'a> = (&'a crate::pipeline::Pipeline, [(vk::Buffer, u64, u64); 3], crate::fused_kernels::TopKParams, u32);
 
+/// Where each node's output lives in the pool's activation buffer (byte offsets and sizes).
+pub(crate) struct ActLayout {
+    pub offsets: Vec<u64>,
+    pub sizes: Vec<u64>,
+}
+
 /// What a plan binds besides its own buffers.
 pub(crate) struct Resources<'a> {
     pub weights: &'a HashMap<WeightId, GpuWeight>,
@@ -67,7 +74,7 @@ pub(crate) struct Plan {
     step_words: Vec<u32>,
     /// The embedding mixture, for a graph with one.
     mix: Option<canvas::Mixture>,
-    /// The device-side canvas sampler, built on first use.
+    /// The device-side canvas sampler, built on first use (or by `prepare_canvas`).
     canvas: Option<canvas::CanvasTail>,
     layout: StepLayout,
     readback: Buffer,
@@ -87,8 +94,8 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// What a plan of `graph` lowered to `lowered` needs from the backend's pool, and where
-    /// each node's output lives in the activations (offsets, sizes).
-    pub fn needs(ctx: &Context, graph: &Graph, lowered: &Lowered) -> VkResult<(PoolNeeds, Vec<u64>, Vec<u64>)> {
+    /// each node's output lives in the activations.
+    pub fn needs(ctx: &Context, graph: &Graph, lowered: &Lowered) -> VkResult<(PoolNeeds, ActLayout)> {
         let align = ctx.caps.storage_offset_alignment.max(16);
         let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &lowered.last_uses, align);
         let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows * n.cols * 4) as u64).max(4)).collect();
@@ -105,7 +112,7 @@ impl Plan {
             )));
         }
         let needs = PoolNeeds { act: act_bytes, scratch, temps: lowered.temp_bytes.clone() };
-        Ok((needs, act_offsets, act_sizes))
+        Ok((needs, ActLayout { offsets: act_offsets, sizes: act_sizes }))
     }
 
     /// Build a plan (its own buffers: step inputs, readback, mixture) and record it against
@@ -114,7 +121,7 @@ impl Plan {
         ctx: &Arc<Context>,
         graph: &Graph,
         lowered: Lowered,
-        (act_offsets, act_sizes): (Vec<u64>, Vec<u64>),
+        ActLayout { offsets: act_offsets, sizes: act_sizes }: ActLayout,
         res: &Resources<'_>,
         profile: bool,
     ) -> VkResult<Self> {
