@@ -31,15 +31,10 @@ fn expert_tensors(model: &Model) -> Vec<(usize, WeightId, u64)> {
         .weights
         .iter()
         .filter(|(_, name)| is_expert_weight(name))
-        .map(|(id, name)| (layer_of(name), id, model.weights.info(id).bytes()))
+        .map(|(id, name)| (block_of(name).unwrap_or(0), id, model.weights.info(id).bytes()))
         .collect();
     t.sort_by_key(|&(layer, id, _)| (layer, id.0));
     t
-}
-
-/// The layer of `blk.N.…` (0 for other names).
-fn layer_of(name: &str) -> usize {
-    block_of(name).unwrap_or(0)
 }
 
 /// The layer of `blk.N.…`, `None` for the model's other weights (embeddings, output).
@@ -219,8 +214,8 @@ mod tests {
         assert!(is_expert_weight("blk.0.ffn_gate_up_exps.bias"));
         assert!(!is_expert_weight("blk.3.ffn_gate_shexp.weight"));
         assert!(!is_expert_weight("blk.3.ffn_gate_inp.weight"));
-        assert_eq!(layer_of("blk.17.ffn_down_exps.weight"), 17);
-        assert_eq!(layer_of("token_embd.weight"), 0);
+        assert_eq!(block_of("blk.17.ffn_down_exps.weight"), Some(17));
+        assert_eq!(block_of("token_embd.weight"), None);
     }
 
     #[test]

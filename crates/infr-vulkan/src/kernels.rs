@@ -549,8 +549,16 @@ pub const MIX_EMBED_TOKENS: usize = 16;
 /// Most slices `mix_embed.wgsl` cuts a table chunk's rows into (split-K), and the fewest
 /// rows a slice takes: a DiffusionGemma vocabulary (262,144 rows) runs as 16 slices, a small
 /// one as one.
-pub const MIX_EMBED_SLICES: usize = 16;
-pub const MIX_EMBED_SLICE_MIN_ROWS: usize = 4096;
+const MIX_EMBED_SLICES: usize = 16;
+const MIX_EMBED_SLICE_MIN_ROWS: usize = 4096;
+
+/// The slices and rows per slice `mix_embed.wgsl` takes a chunk of `rows` table rows in;
+/// every slice holds rows (the reduction reads each one's partial sums).
+pub fn mix_embed_slices(rows: usize) -> (usize, usize) {
+    let want = (rows / MIX_EMBED_SLICE_MIN_ROWS).clamp(1, MIX_EMBED_SLICES);
+    let slice_rows = rows.div_ceil(want).max(1);
+    (rows.div_ceil(slice_rows).max(1), slice_rows)
+}
 
 /// RMS norm.
 pub fn rms_norm() -> KernelSpec {

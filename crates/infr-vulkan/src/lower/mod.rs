@@ -288,16 +288,11 @@ pub(crate) fn lower(
                 let spec = kernels::mix_embed(&tw.layout);
                 let cols = u32_of(tw.cols, "embedding width")?;
                 let tiles = n_tok.div_ceil(kernels::MIX_EMBED_TOKENS);
-                let max_rows = tw.chunks.iter().map(|c| c.rows as usize).max().unwrap_or(0);
-                let max_slices = (max_rows / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
+                let max_slices = tw.chunks.iter().map(|c| kernels::mix_embed_slices(c.rows as usize).0).max();
                 let ti = temp_bytes.len() as u32;
-                temp_bytes.push((max_slices * n_tok * tw.cols * 4) as u64);
+                temp_bytes.push((max_slices.unwrap_or(1) * n_tok * tw.cols * 4) as u64);
                 for (c, ch) in tw.chunks.iter().enumerate() {
-                    let want =
-                        (ch.rows as usize / kernels::MIX_EMBED_SLICE_MIN_ROWS).clamp(1, kernels::MIX_EMBED_SLICES);
-                    let slice_rows = (ch.rows as usize).div_ceil(want).max(1);
-                    // Every slice holds rows (the reduction reads each one's partial sums).
-                    let slices = (ch.rows as usize).div_ceil(slice_rows).max(1);
+                    let (slices, slice_rows) = kernels::mix_embed_slices(ch.rows as usize);
                     let p = kernels::MixEmbedParams {
                         cols,
                         row0: ch.row0,

@@ -79,10 +79,10 @@ impl Plan {
     ) -> Result<Option<vk::CommandBuffer>, BackendError> {
         let n_tokens = self.n_tokens;
         let Some(mix) = &mut self.mix else {
-            return match reuse || !inp.embed_mix.is_empty() {
-                true => Err(BackendError::InvalidInput("this plan has no embedding mixture".into())),
-                false => Ok(None),
-            };
+            if reuse || !inp.embed_mix.is_empty() {
+                return Err(BackendError::InvalidInput("this plan has no embedding mixture".into()));
+            }
+            return Ok(None);
         };
         let given = !inp.embed_mix.is_empty();
         if given && inp.embed_mix.len() != n_tokens * mix.vocab {
