@@ -94,7 +94,8 @@ pub(crate) struct FusionOptions {
 }
 
 /// Decide the fusions of `graph`. `q8(j)` says how node `j` reads int8-quantized
-/// activations, if it is a matmul that does.
+/// activations, if it is a matmul that does (or a mixture of experts whose expert matmuls
+/// do: only the group counts there).
 pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Option<Q8Info>) -> Fusions {
     let n = graph.nodes.len();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -117,7 +118,7 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
     // The quantization group of the first integer-dot matmul reading node `i` as its input.
     let quant_group = |i: usize| {
         consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
-            Op::Linear { x, .. } if x.0 as usize == i => q8(j).map(|q| q.group),
+            Op::Linear { x, .. } | Op::Moe { x, .. } if x.0 as usize == i => q8(j).map(|q| q.group),
             _ => None,
         })
     };

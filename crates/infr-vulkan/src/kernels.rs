@@ -697,8 +697,10 @@ mod tests {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
                 }
                 for r in [2, 4] {
-                    if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r) {
-                        check(&s);
+                    for gate_up in [false, true] {
+                        if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r, gate_up) {
+                            check(&s);
+                        }
                     }
                 }
                 for (pairs, f) in [(4096, 16), (512, 16), (4096, 8), (512, 8)] {

@@ -74,11 +74,32 @@ pub fn moe_coop_tile(n_pairs: usize, n_expert: usize, frag: u32, max_shared: u32
     let per_expert = n_pairs / n_expert.clamp(1, n_pairs.max(1));
     let (bn, gm, gn) = if per_expert >= 48 { (64, 2, 4) } else { (32, 4, 2) };
     let tile = CoopTile { frag, bm: 128, bn, gm, gn, bk: 64, raster: 0, stages: 1 };
+    if let Some(t) = forced_moe_tile(frag).filter(|t| t.shared_bytes() <= max_shared) {
+        return t;
+    }
     if tile.shared_bytes() <= max_shared {
         tile
     } else {
         CoopTile { bk: 32, ..tile }
     }
+}
+
+/// `INFR_VK_MOE_TILE=bm,bn,gm,gn,bk,stages` (tuning): the expert matmuls' cooperative tile,
+/// where every subgroup gets whole fragments.
+fn forced_moe_tile(frag: u32) -> Option<CoopTile> {
+    let v = std::env::var("INFR_VK_MOE_TILE").ok()?;
+    let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    let [bm, bn, gm, gn, bk, stages] = p[..] else { return None };
+    let ok = [1, 2, 4, 8].contains(&gm)
+        && [1, 2, 4, 8].contains(&gn)
+        && gm * gn <= 16
+        && [32, 64].contains(&bk)
+        && stages <= 2
+        && bm % (frag * gm) == 0
+        && bn % (frag * gn) == 0
+        && bm <= 256
+        && bn <= 256;
+    ok.then_some(CoopTile { frag, bm, bn, gm, gn, bk, raster: 0, stages })
 }
 
 /// Push constants of `moe_route.wgsl`.
@@ -138,33 +159,92 @@ pub struct MoeQ8Params {
 /// quantized to int8 as llama.cpp's CPU quantizes it (`mul_mat_vec_id` reads q8_1 the same
 /// way). Bindings: W, XQ, Y, bias (per expert), XS, route. `None` where the weight type has
 /// no integer-dot form.
-pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32) -> Option<KernelSpec> {
+pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool) -> Option<KernelSpec> {
     let dense = crate::kernels::matmul_vec_q8(l, 1, r, 1)?;
-    let store = "            Y[moe_pair * out_stride + col] = moe_weigh(v, moe_pair, has_bias != 0u, wrow0 + r0 + r);";
-    let select = "    let pair = lin0 / pc.tiles_m;
-    lin = lin0 % pc.tiles_m;
+    // Bias value of the row this lane stores, from the job's bias rows.
+    let bias = if gate_up {
+        "            var bias = 0.0;
+            if has_bias != 0u {
+                if job == 1u {
+                    bias = BIAS1[wrow0 + r0 + r];
+                } else {
+                    bias = BIAS[wrow0 + r0 + r];
+                }
+            }"
+    } else {
+        "            var bias = 0.0;
+            if has_bias != 0u {
+                bias = BIAS[wrow0 + r0 + r];
+            }"
+    };
+    let store = format!("{bias}\n            Y[moe_pair * out_stride + col] = moe_weigh_bias(v, moe_pair, bias);");
+    // The second job (the up weight) follows the first one's grid and writes the columns
+    // after it.
+    let second = if gate_up {
+        "    if jl >= pc.tiles_m * pc.n_pairs {
+        jl -= pc.tiles_m * pc.n_pairs;
+        job = 1u;
+        soff = pc.soff1;
+        has_bias = pc.bias1;
+        out_col0 = pc.out_col0 + pc.m;
+    }\n"
+    } else {
+        ""
+    };
+    let select = format!(
+        "    var jl = lin0;
+{second}    let pair = jl / pc.tiles_m;
+    lin = jl % pc.tiles_m;
     moe_pair = pair;
     wrow0 = ROUTE[pair] * pc.m;
-    xrow0 = pair / pc.x_div;";
+    xrow0 = pair / pc.x_div;"
+    );
     let mut parts = dense.parts.clone();
     parts.insert(parts.len() - 1, "moe_weigh");
+    let (name, extra) = if gate_up { (".x2", 2) } else { ("", 0) };
     let spec = KernelSpec {
-        name: format!("matmul_vec_q8_moe.{}", l.ty),
+        name: format!("matmul_vec_q8_moe.{}{name}", l.ty),
         parts,
-        bindings: crate::kernels::MATMUL_BINDINGS + 1,
-        push_bytes: push_size::<MoeQ8Params>(),
+        bindings: crate::kernels::MATMUL_BINDINGS + 1 + extra,
+        push_bytes: if gate_up { push_size::<MoeQ8GateUpParams>() } else { push_size::<MoeQ8Params>() },
         ..dense
     };
+    let (fields, binds, wload, grid) = if gate_up {
+        (
+            "    n_pairs: u32,\n    x_div: u32,\n    scale: u32,\n    soff1: u32,\n    bias1: u32,\n",
+            "@group(0) @binding(6) var<storage, read> W1: array<vec4<u32>>;\n@group(0) @binding(7) var<storage, read> BIAS1: array<f32>;\n",
+            "    if job == 1u {\n        return W1[i >> 2u];\n    }\n    return W[i >> 2u];",
+            "pc.tiles_m * pc.n_pairs * 2u",
+        )
+    } else {
+        (
+            "    n_pairs: u32,\n    x_div: u32,\n    scale: u32,\n",
+            "",
+            "    return W[i >> 2u];",
+            "pc.tiles_m * pc.n_pairs",
+        )
+    };
     Some(
-        spec.redefine("JOB_FIELDS", "    n_pairs: u32,\n    x_div: u32,\n    scale: u32,\n")
+        spec.redefine("JOB_FIELDS", fields)
             .redefine(
                 "JOB_BINDINGS",
-                "@group(0) @binding(5) var<storage, read> ROUTE: array<u32>;\n// The routed pair of this workgroup.\nvar<private> moe_pair: u32;\n",
+                format!("@group(0) @binding(5) var<storage, read> ROUTE: array<u32>;\n{binds}// The routed pair of this workgroup.\nvar<private> moe_pair: u32;\n"),
             )
+            .redefine("WLOAD4", wload)
             .redefine("JOB_SELECT", select)
-            .redefine("GRID", "pc.tiles_m * pc.n_pairs")
+            .redefine("GRID", grid)
             .redefine("STORE", store),
     )
+}
+
+/// Push constants of the gate/up form of [`matmul_vec_q8_moe`]: the gate's, then the up
+/// weight's scale-plane offset and bias flag (its rows, shape and routing are the gate's).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeQ8GateUpParams {
+    pub gate: MoeQ8Params,
+    pub soff1: u32,
+    pub bias1: u32,
 }
 
 /// Push constants of `moe_glu.wgsl`.

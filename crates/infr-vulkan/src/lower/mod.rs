@@ -226,6 +226,7 @@ pub(crate) fn lower(
         let node = &graph.nodes[j];
         match &node.op {
             Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_info(lw, node.rows, feat)),
+            Op::Moe { x, params, .. } => moe::int8_input(params, node.rows, graph.node(*x).cols, feat, weights),
             _ => None,
         }
     });
@@ -461,7 +462,13 @@ pub(crate) fn lower(
                     out_cols: node.cols,
                     out: me,
                 };
-                for e in moe::lower(&m, weights, feat, &mut moe_temps, &mut temp_bytes, &mut rounded)? {
+                let side = moe::Side {
+                    temps: &mut moe_temps,
+                    temp_bytes: &mut temp_bytes,
+                    rounded: &mut rounded,
+                    qact_of: &qact_of,
+                };
+                for e in moe::lower(&m, weights, feat, side)? {
                     push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
                 }
             }

@@ -10,6 +10,7 @@ use infr_core::{ExpertGateUp, MoeGating, MoeParams, TensorId, WeightId};
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
 use crate::features::Coop;
+use crate::fusion::Q8Info;
 use crate::kernels::{self, CoopTile};
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
@@ -72,15 +73,51 @@ pub(super) fn unsupported(p: &MoeParams) -> Option<String> {
     (p.n_used > MOE_MAX_USED).then(|| format!("mixture-of-experts with {} experts per token", p.n_used))
 }
 
+/// What the lowering of a MoE node shares with the rest of the plan.
+pub(super) struct Side<'a> {
+    /// The MoE temporaries (made by the plan's first MoE node, shared by the others).
+    pub temps: &'a mut Option<MoeTemps>,
+    pub temp_bytes: &'a mut Vec<u64>,
+    pub rounded: &'a mut RoundedCopy,
+    /// Int8 copies of activations made by earlier dispatches ((node, group) → temp): a
+    /// norm before the experts quantizes its output once for them (`norm_q8`).
+    pub qact_of: &'a HashMap<(u32, u32), u32>,
+}
+
+/// The expert weights of `p` (gate/up first, down last).
+fn expert_weights(p: &MoeParams) -> Vec<WeightId> {
+    match p.gate_up {
+        ExpertGateUp::Separate { gate, up } => vec![gate, up, p.down],
+        ExpertGateUp::Fused(gu) => vec![gu, p.down],
+    }
+}
+
+/// How a MoE node of `n` tokens over `cols` inputs reads int8 activations, if its expert
+/// matmuls take the integer-dot kernel (the fusion pass lets a norm before it quantize).
+pub(super) fn int8_input(
+    p: &MoeParams,
+    n: usize,
+    cols: usize,
+    feat: Features,
+    weights: &HashMap<WeightId, GpuWeight>,
+) -> Option<Q8Info> {
+    let ws = expert_weights(p).iter().map(|id| weights.get(id)).collect::<Option<Vec<_>>>()?;
+    match ExpertPath::choose(p, n, cols, feat, &ws) {
+        ExpertPath::Int8 { gx, .. } => {
+            Some(Q8Info { group: gx, ty: ws[0].layout.ty, k: cols, single_chunk: ws[0].chunks.len() == 1 })
+        }
+        _ => None,
+    }
+}
+
 /// Emit the dispatches of one MoE node.
 pub(super) fn lower(
     m: &MoeNode<'_>,
     weights: &HashMap<WeightId, GpuWeight>,
     feat: Features,
-    temps: &mut Option<MoeTemps>,
-    temp_bytes: &mut Vec<u64>,
-    rounded: &mut RoundedCopy,
+    side: Side<'_>,
 ) -> VkResult<Vec<Emit>> {
+    let Side { temps, temp_bytes, rounded, qact_of } = side;
     let p = m.p;
     if let Some(why) = unsupported(p) {
         return Err(VkError::Unsupported(why));
@@ -111,10 +148,7 @@ pub(super) fn lower(
     grow(t.hr, (pairs * ff).max(n * fs));
     grow(t.y, pairs * out);
     grow(t.sy, n * out);
-    let expert_ids = match p.gate_up {
-        ExpertGateUp::Separate { gate, up } => vec![gate, up, p.down],
-        ExpertGateUp::Fused(gu) => vec![gu, p.down],
-    };
+    let expert_ids = expert_weights(p);
     let weights_of = expert_ids.iter().map(&one_chunk).collect::<VkResult<Vec<_>>>()?;
     let path = ExpertPath::choose(p, n, cols, feat, &weights_of);
     let tiled = matches!(path, ExpertPath::Coop { .. } | ExpertPath::Tiled);
@@ -210,32 +244,55 @@ pub(super) fn lower(
     };
     let expert_matmul = |emits: &mut Vec<Emit>,
                          (id, bias): (WeightId, Option<WeightId>),
+                         second: Option<(WeightId, Option<WeightId>)>,
                          x: Res,
                          y: Res,
                          mp: mk::MoeMatmulParams,
                          role: &str| {
         let gw = one_chunk(&id)?;
         let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, has_bias: bias.is_some() as u32, ..mp };
-        let d = ExpertDispatch { weight: id, gw, bias: bias_res(bias, mp.m)?, x, y, mp, max_tiles };
+        let second = match second {
+            Some((id2, bias2)) => {
+                let gw2 = one_chunk(&id2)?;
+                Some((id2, gw2.chunks[0].soff_words, bias_res(bias2, mp.m)?, bias2.is_some()))
+            }
+            None => None,
+        };
+        let d = ExpertDispatch { weight: id, gw, bias: bias_res(bias, mp.m)?, x, y, mp, max_tiles, second };
         let (spec, res, push, groups) = d.lower(path, &t, feat)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
         emit(emits, spec, res, push, groups, Some(shape));
         VkResult::Ok(())
     };
     let n_pairs = u32_of(pairs, "routed pairs")?;
+    // The int8 input of the gate/up matmuls: the norm's quantized output, or quantized here.
+    let mut qx = Res::Temp(t.qx);
     if let ExpertPath::Int8 { gx, .. } = path {
-        let qx = &mut temp_bytes[t.qx as usize];
-        *qx = (*qx).max(kernels::qact_bytes(n, cols));
-        let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
-        let qp = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (n * cols / 16) as u32, group: gx };
-        let res = vec![Res::Act(m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
-        emit(&mut emits, kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+        match qact_of.get(&(m.x.0, gx)) {
+            Some(&qi) => qx = Res::Temp(qi),
+            None => {
+                let q = &mut temp_bytes[t.qx as usize];
+                *q = (*q).max(kernels::qact_bytes(n, cols));
+                let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
+                let qp =
+                    kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (n * cols / 16) as u32, group: gx };
+                let res = vec![Res::Act(m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
+                emit(&mut emits, kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+            }
+        }
     }
-    for (id, bias, rows, col0, role) in gate_up {
+    // On the integer-dot path, separate gate and up weights of one type run as one dispatch.
+    let paired = matches!(path, ExpertPath::Int8 { .. })
+        && gate_up.len() == 2
+        && one_chunk(&gate_up[0].0)?.layout.ty == one_chunk(&gate_up[1].0)?.layout.ty;
+    let second = paired.then(|| (gate_up[1].0, gate_up[1].1));
+    let gate_up = if paired { &gate_up[..1] } else { &gate_up[..] };
+    for &(id, bias, rows, col0, role) in gate_up {
         let x = match path {
-            ExpertPath::Int8 { .. } => Res::Temp(t.qx),
+            ExpertPath::Int8 { .. } => qx,
             _ => input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?,
         };
+        let role = if paired { "gate_up_exps" } else { role };
         let mp = mk::MoeMatmulParams {
             k: cols as u32,
             m: rows as u32,
@@ -248,7 +305,7 @@ pub(super) fn lower(
             tiles_m: 0,
             has_bias: 0,
         };
-        expert_matmul(&mut emits, (id, bias), x, Res::Temp(t.gu), mp, role)?;
+        expert_matmul(&mut emits, (id, bias), second, x, Res::Temp(t.gu), mp, role)?;
     }
     let h = if let ExpertPath::Int8 { gh, .. } = path {
         let qh = &mut temp_bytes[t.qh as usize];
@@ -276,7 +333,7 @@ pub(super) fn lower(
         tiles_m: 0,
         has_bias: 0,
     };
-    expert_matmul(&mut emits, (p.down, p.down_bias), h, Res::Temp(t.y), mp, "down_exps")?;
+    expert_matmul(&mut emits, (p.down, p.down_bias), None, h, Res::Temp(t.y), mp, "down_exps")?;
 
     // Shared expert: dense matmuls over every token, on the kernel a plain linear node of
     // that many rows would take over f32 activations (matrix-vector, cooperative, ...).
@@ -392,6 +449,10 @@ struct ExpertDispatch<'a> {
     mp: mk::MoeMatmulParams,
     /// Most tiles the node's tile list can hold.
     max_tiles: u32,
+    /// A second weight of the same shape and type computed in the same dispatch into the
+    /// columns after the first one's (the up weight beside the gate; integer-dot path only):
+    /// its id, scale-plane offset and bias.
+    second: Option<(WeightId, u32, Res, bool)>,
 }
 
 impl ExpertDispatch<'_> {
@@ -404,7 +465,7 @@ impl ExpertDispatch<'_> {
         Ok(match path {
             ExpertPath::Int8 { .. } => {
                 let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
-                let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r).ok_or_else(|| {
+                let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, self.second.is_some()).ok_or_else(|| {
                     VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
                 })?;
                 let tiles_m = mp.m.div_ceil(r);
@@ -421,8 +482,16 @@ impl ExpertDispatch<'_> {
                 let x_rows = mp.n_pairs / mp.x_div;
                 let q = kernels::MatmulQ8Params { mm, qs_off: x_rows * mp.k / 16 };
                 let qp = mk::MoeQ8Params { q, n_pairs: mp.n_pairs, x_div: mp.x_div, scale: mp.scale };
-                let res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
-                (spec, res, bytes(&qp), grid(tiles_m, mp.n_pairs)?)
+                let mut res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
+                let groups = grid(tiles_m, mp.n_pairs)?;
+                match self.second {
+                    Some((id, soff1, bias1, has_bias1)) => {
+                        res.extend([Res::WeightChunk(id, 0), bias1]);
+                        let gp = mk::MoeQ8GateUpParams { gate: qp, soff1, bias1: has_bias1 as u32 };
+                        (spec, res, bytes(&gp), grid(groups, 2)?)
+                    }
+                    None => (spec, res, bytes(&qp), groups),
+                }
             }
             ExpertPath::Coop { coop, tile } => {
                 let tiles_m = mp.m.div_ceil(tile.bm);
