@@ -66,6 +66,16 @@ pub fn f32_to_bf16(f: f32) -> u16 {
     (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
 }
 
+/// C's `roundf` (half away from zero) as an integer, for |x| < 2^31: the same result
+/// without a library call (Rust's `f32::round` is one on baseline x86-64), so the loops of
+/// the activation quantizers vectorize. `x - trunc(x)` is exact for every f32.
+#[inline(always)]
+pub(crate) fn round_away(x: f32) -> i32 {
+    let t = x as i32;
+    let f = x - t as f32;
+    t.saturating_add((f >= 0.5) as i32 - (f <= -0.5) as i32)
+}
+
 /// Read a little-endian half at `off` in `b` and convert it with [`f16_to_f32`].
 #[inline]
 pub(crate) fn read_f16(b: &[u8], off: usize) -> f32 {
@@ -94,6 +104,27 @@ mod tests {
                 assert_eq!(ours.to_bits(), ieee.to_bits(), "h={h:#06x}");
                 // Round trip through our encoder.
                 assert_eq!(f32_to_f16(ours), h, "h={h:#06x}");
+            }
+        }
+    }
+
+    /// `round_away` is `roundf` on every f32 of magnitude below 2^31 near the quantizers'
+    /// range (all bit patterns of |x| < 256, ties included) and on random wider ones.
+    #[test]
+    fn round_away_is_roundf() {
+        for bits in 0..0x4380_0000u32 {
+            for x in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                assert_eq!(round_away(x), x.round() as i32, "x={x:e}");
+            }
+        }
+        let mut s = 0x9e37_79b9u32;
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let x = f32::from_bits(s);
+            if x.is_finite() && x.abs() < 2.0e9 {
+                assert_eq!(round_away(x), x.round() as i32, "x={x:e}");
             }
         }
     }

@@ -206,7 +206,7 @@ fn q8_0_block(x: &[f32]) -> BlockQ8_0 {
     let id = inv_or_zero(d);
     let mut qs = [0i8; QK];
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = (v * id).round() as i32 as i8;
+        *q = crate::float::round_away(v * id) as i8;
     }
     BlockQ8_0 { d: half::f16::from_bits(crate::float::f32_to_f16(d)), qs }
 }
@@ -219,7 +219,7 @@ fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
     let mut qs = [0i8; QK];
     let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = (v * id).round() as i32 as i8;
+        *q = crate::float::round_away(v * id) as i8;
         sum += *q as i32;
     }
     let f16 = |v: f32| half::f16::from_bits(crate::float::f32_to_f16(v));

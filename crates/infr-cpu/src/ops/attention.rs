@@ -17,6 +17,9 @@ fn slot(pages: &[u32], page_size: usize, pos: usize) -> usize {
     pages[pos / page_size] as usize * page_size + pos % page_size
 }
 
+/// Most tokens of one sequence in a step for which attention reads the cache rows in place.
+const DIRECT_MAX_TOKENS: usize = 2;
+
 /// Append the step's K and V rows to the cache.
 pub(crate) fn write_kv(layer: &mut KvLayer, k: &[f32], v: &[f32], inp: &StepInputs<'_>, page_size: usize) {
     for t in 0..inp.tokens.len() {
@@ -117,18 +120,52 @@ pub(crate) fn attention(
             (lo_of(pos), pos)
         }
     };
-    let seq_kv: Vec<Option<SeqKv>> = ranges
-        .par_iter()
-        .enumerate()
-        .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, layer.pages_of(&inp.seqs[s]), page_size, lo, hi)))
-        .collect();
+    // Decode steps (a token or two per sequence) read each cache row where it lies, one head
+    // at a time; longer steps convert every sequence's visible rows to f32 once, as each
+    // row then serves many queries.
+    let mut per_seq = vec![0usize; inp.seqs.len()];
+    for &s in inp.token_seq {
+        per_seq[s as usize] += 1;
+    }
+    let whole_blocks = !q8_cache || (dk % 32 == 0 && dv % 32 == 0);
+    let direct = whole_blocks && per_seq.iter().all(|&c| c <= DIRECT_MAX_TOKENS);
+    let seq_kv: Vec<Option<SeqKv>> = if direct {
+        Vec::new()
+    } else {
+        ranges
+            .par_iter()
+            .enumerate()
+            .map(|(s, r)| r.map(|(lo, hi)| gather_seq(layer, layer.pages_of(&inp.seqs[s]), page_size, lo, hi)))
+            .collect()
+    };
     let mut out = vec![0f32; n * nh * dv];
     // One task per (token, KV head): the `group` query heads sharing that KV head read each
-    // key and value row once. Per task scratch: the queries and their score rows.
-    let scratch = || (Vec::<f32>::new(), Vec::<f32>::new());
-    out.par_chunks_mut(group * dv).enumerate().for_each_init(scratch, |(qs, scores), (idx, o)| {
+    // key and value row once. Per task scratch: the queries, their score rows and (reading
+    // the cache directly) one head's key or value row.
+    let scratch = || (Vec::<f32>::new(), Vec::<f32>::new(), vec![0f32; dk.max(dv)]);
+    out.par_chunks_mut(group * dv).enumerate().for_each_init(scratch, |(qs, scores, row), (idx, o)| {
         let (t, kvh) = (idx / nkv, idx % nkv);
-        let kv = seq_kv[inp.token_seq[t] as usize].as_ref().expect("range built for every token's sequence");
+        let pages = layer.pages_of(&inp.seqs[inp.token_seq[t] as usize]);
+        let kv = seq_kv.get(inp.token_seq[t] as usize).map(|kv| kv.as_ref().expect("range built for every sequence"));
+        // Key (or value) row of position `j` for this KV head.
+        let key = |j: usize, row: &mut Vec<f32>| -> Option<std::ops::Range<usize>> {
+            match kv {
+                Some(kv) => Some((j - kv.lo) * kw + kvh * dk..(j - kv.lo) * kw + (kvh + 1) * dk),
+                None => {
+                    layer.k.read(slot(pages, page_size, j) * kw + kvh * dk, &mut row[..dk]);
+                    None
+                }
+            }
+        };
+        let value = |j: usize, row: &mut Vec<f32>| -> Option<std::ops::Range<usize>> {
+            match kv {
+                Some(kv) => Some((j - kv.lo) * vw + kvh * dv..(j - kv.lo) * vw + (kvh + 1) * dv),
+                None => {
+                    layer.v.read(slot(pages, page_size, j) * vw + kvh * dv, &mut row[..dv]);
+                    None
+                }
+            }
+        };
         let (lo, pos) = keys_of(t);
         let npos = pos + 1 - lo;
         let h0 = kvh * group;
@@ -142,8 +179,10 @@ pub(crate) fn attention(
         scores.clear();
         scores.resize(group * npos, 0.0);
         for j in lo..=pos {
-            let r = j - kv.lo;
-            let kr = &kv.k[r * kw + kvh * dk..r * kw + (kvh + 1) * dk];
+            let kr = match key(j, row) {
+                Some(at) => &kv.expect("gathered").k[at],
+                None => &row[..dk],
+            };
             for g in 0..group {
                 let mut sc = vecf::dot(&qs[g * dk..(g + 1) * dk], kr) * p.scale;
                 if let Some(cap) = p.softcap {
@@ -172,8 +211,10 @@ pub(crate) fn attention(
             }
         }
         for j in lo..=pos {
-            let r = j - kv.lo;
-            let vr = &kv.v[r * vw + kvh * dv..r * vw + (kvh + 1) * dv];
+            let vr = match value(j, row) {
+                Some(at) => &kv.expect("gathered").v[at],
+                None => &row[..dv],
+            };
             for (g, og) in o.chunks_mut(dv).enumerate() {
                 vecf::axpy(og, scores[g * npos + j - lo], vr);
             }
