@@ -72,6 +72,14 @@ impl KvStore {
         }
     }
 
+    /// The whole store as f16 values, if it holds f16 (attention reads rows in place).
+    pub(crate) fn f16_slice(&self) -> Option<&[f16]> {
+        match self {
+            KvStore::F16(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Whether values are rounded to f16 (then attention also rounds q and p, like ggml).
     pub(crate) fn is_f16(&self) -> bool {
         matches!(self, KvStore::F16(_))

@@ -17,6 +17,13 @@ fn slot(pages: &[u32], page_size: usize, pos: usize) -> usize {
     pages[pos / page_size] as usize * page_size + pos % page_size
 }
 
+/// One head's key or value row as attention reads it: converted to f32, or in an f16 cache.
+#[derive(Clone, Copy)]
+enum KvRow<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
 /// Most tokens of one sequence in a step for which attention reads the cache rows in place.
 const DIRECT_MAX_TOKENS: usize = 2;
 
@@ -147,25 +154,10 @@ pub(crate) fn attention(
         let (t, kvh) = (idx / nkv, idx % nkv);
         let pages = layer.pages_of(&inp.seqs[inp.token_seq[t] as usize]);
         let kv = seq_kv.get(inp.token_seq[t] as usize).map(|kv| kv.as_ref().expect("range built for every sequence"));
-        // Key (or value) row of position `j` for this KV head.
-        let key = |j: usize, row: &mut Vec<f32>| -> Option<std::ops::Range<usize>> {
-            match kv {
-                Some(kv) => Some((j - kv.lo) * kw + kvh * dk..(j - kv.lo) * kw + (kvh + 1) * dk),
-                None => {
-                    layer.k.read(slot(pages, page_size, j) * kw + kvh * dk, &mut row[..dk]);
-                    None
-                }
-            }
-        };
-        let value = |j: usize, row: &mut Vec<f32>| -> Option<std::ops::Range<usize>> {
-            match kv {
-                Some(kv) => Some((j - kv.lo) * vw + kvh * dv..(j - kv.lo) * vw + (kvh + 1) * dv),
-                None => {
-                    layer.v.read(slot(pages, page_size, j) * vw + kvh * dv, &mut row[..dv]);
-                    None
-                }
-            }
-        };
+        // Where row `j` of this KV head lies in `store` (`w` wide, `d` per head): in the
+        // step's gathered copy (`Some`), or in the cache at the returned offset.
+        let in_copy = |j: usize, w: usize, d: usize| kv.map(|kv| (j - kv.lo) * w + kvh * d);
+        let in_cache = |j: usize, w: usize, d: usize| slot(pages, page_size, j) * w + kvh * d;
         let (lo, pos) = keys_of(t);
         let npos = pos + 1 - lo;
         let h0 = kvh * group;
@@ -179,12 +171,20 @@ pub(crate) fn attention(
         scores.clear();
         scores.resize(group * npos, 0.0);
         for j in lo..=pos {
-            let kr = match key(j, row) {
-                Some(at) => &kv.expect("gathered").k[at],
-                None => &row[..dk],
+            let kr = match (in_copy(j, kw, dk), layer.k.f16_slice()) {
+                (Some(at), _) => KvRow::F32(&kv.expect("gathered").k[at..at + dk]),
+                (None, Some(k16)) => KvRow::F16(&k16[in_cache(j, kw, dk)..][..dk]),
+                (None, None) => {
+                    layer.k.read(in_cache(j, kw, dk), &mut row[..dk]);
+                    KvRow::F32(&row[..dk])
+                }
             };
             for g in 0..group {
-                let mut sc = vecf::dot(&qs[g * dk..(g + 1) * dk], kr) * p.scale;
+                let qg = &qs[g * dk..(g + 1) * dk];
+                let mut sc = match kr {
+                    KvRow::F32(k) => vecf::dot(qg, k),
+                    KvRow::F16(k) => vecf::dot_f16(qg, k),
+                } * p.scale;
                 if let Some(cap) = p.softcap {
                     sc = (sc / cap).tanh() * cap;
                 }
@@ -211,12 +211,20 @@ pub(crate) fn attention(
             }
         }
         for j in lo..=pos {
-            let vr = match value(j, row) {
-                Some(at) => &kv.expect("gathered").v[at],
-                None => &row[..dv],
+            let vr = match (in_copy(j, vw, dv), layer.v.f16_slice()) {
+                (Some(at), _) => KvRow::F32(&kv.expect("gathered").v[at..at + dv]),
+                (None, Some(v16)) => KvRow::F16(&v16[in_cache(j, vw, dv)..][..dv]),
+                (None, None) => {
+                    layer.v.read(in_cache(j, vw, dv), &mut row[..dv]);
+                    KvRow::F32(&row[..dv])
+                }
             };
             for (g, og) in o.chunks_mut(dv).enumerate() {
-                vecf::axpy(og, scores[g * npos + j - lo], vr);
+                let s = scores[g * npos + j - lo];
+                match vr {
+                    KvRow::F32(v) => vecf::axpy(og, s, v),
+                    KvRow::F16(v) => vecf::axpy_f16(og, s, v),
+                }
             }
         }
     });

@@ -46,6 +46,34 @@ pub(crate) fn axpy(y: &mut [f32], s: f32, x: &[f32]) {
     }
 }
 
+/// `Σ a[i] * b[i]` over f16 `b`: [`dot`] of `b` converted to f32, in the same order.
+#[inline]
+pub(crate) fn dot_f16(a: &[f32], b: &[half::f16]) -> f32 {
+    let n = a.len().min(b.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`; both slices hold `n` values.
+        return unsafe { dot512_f16(a.as_ptr(), b.as_ptr() as *const u16, n) };
+    }
+    let mut bf = vec![0f32; n];
+    half::slice::HalfFloatSliceExt::convert_to_f32_slice(&b[..n], &mut bf);
+    crate::matmul::dot_f32(&a[..n], &bf)
+}
+
+/// `y[i] += s * x[i]` over f16 `x`: [`axpy`] of `x` converted to f32.
+#[inline]
+pub(crate) fn axpy_f16(y: &mut [f32], s: f32, x: &[half::f16]) {
+    let n = y.len().min(x.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        // SAFETY: AVX-512F checked by `wide`; both slices hold `n` values.
+        return unsafe { axpy512_f16(y.as_mut_ptr(), s, x.as_ptr() as *const u16, n) };
+    }
+    for (a, b) in y[..n].iter_mut().zip(&x[..n]) {
+        *a += s * b.to_f32();
+    }
+}
+
 /// `v[i] = exp(v[i] - max)`; returns the sum of the results (in f64, as ggml's soft_max).
 pub(crate) fn exp_sub_sum(v: &mut [f32], max: f32) -> f64 {
     #[cfg(target_arch = "x86_64")]
@@ -107,6 +135,58 @@ unsafe fn axpy512(y: *mut f32, s: f32, x: *const f32, n: usize) {
     if i < n {
         let m: __mmask16 = (1u16 << (n - i)) - 1;
         let v = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(m, x.add(i)), _mm512_maskz_loadu_ps(m, y.add(i)));
+        _mm512_mask_storeu_ps(y.add(i), m, v);
+    }
+}
+
+/// 16 f16 values from `p` as f32 (`n` < 16: the first `n`, zeros after).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load16_f16(p: *const u16, n: usize) -> __m512 {
+    if n >= 16 {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+    }
+    let mut tail = [0u16; 16];
+    std::ptr::copy_nonoverlapping(p, tail.as_mut_ptr(), n);
+    _mm512_cvtph_ps(_mm256_loadu_si256(tail.as_ptr() as *const __m256i))
+}
+
+/// [`dot512`] with `b` in f16 (the same lanes, order and tail).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot512_f16(a: *const f32, b: *const u16, n: usize) -> f32 {
+    let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut i = 0;
+    while i + 32 <= n {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i)), load16_f16(b.add(i), 16), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i + 16)), load16_f16(b.add(i + 16), 16), s1);
+        i += 32;
+    }
+    while i + 16 <= n {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a.add(i)), load16_f16(b.add(i), 16), s0);
+        i += 16;
+    }
+    if i < n {
+        let m: __mmask16 = (1u16 << (n - i)) - 1;
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a.add(i)), load16_f16(b.add(i), n - i), s1);
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))
+}
+
+/// [`axpy512`] with `x` in f16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn axpy512_f16(y: *mut f32, s: f32, x: *const u16, n: usize) {
+    let sv = _mm512_set1_ps(s);
+    let mut i = 0;
+    while i + 16 <= n {
+        _mm512_storeu_ps(y.add(i), _mm512_fmadd_ps(sv, load16_f16(x.add(i), 16), _mm512_loadu_ps(y.add(i))));
+        i += 16;
+    }
+    if i < n {
+        let m: __mmask16 = (1u16 << (n - i)) - 1;
+        let v = _mm512_fmadd_ps(sv, load16_f16(x.add(i), n - i), _mm512_maskz_loadu_ps(m, y.add(i)));
         _mm512_mask_storeu_ps(y.add(i), m, v);
     }
 }
@@ -198,6 +278,14 @@ mod tests {
             for i in 0..n {
                 assert!((y[i] - (b[i] + 0.5 * a[i])).abs() < 1e-6);
             }
+            // The f16 forms give exactly what the f32 forms give on the converted values.
+            let h: Vec<half::f16> = a.iter().map(|&x| half::f16::from_f32(x)).collect();
+            let hf: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+            assert_eq!(dot_f16(&b, &h).to_bits(), dot(&b, &hf).to_bits(), "dot_f16 n={n}");
+            let (mut y16, mut y32) = (b.clone(), b.clone());
+            axpy_f16(&mut y16, 0.7, &h);
+            axpy(&mut y32, 0.7, &hf);
+            assert_eq!(y16, y32, "axpy_f16 n={n}");
             let mut g = a.clone();
             silu_mul(&mut g, &b);
             for i in 0..n {
