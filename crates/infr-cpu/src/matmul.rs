@@ -52,24 +52,21 @@ pub(crate) fn prepare_acts(x: &[f32], k: usize, w_ty: GgmlType, want_f32: bool) 
         return PreparedActs { bytes: Vec::new(), row_bytes: 0, f32: x.to_vec(), sums: Vec::new() };
     }
     let row_bytes = act_ty.row_bytes(k).expect("activation width is block aligned (checked at compile)");
-    let rows: Vec<(Vec<u8>, Vec<f32>)> = x
-        .par_chunks(k)
-        .map(|row| {
-            let q = infr_quant::quantize(act_ty, row).expect("aligned activation row");
-            let mut f = Vec::new();
-            if want_f32 {
-                f = vec![0f32; k];
-                infr_quant::dequantize(act_ty, &q, &mut f).expect("round trip of our own blocks");
-            }
-            (q, f)
-        })
-        .collect();
-    let n = rows.len();
-    let mut bytes = Vec::with_capacity(n * row_bytes);
-    let mut f32s = Vec::with_capacity(if want_f32 { n * k } else { 0 });
-    for (q, f) in rows {
-        bytes.extend_from_slice(&q);
-        f32s.extend_from_slice(&f);
+    let n = x.len() / k;
+    let mut bytes = vec![0u8; n * row_bytes];
+    let mut f32s = vec![0f32; if want_f32 { n * k } else { 0 }];
+    let quantize_row = |(row, q): (&[f32], &mut [u8])| {
+        if !crate::simd::vecf::quantize_q8_row(act_ty, row, q) {
+            infr_quant::quantize_into(act_ty, row, q).expect("aligned activation row");
+        }
+    };
+    // Rows of a few blocks are quick: tasks of several rows each.
+    let min_rows = (4096 / k.max(1)).max(1);
+    x.par_chunks(k).zip(bytes.par_chunks_mut(row_bytes)).with_min_len(min_rows).for_each(quantize_row);
+    if want_f32 {
+        f32s.par_chunks_mut(k).zip(bytes.par_chunks(row_bytes)).for_each(|(f, q)| {
+            infr_quant::dequantize(act_ty, q, f).expect("round trip of our own blocks");
+        });
     }
     let sums = if act_ty == GgmlType::Q8_0 {
         // Q8_0 block: f16 scale, then 32 i8.

@@ -74,6 +74,67 @@ pub(crate) fn axpy_f16(y: &mut [f32], s: f32, x: &[half::f16]) {
     }
 }
 
+/// Quantize one row of activations to Q8_0 (34-byte blocks) or Q8_1 (36-byte blocks) into
+/// `out`, bit-exact with `infr_quant::quantize_into` (llama.cpp's `quantize_row_q8_*_ref`:
+/// `d = amax / 127`, `q = roundf(x / d)`); false for other types or a short `out` (the
+/// caller then uses the reference quantizer).
+pub(crate) fn quantize_q8_row(ty: infr_quant::GgmlType, row: &[f32], out: &mut [u8]) -> bool {
+    use infr_quant::GgmlType::{Q8_0, Q8_1};
+    let bytes = match ty {
+        Q8_0 => 34,
+        Q8_1 => 36,
+        _ => return false,
+    };
+    if !row.len().is_multiple_of(32) || out.len() < row.len() / 32 * bytes || row.iter().any(|v| !v.is_finite()) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if wide() {
+        for (x, b) in row.chunks_exact(32).zip(out.chunks_exact_mut(bytes)) {
+            // SAFETY: AVX-512F checked by `wide`; `x` holds 32 values, `b` `bytes` bytes.
+            unsafe { q8_block512(x.as_ptr(), b, ty == Q8_1) };
+        }
+        return true;
+    }
+    false
+}
+
+/// One Q8_0 / Q8_1 block: the scale (f16), for Q8_1 the f16 of `sum(q) * d`, 32 int8s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn q8_block512(x: *const f32, b: &mut [u8], with_sum: bool) {
+    let (v0, v1) = (_mm512_loadu_ps(x), _mm512_loadu_ps(x.add(16)));
+    let sign = _mm512_set1_epi32(0x7fff_ffff);
+    let abs = |v: __m512| _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), sign));
+    let amax = _mm512_reduce_max_ps(_mm512_max_ps(abs(v0), abs(v1)));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let idv = _mm512_set1_ps(id);
+    let half = _mm512_set1_ps(0.5);
+    // roundf: truncate, then step away from zero where the dropped fraction is >= 0.5.
+    let round = |v: __m512| {
+        let y = _mm512_mul_ps(v, idv);
+        let t = _mm512_cvttps_epi32(y);
+        let f = _mm512_sub_ps(y, _mm512_cvtepi32_ps(t));
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(f, half);
+        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(f, _mm512_set1_ps(-0.5));
+        let t = _mm512_mask_add_epi32(t, up, t, _mm512_set1_epi32(1));
+        _mm512_mask_sub_epi32(t, down, t, _mm512_set1_epi32(1))
+    };
+    let (q0, q1) = (round(v0), round(v1));
+    let f16 = |v: f32| infr_quant::float::f32_to_f16(v).to_le_bytes();
+    b[..2].copy_from_slice(&f16(d));
+    let at = if with_sum {
+        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        b[2..4].copy_from_slice(&f16(sum as f32 * d));
+        4
+    } else {
+        2
+    };
+    _mm_storeu_si128(b.as_mut_ptr().add(at) as *mut __m128i, _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(b.as_mut_ptr().add(at + 16) as *mut __m128i, _mm512_cvtepi32_epi8(q1));
+}
+
 /// `v[i] = exp(v[i] - max)`; returns the sum of the results (in f64, as ggml's soft_max).
 pub(crate) fn exp_sub_sum(v: &mut [f32], max: f32) -> f64 {
     #[cfg(target_arch = "x86_64")]
@@ -268,7 +329,7 @@ mod tests {
 
     #[test]
     fn dot_axpy_silu_match_scalar() {
-        for n in [1usize, 15, 16, 17, 64, 100] {
+        for n in [1usize, 15, 16, 17, 64, 100, 256] {
             let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
             let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
             let want: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
@@ -286,6 +347,17 @@ mod tests {
             axpy_f16(&mut y16, 0.7, &h);
             axpy(&mut y32, 0.7, &hf);
             assert_eq!(y16, y32, "axpy_f16 n={n}");
+            // The fast activation quantizer writes the reference quantizer's bytes.
+            if n % 32 == 0 {
+                let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.731).sin() * 3.0 + (i % 7) as f32 * 0.5).collect();
+                for ty in [infr_quant::GgmlType::Q8_0, infr_quant::GgmlType::Q8_1] {
+                    let want = infr_quant::quantize(ty, &x).unwrap();
+                    let mut got = vec![0u8; want.len()];
+                    if quantize_q8_row(ty, &x, &mut got) {
+                        assert_eq!(got, want, "{ty:?} n={n}");
+                    }
+                }
+            }
             let mut g = a.clone();
             silu_mul(&mut g, &b);
             for i in 0..n {
