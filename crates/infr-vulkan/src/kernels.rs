@@ -703,9 +703,12 @@ mod tests {
                         }
                     }
                 }
-                for (pairs, f) in [(4096, 16), (512, 16), (4096, 8), (512, 8)] {
-                    let tile = crate::moe_kernels::moe_coop_tile(pairs, 128, f, 49152);
+                for (f, shared) in [(16, 49152), (8, 49152), (8, 32768)] {
+                    let tile = crate::moe_kernels::moe_coop_tile(f, shared);
                     check(&matmul_coop(CoopOperands::Experts(&l), 32, tile));
+                    // A narrower tile with more subgroups along the weight rows (tuning knob).
+                    let narrow = CoopTile { bn: 32, gm: 4, gn: 2, ..tile };
+                    check(&matmul_coop(CoopOperands::Experts(&l), 32, narrow));
                 }
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
                 check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));

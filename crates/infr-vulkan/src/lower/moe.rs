@@ -417,8 +417,7 @@ impl ExpertPath {
             let coop_ok = experts.iter().all(|gw| gw.layout.ty != infr_quant::GgmlType::F32 && gw.cols % 32 == 0);
             return match feat.coopmat {
                 Some(coop) if coop_ok && n >= mk::moe_coop_min_tokens() => {
-                    let tile =
-                        mk::moe_coop_tile(n * p.n_used as usize, p.n_expert as usize, coop.frag, feat.shared_bytes);
+                    let tile = mk::moe_coop_tile(coop.frag, feat.shared_bytes);
                     Self::Coop { coop, tile }
                 }
                 _ => Self::Tiled,
