@@ -71,8 +71,8 @@ pub fn moe_coop_min_tokens() -> usize {
 /// pairs of one expert only, so an expert whose pairs spill past one tile has its weights
 /// dequantized again for the next: with ~32 pairs per expert (Qwen3-30B-A3B, pp512: 4,096
 /// pairs over 128 experts), 32-pair tiles gave 5,356 t/s and 64-pair tiles 6,734 on an
-/// H100 in one run (128x64 with 4x2 subgroups and two steps read ahead: 4,107; 64x64:
-/// 5,790; 64x32: 5,552; 256x32: 5,375).
+/// H100 in one run (128x32 reading two steps ahead: 4,107; 64x64: 5,790; 64x32: 5,552;
+/// 256x32: 5,375).
 pub fn moe_coop_tile(frag: u32, max_shared: u32) -> CoopTile {
     let tile = CoopTile { frag, bm: 128, bn: 64, gm: 2, gn: 4, bk: 64, raster: 0, stages: 1 };
     if let Some(t) = forced_moe_tile(frag).filter(|t| t.shared_bytes() <= max_shared) {
@@ -158,8 +158,10 @@ pub struct MoeQ8Params {
 /// The expert matmul of decode steps on the integer-dot kernel (`matmul_vec_q8.wgsl`):
 /// `r` weight rows of one routed pair's expert per workgroup against the pair's input row,
 /// quantized to int8 as llama.cpp's CPU quantizes it (`mul_mat_vec_id` reads q8_1 the same
-/// way). Bindings: W, XQ, Y, bias (per expert), XS, route. `None` where the weight type has
-/// no integer-dot form.
+/// way). Bindings: W, XQ, Y, bias (per expert), XS, route. `gate_up`: a second weight of
+/// the same shape and type (the up weight, bindings W1 and BIAS1, push constants
+/// [`MoeQ8GateUpParams`]) in the same dispatch, its rows written after the first one's.
+/// `None` where the weight type has no integer-dot form.
 pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool) -> Option<KernelSpec> {
     let dense = crate::kernels::matmul_vec_q8(l, 1, r, 1)?;
     // Bias value of the row this lane stores, from the job's bias rows.
