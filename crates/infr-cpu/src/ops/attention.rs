@@ -8,7 +8,7 @@ use half::f16;
 use infr_core::{AttnParams, StepInputs};
 use rayon::prelude::*;
 
-use crate::kv::KvLayer;
+use crate::kv::{KvLayer, KvStore};
 use crate::simd::vecf;
 
 /// Cache slot of position `pos` in a sequence with pages `pages`.
@@ -22,6 +22,37 @@ fn slot(pages: &[u32], page_size: usize, pos: usize) -> usize {
 enum KvRow<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
+}
+
+impl<'a> KvRow<'a> {
+    /// The row `d` wide at element `at`: in the step's gathered f32 copy when there is one,
+    /// else in place in an f16 `store`, else converted from `store` into `scratch`.
+    fn get(copy: Option<&'a [f32]>, store: &'a KvStore, at: usize, d: usize, scratch: &'a mut [f32]) -> Self {
+        match (copy, store.f16_slice()) {
+            (Some(c), _) => KvRow::F32(&c[at..at + d]),
+            (None, Some(h)) => KvRow::F16(&h[at..at + d]),
+            (None, None) => {
+                store.read(at, &mut scratch[..d]);
+                KvRow::F32(&scratch[..d])
+            }
+        }
+    }
+
+    /// `q · row`.
+    fn dot(self, q: &[f32]) -> f32 {
+        match self {
+            KvRow::F32(k) => vecf::dot(q, k),
+            KvRow::F16(k) => vecf::dot_f16(q, k),
+        }
+    }
+
+    /// `y += s * row`.
+    fn axpy_into(self, y: &mut [f32], s: f32) {
+        match self {
+            KvRow::F32(v) => vecf::axpy(y, s, v),
+            KvRow::F16(v) => vecf::axpy_f16(y, s, v),
+        }
+    }
 }
 
 /// Most tokens of one sequence in a step for which attention reads the cache rows in place.
@@ -154,10 +185,12 @@ pub(crate) fn attention(
         let (t, kvh) = (idx / nkv, idx % nkv);
         let pages = layer.pages_of(&inp.seqs[inp.token_seq[t] as usize]);
         let kv = seq_kv.get(inp.token_seq[t] as usize).map(|kv| kv.as_ref().expect("range built for every sequence"));
-        // Where row `j` of this KV head lies in `store` (`w` wide, `d` per head): in the
-        // step's gathered copy (`Some`), or in the cache at the returned offset.
-        let in_copy = |j: usize, w: usize, d: usize| kv.map(|kv| (j - kv.lo) * w + kvh * d);
-        let in_cache = |j: usize, w: usize, d: usize| slot(pages, page_size, j) * w + kvh * d;
+        // Element offset of position `j`'s row of this KV head (`w` wide rows, `d` per head):
+        // in the step's gathered copy when there is one, else in the cache.
+        let at = |j: usize, w: usize, d: usize| match kv {
+            Some(kv) => (j - kv.lo) * w + kvh * d,
+            None => slot(pages, page_size, j) * w + kvh * d,
+        };
         let (lo, pos) = keys_of(t);
         let npos = pos + 1 - lo;
         let h0 = kvh * group;
@@ -171,20 +204,9 @@ pub(crate) fn attention(
         scores.clear();
         scores.resize(group * npos, 0.0);
         for j in lo..=pos {
-            let kr = match (in_copy(j, kw, dk), layer.k.f16_slice()) {
-                (Some(at), _) => KvRow::F32(&kv.expect("gathered").k[at..at + dk]),
-                (None, Some(k16)) => KvRow::F16(&k16[in_cache(j, kw, dk)..][..dk]),
-                (None, None) => {
-                    layer.k.read(in_cache(j, kw, dk), &mut row[..dk]);
-                    KvRow::F32(&row[..dk])
-                }
-            };
+            let kr = KvRow::get(kv.map(|kv| &kv.k[..]), &layer.k, at(j, kw, dk), dk, row);
             for g in 0..group {
-                let qg = &qs[g * dk..(g + 1) * dk];
-                let mut sc = match kr {
-                    KvRow::F32(k) => vecf::dot(qg, k),
-                    KvRow::F16(k) => vecf::dot_f16(qg, k),
-                } * p.scale;
+                let mut sc = kr.dot(&qs[g * dk..(g + 1) * dk]) * p.scale;
                 if let Some(cap) = p.softcap {
                     sc = (sc / cap).tanh() * cap;
                 }
@@ -211,20 +233,9 @@ pub(crate) fn attention(
             }
         }
         for j in lo..=pos {
-            let vr = match (in_copy(j, vw, dv), layer.v.f16_slice()) {
-                (Some(at), _) => KvRow::F32(&kv.expect("gathered").v[at..at + dv]),
-                (None, Some(v16)) => KvRow::F16(&v16[in_cache(j, vw, dv)..][..dv]),
-                (None, None) => {
-                    layer.v.read(in_cache(j, vw, dv), &mut row[..dv]);
-                    KvRow::F32(&row[..dv])
-                }
-            };
+            let vr = KvRow::get(kv.map(|kv| &kv.v[..]), &layer.v, at(j, vw, dv), dv, row);
             for (g, og) in o.chunks_mut(dv).enumerate() {
-                let s = scores[g * npos + j - lo];
-                match vr {
-                    KvRow::F32(v) => vecf::axpy(og, s, v),
-                    KvRow::F16(v) => vecf::axpy_f16(og, s, v),
-                }
+                vr.axpy_into(og, scores[g * npos + j - lo]);
             }
         }
     });
