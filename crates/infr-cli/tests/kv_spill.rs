@@ -42,3 +42,46 @@ fn kv_cache_spills_to_host_past_a_forced_budget() {
     let (ok, _, err) = generate(&[("INFR_DEVICE_MEMORY_LIMIT", "12m"), ("INFR_KV_SPILL_TO_HOST", "0")]);
     assert!(!ok && err.contains("MiB available, but the model needs"), "{err}");
 }
+
+/// Step activations come on top of what the up-front check counts (weights and the KV
+/// cache): when they do not fit, the run fails with an error that names the device and says
+/// what to change -- not a driver abort.
+#[test]
+fn activations_past_the_budget_fail_with_advice() {
+    if !common::vulkan_present() {
+        return;
+    }
+    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
+    // A 600-token prompt: its 512-row prefill step needs a few MiB of activations.
+    let prompt = vec!["hello world"; 300].join(" ");
+    let run = |limit: &str| {
+        let args = [
+            "run",
+            model.to_str().unwrap(),
+            "--raw",
+            &prompt,
+            "-n",
+            "2",
+            "--temp",
+            "0",
+            "--device",
+            "Vulkan0",
+            "-c",
+            "32k",
+        ];
+        common::infr(&args, UNSET, &[("INFR_DEVICE_MEMORY_LIMIT", limit), ("INFR_KV_SPILL_TO_HOST", "0")])
+    };
+    // The refusal at a small budget gives the sizes the check counts.
+    let (ok, _, err) = run("8m");
+    assert!(!ok, "{err}");
+    let mib = |after: &str| -> u64 {
+        let at = err.find(after).unwrap_or_else(|| panic!("no '{after}' in: {err}")) + after.len();
+        err[at..].trim_start().split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"))
+    };
+    let needed = mib("the model needs") + mib("tokens another");
+    // One MiB above them: the check passes, the prefill step's activations do not fit.
+    let (ok, _, err) = run(&format!("{}m", needed + 1));
+    assert!(!ok, "ran within {} MiB", needed + 1);
+    assert!(err.contains("out of memory on Vulkan0") && err.contains("lower --ctx-size"), "{err}");
+    assert!(!err.contains("MiB available, but the model needs"), "refused up front: {err}");
+}

@@ -4,8 +4,10 @@ use infr_models::ModelError;
 /// Errors while running a model.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error(transparent)]
-    Backend(#[from] BackendError),
+    /// A backend failure; running out of device memory also says what to change.
+    /// (Not a `source`: the message already carries the backend's.)
+    #[error("{0}{hint}", hint = memory_hint(.0))]
+    Backend(BackendError),
     #[error(transparent)]
     Model(#[from] ModelError),
     /// The prompt plus generation does not fit the context.
@@ -30,4 +32,22 @@ pub enum EngineError {
     /// Invalid arguments (empty input, bad sampling parameter…).
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<BackendError> for EngineError {
+    fn from(e: BackendError) -> Self {
+        EngineError::Backend(e)
+    }
+}
+
+/// What to change after the device ran out of memory while running (the up-front check
+/// counts weights and the KV cache; step activations come on top of them).
+fn memory_hint(e: &BackendError) -> &'static str {
+    match e {
+        BackendError::OutOfMemory { .. } => {
+            ": lower --ctx-size, --parallel or --ubatch-size, use a smaller KV type (--ctk q8_0), or let the KV \
+             cache spill to host memory (kv.spill_to_host)"
+        }
+        _ => "",
+    }
 }
