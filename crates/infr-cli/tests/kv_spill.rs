@@ -7,15 +7,17 @@ mod common;
 
 const UNSET: &[&str] = &["INFR_DEVICE_MEMORY_LIMIT", "INFR_KV_SPILL_TO_HOST"];
 
-fn generate(env: &[(&str, &str)]) -> (bool, String, String) {
+/// `infr run` of the qwen3 synth model with a 32k context on Vulkan0: `prompt` as raw text,
+/// `n` greedy tokens, logging at info.
+fn run(prompt: &str, n: &str, env: &[(&str, &str)]) -> (bool, String, String) {
     let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
     let args = [
         "run",
         model.to_str().unwrap(),
         "--raw",
-        "hi there",
+        prompt,
         "-n",
-        "8",
+        n,
         "--temp",
         "0",
         "--device",
@@ -26,6 +28,10 @@ fn generate(env: &[(&str, &str)]) -> (bool, String, String) {
         "info",
     ];
     common::infr(&args, UNSET, env)
+}
+
+fn generate(env: &[(&str, &str)]) -> (bool, String, String) {
+    run("hi there", "8", env)
 }
 
 #[test]
@@ -51,26 +57,9 @@ fn activations_past_the_budget_fail_with_advice() {
     if !common::vulkan_present() {
         return;
     }
-    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
     // A 600-token prompt: its 512-row prefill step needs a few MiB of activations.
     let prompt = vec!["hello world"; 300].join(" ");
-    let run = |limit: &str| {
-        let args = [
-            "run",
-            model.to_str().unwrap(),
-            "--raw",
-            &prompt,
-            "-n",
-            "2",
-            "--temp",
-            "0",
-            "--device",
-            "Vulkan0",
-            "-c",
-            "32k",
-        ];
-        common::infr(&args, UNSET, &[("INFR_DEVICE_MEMORY_LIMIT", limit), ("INFR_KV_SPILL_TO_HOST", "0")])
-    };
+    let run = |limit: &str| run(&prompt, "2", &[("INFR_DEVICE_MEMORY_LIMIT", limit), ("INFR_KV_SPILL_TO_HOST", "0")]);
     // The refusal at a small budget gives the sizes the check counts.
     let (ok, _, err) = run("8m");
     assert!(!ok, "{err}");

@@ -108,6 +108,17 @@ mod tests {
         }
     }
 
+    /// `n` f32s of random bit patterns (xorshift32 from `seed`).
+    fn random_f32s(seed: u32, n: usize) -> impl Iterator<Item = f32> {
+        let mut x = seed;
+        (0..n).map(move |_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            f32::from_bits(x)
+        })
+    }
+
     /// `round_away` is `roundf` on every f32 of magnitude below 2^31 near the quantizers'
     /// range (all bit patterns of |x| < 256, ties included) and on random wider ones.
     #[test]
@@ -117,12 +128,7 @@ mod tests {
                 assert_eq!(round_away(x), x.round() as i32, "x={x:e}");
             }
         }
-        let mut s = 0x9e37_79b9u32;
-        for _ in 0..200_000 {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let x = f32::from_bits(s);
+        for x in random_f32s(0x9e37_79b9, 200_000) {
             if x.is_finite() && x.abs() < 2.0e9 {
                 assert_eq!(round_away(x), x.round() as i32, "x={x:e}");
             }
@@ -131,12 +137,7 @@ mod tests {
 
     #[test]
     fn f32_to_f16_rounding() {
-        let mut x = 0x1234_5678u32;
-        for _ in 0..200_000 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            let f = f32::from_bits(x);
+        for f in random_f32s(0x1234_5678, 200_000) {
             if f.is_nan() {
                 assert_eq!(f32_to_f16(f) & 0x7fff, 0x7E00);
                 continue;

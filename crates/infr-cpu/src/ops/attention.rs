@@ -26,9 +26,10 @@ enum KvRow<'a> {
 
 impl<'a> KvRow<'a> {
     /// The row `d` wide at element `at`: in the step's gathered f32 copy when there is one,
-    /// else in place in an f16 `store`, else converted from `store` into `scratch`.
+    /// else in place in an f16 `store` (where the CPU has the fused f16 kernels), else
+    /// converted from `store` into `scratch`.
     fn get(copy: Option<&'a [f32]>, store: &'a KvStore, at: usize, d: usize, scratch: &'a mut [f32]) -> Self {
-        match (copy, store.f16_slice()) {
+        match (copy, store.f16_slice().filter(|_| vecf::f16_fused())) {
             (Some(c), _) => KvRow::F32(&c[at..at + d]),
             (None, Some(h)) => KvRow::F16(&h[at..at + d]),
             (None, None) => {

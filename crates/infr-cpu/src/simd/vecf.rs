@@ -46,6 +46,12 @@ pub(crate) fn axpy(y: &mut [f32], s: f32, x: &[f32]) {
     }
 }
 
+/// Whether [`dot_f16`] / [`axpy_f16`] run fused kernels here. Elsewhere they convert to a
+/// temporary first, and callers on a hot path do better converting into their own scratch.
+pub(crate) fn f16_fused() -> bool {
+    wide()
+}
+
 /// `Σ a[i] * b[i]` over f16 `b`: [`dot`] of `b` converted to f32, in the same order.
 #[inline]
 pub(crate) fn dot_f16(a: &[f32], b: &[half::f16]) -> f32 {
@@ -85,18 +91,20 @@ pub(crate) fn quantize_q8_row(ty: infr_quant::GgmlType, row: &[f32], out: &mut [
         Q8_1 => 36,
         _ => return false,
     };
-    if !row.len().is_multiple_of(32) || out.len() < row.len() / 32 * bytes || row.iter().any(|v| !v.is_finite()) {
+    // The kernel's presence first: without it the row is not scanned for nothing.
+    if !wide()
+        || !row.len().is_multiple_of(32)
+        || out.len() < row.len() / 32 * bytes
+        || row.iter().any(|v| !v.is_finite())
+    {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    if wide() {
-        for (x, b) in row.chunks_exact(32).zip(out.chunks_exact_mut(bytes)) {
-            // SAFETY: AVX-512F checked by `wide`; `x` holds 32 values, `b` `bytes` bytes.
-            unsafe { q8_block512(x.as_ptr(), b, ty == Q8_1) };
-        }
-        return true;
+    for (x, b) in row.chunks_exact(32).zip(out.chunks_exact_mut(bytes)) {
+        // SAFETY: AVX-512F checked by `wide`; `x` holds 32 values, `b` `bytes` bytes.
+        unsafe { q8_block512(x.as_ptr(), b, ty == Q8_1) };
     }
-    false
+    true
 }
 
 /// One Q8_0 / Q8_1 block: the scale (f16), for Q8_1 the f16 of `sum(q) * d`, 32 int8s.
