@@ -144,6 +144,10 @@ def main():
         assert result["json"]["choices"][0]["finish_reason"] in ("length", "stop"), result
         assert (503, "draining") in statuses, statuses
         print(f"litellm: a draining replica answered /health {sorted(statuses)} and finished its request")
+        # The router may still hold replica 0 in its 2 s cooldown (a pooled connection from before
+        # its restart fails once); with replica 1 gone a request in that window has no deployment
+        # left, so wait the cooldown out as a client would.
+        time.sleep(2.5)
         ask("Served by the remaining replica")
     finally:
         for proc in procs:
