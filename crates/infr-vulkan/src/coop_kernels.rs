@@ -145,6 +145,46 @@ pub enum CoopOperands<'a> {
     /// A 3-D expert weight in its GPU layout, f32 activations gathered per routed pair
     /// (`coop_load_moe.wgsl`; push constants [`MoeCoopParams`]).
     Experts(&'a GpuLayout),
+    /// W in its GPU layout, X16 from [`crate::kernels::round_act16`], the inner dimension
+    /// split into ranges whose partial products go to separate planes of Y (push constants
+    /// [`SplitParams`]; [`split_reduce`] adds them up). For products of few activation rows,
+    /// whose grid of output tiles alone leaves most of the device idle.
+    SplitK(&'a GpuLayout),
+}
+
+/// Push constants of the split-K cooperative matmul ([`CoopOperands::SplitK`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct SplitParams {
+    /// `out_stride` is the row stride of each plane; `has_bias` must be 0 (the reduction adds
+    /// the bias).
+    pub mm: MatmulParams,
+    /// Inner-dimension elements per range (a multiple of the k-step).
+    pub k_chunk: u32,
+    /// Output tiles (weight-row tiles × activation tiles): workgroup `g` computes tile
+    /// `g % tiles` over range `g / tiles`.
+    pub tiles: u32,
+    /// Elements between the partial-product planes of consecutive ranges.
+    pub part_stride: u32,
+}
+
+/// Push constants of `split_reduce.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct SplitReduceParams {
+    /// Output rows.
+    pub m: u32,
+    pub n: u32,
+    pub parts: u32,
+    pub has_bias: u32,
+}
+
+/// Threads per workgroup of `split_reduce` (one output each).
+pub const SPLIT_REDUCE_WG: u32 = 256;
+
+/// The sum of a split-K product's partial planes (binds the planes, Y and the bias).
+pub fn split_reduce() -> KernelSpec {
+    KernelSpec::new("split_reduce", &["common", "split_reduce"], 3, push_size::<SplitReduceParams>())
 }
 
 /// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of `gm × gn`
@@ -216,9 +256,25 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             );
             spec.define("TILE_GUARD", "")
         }
+        CoopOperands::SplitK(l) => {
+            let spec = quantized(
+                l,
+                format!("matmul_coop_split.{}", l.ty),
+                &["coop_x_f16", "coop_dense"],
+                MATMUL_BINDINGS,
+                push_size::<SplitParams>(),
+            );
+            spec.define("TILE_GUARD", "")
+                .define("SPLIT_FIELDS", "    k_chunk: u32,\n    tiles: u32,\n    part_stride: u32,\n")
+                .define(
+                    "K_RANGE",
+                    "    let lin = lin_all % pc.tiles;\n    let part = lin_all / pc.tiles;\n    k_lo = part * pc.k_chunk;\n    k_end = min(pc.k, k_lo + pc.k_chunk);\n    yoff = part * pc.part_stride;",
+                )
+                .define("K_SPAN", "pc.k_chunk")
+        }
         CoopOperands::F16 => KernelSpec::new(
             "matmul_coop.f16in",
-            &["common", "coop_load_f16", "coop_dense", "matmul_coop"],
+            &["common", "coop_x_f16", "coop_load_f16", "coop_dense", "matmul_coop"],
             4,
             push_size::<MatmulParams>(),
         )
@@ -239,6 +295,11 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             )
         }
     };
+    // Whole-k products (every kind but the split one, which set these above).
+    let spec = spec
+        .define("SPLIT_FIELDS", "")
+        .define("K_RANGE", "    let lin = lin_all;\n    k_end = pc.k;")
+        .define("K_SPAN", "pc.k");
     spec.define("F", f)
         .define("WG", tile.gm * tile.gn * subgroup_size)
         .define("SGS", subgroup_size)

@@ -26,6 +26,7 @@ mod prefill_matmul;
 pub mod profile;
 mod recurrent_kernels;
 pub mod repack;
+mod skinny_matmul;
 mod tables;
 mod weights;
 

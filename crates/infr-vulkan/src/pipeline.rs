@@ -29,6 +29,8 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_load_f16", include_str!("shaders/coop_load_f16.wgsl")),
     ("coop_load_moe", include_str!("shaders/coop_load_moe.wgsl")),
     ("coop_x_f32", include_str!("shaders/coop_x_f32.wgsl")),
+    ("coop_x_f16", include_str!("shaders/coop_x_f16.wgsl")),
+    ("split_reduce", include_str!("shaders/split_reduce.wgsl")),
     ("moe_route_rank", include_str!("shaders/moe_route_rank.wgsl")),
     ("moe_gating", include_str!("shaders/moe_gating.wgsl")),
     ("moe_weigh", include_str!("shaders/moe_weigh.wgsl")),

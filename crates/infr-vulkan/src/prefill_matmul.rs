@@ -83,9 +83,48 @@ pub(crate) struct F16Buffers {
     w16: [Option<u32>; 2],
     /// The weight already dequantized into buffer `1` by the previous matmul.
     prefetched: Option<(WeightId, usize)>,
+    /// The partial-product planes of split-K matmuls (`skinny_matmul.rs`).
+    partials: Option<u32>,
 }
 
 impl F16Buffers {
+    /// The f16 copy of `n` rows of node `x` (`k` wide) rounded as a matmul with weight type
+    /// `ty` reads them, pushing its rounding dispatch onto `emits` unless the copy holds that
+    /// already.
+    pub fn x16_copy(
+        &mut self,
+        x: u32,
+        ty: infr_quant::GgmlType,
+        n: usize,
+        k: usize,
+        temp_bytes: &mut Vec<u64>,
+        emits: &mut Vec<Emit>,
+    ) -> VkResult<u32> {
+        let mode = kernels::act_round_mode(ty, k).unwrap_or(kernels::ROUND_F16);
+        let (xi, round) = self.x16.prepare(x, mode, n * k, (n * k * 2) as u64, temp_bytes)?;
+        if let Some(rp) = round {
+            emits.push(Emit {
+                spec: kernels::round_act16(),
+                res: vec![Res::Act(x), Res::Temp(xi)],
+                push: bytes(&rp),
+                groups: rp.n_groups,
+                shape: None,
+                barrier_after: true,
+            });
+        }
+        Ok(xi)
+    }
+
+    /// The buffer of split-K partial products, at least `size` bytes.
+    pub fn partials(&mut self, size: u64, temp_bytes: &mut Vec<u64>) -> u32 {
+        let i = *self.partials.get_or_insert_with(|| {
+            temp_bytes.push(0);
+            temp_bytes.len() as u32 - 1
+        });
+        temp_bytes[i as usize] = temp_bytes[i as usize].max(size);
+        i
+    }
+
     fn w16(&mut self, slot: usize, temp_bytes: &mut Vec<u64>) -> u32 {
         *self.w16[slot].get_or_insert_with(|| {
             temp_bytes.push(0);
@@ -165,18 +204,7 @@ pub(crate) fn lower(
     let (lw, n) = (m.lw, m.n);
     let k = lw.cols;
     let mut emits = Vec::new();
-    let mode = kernels::act_round_mode(lw.layout.ty, k).unwrap_or(kernels::ROUND_F16);
-    let (xi, round) = bufs.x16.prepare(m.x, mode, n * k, (n * k * 2) as u64, temp_bytes)?;
-    if let Some(rp) = round {
-        emits.push(Emit {
-            spec: kernels::round_act16(),
-            res: vec![Res::Act(m.x), Res::Temp(xi)],
-            push: bytes(&rp),
-            groups: rp.n_groups,
-            shape: None,
-            barrier_after: true,
-        });
-    }
+    let xi = bufs.x16_copy(m.x, lw.layout.ty, n, k, temp_bytes, &mut emits)?;
     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
     let prefetched = bufs.prefetched.take().filter(|&(w, _)| w == m.weight);
     let slot = prefetched.map_or(0, |(_, s)| s);

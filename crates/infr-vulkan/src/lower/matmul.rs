@@ -12,6 +12,7 @@ use crate::fusion::{Fusions, Q8Info};
 use crate::kernels;
 use crate::pipeline::KernelSpec;
 use crate::prefill_matmul::{self, Emit, F16Buffers, RoundedCopy};
+use crate::skinny_matmul;
 use crate::weights::{GpuWeight, WeightChunk};
 
 /// One linear node as the lowering sees it.
@@ -108,6 +109,11 @@ pub(super) fn lower_linear(
         }
         return Ok(emits);
     }
+    if let Some(coop) = skinny_matmul::eligible(feat, lw, n) {
+        let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_of(lw.rows)?, out: me };
+        emits.extend(skinny_matmul::lower(&m, coop, feat, side.f16_bufs, side.temp_bytes)?);
+        return Ok(emits);
+    }
     if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
         let bias_res = bias_of(lw.rows)?;
         let next = f16_order.iter().find(|&&(j, _)| j > i).map(|&(_, w)| w);
@@ -199,7 +205,8 @@ pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
 pub(super) fn q8_info(lw: &GpuWeight, n: usize, feat: Features) -> Option<Q8Info> {
     let k = lw.cols;
     let ty = lw.layout.ty;
-    let q8 = feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 && !lw.chunks.is_empty();
+    let skinny = skinny_matmul::eligible(feat, lw, n).is_some();
+    let q8 = feat.int8 && n <= kernels::VEC_MAX_COLS && k % 32 == 0 && !lw.chunks.is_empty() && !skinny;
     (q8 && kernels::vec_q8_lanes(ty).is_some()).then_some(Q8Info {
         group: if kernels::q8k_acts(ty) && k % 256 == 0 { 8 } else { 1 },
         ty,

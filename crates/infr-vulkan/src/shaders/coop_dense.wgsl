@@ -10,7 +10,7 @@ struct Params {
     soff: u32,
     has_bias: u32,
     tiles_m: u32,
-}
+{{SPLIT_FIELDS}}}
 
 var<immediate> pc: Params;
 
@@ -23,13 +23,13 @@ fn store_edge(sgid: u32, sgi: u32, rr: u32, cc: u32) {
     for (var e = sgi; e < F * F; e += SGS) {
         let r = e % F;
         let c = e / F;
-        if rr + r < pc.m && cc + c < pc.n {
+        if rr + r < pc.m && cc + c < pc.n && k_lo < pc.k {
             let col = pc.out_col0 + rr + r;
             var v = cs[sgid * F * F + e];
             if pc.has_bias != 0u {
                 v += BIAS[col];
             }
-            Y[(cc + c) * pc.out_stride + col] = v;
+            Y[yoff + (cc + c) * pc.out_stride + col] = v;
         }
     }
 }

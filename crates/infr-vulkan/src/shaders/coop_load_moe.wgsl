@@ -23,7 +23,8 @@ struct Params {
 
 var<immediate> pc: Params;
 
-// Bindings 0-4 (W, X, Y, BIAS, TBL) are coop_load_quant.wgsl's.
+// Bindings 0 and 2-4 (W, Y, BIAS, TBL) are coop_load_quant.wgsl's.
+@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> ROUTE: array<u32>;
 @group(0) @binding(6) var<storage, read> TILES: array<u32>;
 
@@ -48,6 +49,13 @@ fn moe_begin(tn: u32) {
 // The pair of row j of this workgroup's tile (j < moe_count).
 fn moe_pair(j: u32) -> u32 {
     return TILES[1u + moe_first + j];
+}
+
+// Activations are converted to f16 as they are read.
+alias XUnit = array<vec4<f16>, 4>;
+
+fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
+    return v;
 }
 
 fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {

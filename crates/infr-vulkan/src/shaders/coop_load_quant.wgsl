@@ -1,10 +1,9 @@
-// Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights and f32
-// activations: W tiles are dequantized as they are staged, from weight row `wrow0` on (0 for a
-// plain product; the expert loader sets its expert's first row). The X loader part
-// (`coop_x_f32.wgsl`, or the expert loader's gather) converts f32 activations to f16.
+// Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights: W tiles are
+// dequantized as they are staged, from weight row `wrow0` on (0 for a plain product; the
+// expert loader sets its expert's first row). Bindings 0 and 2-4; binding 1 (X) belongs to the
+// X loader part: `coop_x_f32.wgsl`, `coop_x_f16.wgsl` or the expert loader's gather.
 
 @group(0) @binding(0) var<storage, read> W: array<u32>;
-@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
@@ -12,22 +11,17 @@
 // First weight row of this workgroup's product.
 var<private> wrow0: u32;
 
-// Loader units are dequantized (converted) when read.
+// Weight loader units are dequantized when read.
 alias WUnit = array<vec4<f16>, 4>;
-alias XUnit = array<vec4<f16>, 4>;
 
 fn open_w(v: WUnit) -> array<vec4<f16>, 4> {
-    return v;
-}
-
-fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
     return v;
 }
 
 fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
     let row = u / KU;
     let ke = k0 + 16u * (u % KU);
-    if ke >= pc.k {
+    if ke >= k_end {
         return WUnit();
     }
     let bpr = pc.k / BLOCK;

@@ -36,6 +36,12 @@ const GN: u32 = {{GN}}u;
 const SK: u32 = {{SK}}u;
 const SK8: u32 = SK / 8u;
 const SK4: u32 = SK / 4u;
+// This workgroup's share of the inner dimension, k_lo .. k_end (split-K products give each
+// workgroup one range and write partial sums from element yoff of Y on, which a reduction
+// adds up; other products take all of k and yoff 0). Loaders return zeros at and past k_end.
+var<private> k_lo: u32;
+var<private> k_end: u32;
+var<private> yoff: u32;
 // Weight-row tiles per band of the workgroup order (0: weight-row tiles fastest).
 const RASTER: u32 = {{RASTER}}u;
 // Steps read ahead into registers (0: each slice is read at the start of its own step), and
@@ -109,7 +115,8 @@ fn stage_slices(t: u32, a: array<WUnit, UA>, b: array<XUnit, UB>) {
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgi: u32) {
-    let lin = wg_linear(wid, nwg);
+    let lin_all = wg_linear(wid, nwg);
+{{K_RANGE}}
     var tm = lin % pc.tiles_m;
     var tn = lin / pc.tiles_m;
     if RASTER > 0u {
@@ -145,23 +152,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var ra1: array<WUnit, UA>;
     var rb1: array<XUnit, UB>;
     if STAGES > 0u {
-        ra0 = fetch_ws(t, r0, 0u);
-        rb0 = fetch_xs(t, c0, 0u);
+        ra0 = fetch_ws(t, r0, k_lo);
+        rb0 = fetch_xs(t, c0, k_lo);
     }
     if STAGES > 1u {
-        ra1 = fetch_ws(t, r0, BK);
-        rb1 = fetch_xs(t, c0, BK);
+        ra1 = fetch_ws(t, r0, k_lo + BK);
+        rb1 = fetch_xs(t, c0, k_lo + BK);
     }
-    for (var k0 = 0u; k0 < pc.k; k0 += STEP) {
+    for (var k0 = 0u; k0 < {{K_SPAN}}; k0 += STEP) {
         if STAGES == 0u {
-            ra0 = fetch_ws(t, r0, k0);
-            rb0 = fetch_xs(t, c0, k0);
+            ra0 = fetch_ws(t, r0, k_lo + k0);
+            rb0 = fetch_xs(t, c0, k_lo + k0);
         }
         stage_slices(t, ra0, rb0);
         workgroupBarrier();
-        if STAGES > 0u && k0 + STEP < pc.k {
-            ra0 = fetch_ws(t, r0, k0 + STEP);
-            rb0 = fetch_xs(t, c0, k0 + STEP);
+        if STAGES > 0u && k0 + STEP < {{K_SPAN}} {
+            ra0 = fetch_ws(t, r0, k_lo + k0 + STEP);
+            rb0 = fetch_xs(t, c0, k_lo + k0 + STEP);
         }
         for (var kk = 0u; kk < BK; kk += F) {
 {{MMA}}
@@ -174,19 +181,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             stage_slices(t, ra1, rb1);
             workgroupBarrier();
             // Unconditionally: past k the loaders return the zeros the next iteration needs.
-            ra1 = fetch_ws(t, r0, k0 + BK + STEP);
-            rb1 = fetch_xs(t, c0, k0 + BK + STEP);
+            ra1 = fetch_ws(t, r0, k_lo + k0 + BK + STEP);
+            rb1 = fetch_xs(t, c0, k_lo + k0 + BK + STEP);
             for (var kk = 0u; kk < BK; kk += F) {
 {{MMA}}
             }
             workgroupBarrier();
         }
     }
-    // Direct stores need 16-byte aligned columns.
-    let interior = DIRECT && r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;
+    // Direct stores need 16-byte aligned columns. Padding workgroups of a split product
+    // (k_lo past k) store nothing.
+    let interior = DIRECT && k_lo < pc.k && r0 + BM <= pc.m && c0 + BN <= pc.n && pc.has_bias == 0u && (pc.out_stride | pc.out_col0) % 4u == 0u;
     if interior {
         let ys = pc.out_stride;
-        let yb = (c0 + wc) * ys + pc.out_col0 + r0 + wr;
+        let yb = yoff + (c0 + wc) * ys + pc.out_col0 + r0 + wr;
 {{STORE_DIRECT}}
     } else {
         let eo = sgid * F * F;

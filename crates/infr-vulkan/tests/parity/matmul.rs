@@ -86,8 +86,9 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
 }
 
 /// Fast kernels where the device has them (matrix-vector for n ≤ VEC_MAX_COLS = 16), tiled or
-/// generic otherwise; with cooperative matrices 70 rows take the kernel that dequantizes tiles
-/// on the fly and 260 rows the f16-operand path (every type's `dequant_f16`).
+/// generic otherwise; with cooperative matrices 17 rows take the split-K kernel (here in one k
+/// range: k is 256), 70 rows the kernel that dequantizes tiles on the fly and 260 rows
+/// the f16-operand path (every type's `dequant_f16`).
 #[test]
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
@@ -558,6 +559,44 @@ fn prefill_matmul_chain_in_small_slices() {
     eprintln!("f16 matmul dispatches: {whole} whole, {sliced} in slices");
     if coop && whole > 0 {
         assert!(sliced > whole, "capped slices issued {sliced} f16 matmuls, whole weights {whole}");
+    }
+}
+
+/// Matmuls over 17 to 64 activation rows (batched decode) with inner dimensions long enough to
+/// be split where there are cooperative matrices: a 2048-wide product in eight k ranges (with
+/// a bias, added by the reduction), a 1472-wide one whose last range is shorter, one that is
+/// not split (bias stored directly), and Q4_K, Q6_K, Q5_0 and Q8_0 weights. Each output must
+/// equal the CPU's; where the cooperative kernels run, the split products' reduction must
+/// have run.
+#[test]
+fn few_rows_take_split_k_products() {
+    let mut rng = Rng(909);
+    let mut w = Weights::default();
+    let table = w.add(weight("tok", GgmlType::F32, K, 8, &mut rng, 1.0));
+    let up = w.add(weight("up", GgmlType::Q4_K, K, 2048, &mut rng, 0.1));
+    let down = w.add(weight("down", GgmlType::Q6_K, 2048, 320, &mut rng, 0.05));
+    let bias = w.add(weight("bias", GgmlType::F32, 320, 1, &mut rng, 1.0));
+    let wide = w.add(weight("wide", GgmlType::Q5_0, 320, 1472, &mut rng, 0.1));
+    let back = w.add(weight("back", GgmlType::Q8_0, 1472, 136, &mut rng, 0.05));
+    let opts = infr_vulkan::VulkanOptions { validation: true, profile: true, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts) else { return };
+    for n in [17usize, 40] {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(table);
+            let h = g.linear(x, up, None);
+            let d = g.linear(h, down, Some(bias));
+            let e = g.linear(d, wide, None);
+            g.linear(e, back, None)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % 8).collect();
+        let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
+        p.check(&format!("split-k chain n={n}"), &g, &[step], 1e-2, 3e-2);
+    }
+    // Two split products (`down` and `back`) per row count.
+    let reductions = p.vk.profile().and_then(|pr| pr.totals.get("split_reduce").map(|t| t.0)).unwrap_or(0);
+    eprintln!("cooperative matrices: {}, split reductions: {reductions}", p.vk.uses_coopmat());
+    if p.vk.uses_coopmat() {
+        assert_eq!(reductions, 4, "split reductions");
     }
 }
 

@@ -1,0 +1,185 @@
+//! Lowering of matmuls over few activation rows (batched decode of several sequences, short
+//! prompts) to the split-K cooperative matmul: the weight is read once per step through
+//! tensor-core fragments, and the inner dimension is split into ranges so that a product of
+//! only a few output tiles still spreads over the whole device. Each range writes its partial
+//! product to its own plane of a temporary buffer; `split_reduce` adds the planes (and the
+//! bias) in order. On an H100 (Qwen3-8B Q4_K_M, 32 rows) the whole-k cooperative kernel took
+//! 79 µs for a 1024x4096 product and as long for 4096x4096: its 64 k-steps one after another,
+//! not the bytes, set the time.
+
+use crate::error::VkResult;
+use crate::features::{Coop, Features};
+use crate::kernels::{self, CoopOperands, CoopTile, MatmulParams, SplitParams, SplitReduceParams};
+use crate::lower::{bytes, u32_of, Res};
+use crate::prefill_matmul::{Emit, F16Buffers, F16Matmul};
+use crate::weights::GpuWeight;
+
+/// Most activation rows the split-K path takes (one activation tile of 64 rows).
+pub(crate) const MAX_ROWS: usize = 64;
+
+/// Fewest activation rows for which the split-K path is taken: past the integer-dot
+/// matrix-vector kernel's 16. Its f16 products at 8-16 rows moved the synthetic MoE oracles
+/// past their limits where the int8 kernel, which rounds activations as llama.cpp's CPU does,
+/// holds them (qwen3moe decode on lavapipe: KL max 0.72 against 0.5). `INFR_VK_SKINNY_MIN_ROWS`
+/// overrides it for tuning (past [`MAX_ROWS`]: never).
+fn min_rows() -> usize {
+    std::env::var("INFR_VK_SKINNY_MIN_ROWS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(kernels::VEC_MAX_COLS + 1)
+}
+
+/// Workgroups the split aims for: enough to keep several per multiprocessor of a large GPU in
+/// flight. `INFR_VK_SKINNY_GROUPS` overrides it for tuning.
+fn target_groups() -> u32 {
+    std::env::var("INFR_VK_SKINNY_GROUPS").ok().and_then(|v| v.trim().parse().ok()).filter(|&g| g > 0).unwrap_or(1024)
+}
+
+/// Most bytes of the partial-product planes of one matmul.
+const PARTIALS_CAP: u64 = 64 << 20;
+
+/// The cooperative configuration when the product of `n` activation rows with `lw` should run
+/// on the split-K path.
+pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop> {
+    let coop = feat.coopmat?;
+    let k = lw.cols;
+    let rows_ok = (min_rows().max(2)..=MAX_ROWS).contains(&n);
+    let quantized = lw.layout.ty != infr_quant::GgmlType::F32;
+    let fits = (n * k * 2) as u64 <= feat.max_binding_bytes;
+    (rows_ok && quantized && fits && k % 64 == 0 && !lw.chunks.is_empty()).then_some(coop)
+}
+
+/// The tile for `n` activation rows: 4 subgroups along 128 weight rows (64 with 8×8
+/// fragments), one activation tile of `n` rounded up to fragments, k-steps of 64, one step
+/// read ahead. `INFR_VK_SKINNY_TILE=bm,gm,bk,stages` overrides it for tuning.
+pub(crate) fn tile(frag: u32, n: usize, max_shared: u32) -> CoopTile {
+    let bn = (n as u32).div_ceil(frag) * frag;
+    let plain = CoopTile { frag, bm: 16 * frag / 2, bn, gm: 4, gn: 1, bk: 64, raster: 0, stages: 1 };
+    let forced = std::env::var("INFR_VK_SKINNY_TILE").ok().and_then(|v| {
+        let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        match p[..] {
+            [bm, gm, bk, stages] if [1, 2, 4, 8].contains(&gm) && [32, 64].contains(&bk) && stages <= 2 => {
+                Some(CoopTile { bm, gm, bk, stages, ..plain })
+            }
+            _ => None,
+        }
+    });
+    let usable = |t: &CoopTile| t.bm % (frag * t.gm) == 0 && t.bm > 0 && t.shared_bytes() <= max_shared;
+    match forced {
+        Some(t) if usable(&t) => t,
+        _ if usable(&plain) => plain,
+        _ => CoopTile { bm: 2 * frag, gm: 2, bk: 32, ..plain },
+    }
+}
+
+/// How to split an inner dimension of `k` for a product of `tiles` output tiles read in
+/// k-steps of `step`: the number of ranges and the elements per range (a multiple of the
+/// step; the last range may be shorter).
+pub(crate) fn split(tiles: u32, k: u32, step: u32, max_parts: u32) -> (u32, u32) {
+    // Ranges no shorter than four steps (each range pays for filling its read-ahead).
+    let most = (k / (4 * step)).clamp(1, max_parts.max(1));
+    let parts = target_groups().div_ceil(tiles.max(1)).clamp(1, most);
+    let chunk = k.div_ceil(parts).div_ceil(step) * step;
+    (k.div_ceil(chunk), chunk)
+}
+
+/// Dispatches of one matmul over few rows: the activations rounded into the f16 copy, one
+/// split product per weight chunk into the partial planes, and their sum into the output (or,
+/// with one range, the product straight into the output).
+pub(crate) fn lower(
+    m: &F16Matmul<'_>,
+    coop: Coop,
+    feat: Features,
+    bufs: &mut F16Buffers,
+    temp_bytes: &mut Vec<u64>,
+) -> VkResult<Vec<Emit>> {
+    let (lw, n) = (m.lw, m.n);
+    let k = lw.cols;
+    let mut emits = Vec::new();
+    let xi = bufs.x16_copy(m.x, lw.layout.ty, n, k, temp_bytes, &mut emits)?;
+    let t = tile(coop.frag, n, feat.shared_bytes);
+    let spec = kernels::matmul_coop(CoopOperands::SplitK(&lw.layout), coop.subgroup, t);
+    let step = t.bk * t.stages.max(1);
+    let plane = (n * lw.rows) as u64 * 4;
+    let max_parts = u32_of(((PARTIALS_CAP / plane) as usize).max(1), "partial planes")?;
+    let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+    let has_bias = m.bias != Res::Dummy;
+    // One range count for every chunk (chunks of one weight differ only in rows).
+    let tiles_n = (n as u32).div_ceil(t.bn);
+    let widest = lw.chunks.iter().map(|c| c.rows).max().unwrap_or(0);
+    let (parts, k_chunk) = split(widest.div_ceil(t.bm) * tiles_n, k as u32, step, max_parts);
+    let direct = parts == 1;
+    let out = if direct { m.out } else { Res::Temp(bufs.partials(plane * parts as u64, temp_bytes)) };
+    for (ci, ch) in lw.chunks.iter().enumerate() {
+        let tiles = ch.rows.div_ceil(t.bm) * tiles_n;
+        let mm = MatmulParams {
+            k: k as u32,
+            m: ch.rows,
+            n: n as u32,
+            out_stride: lw.rows as u32,
+            out_col0: ch.row0,
+            soff: ch.soff_words,
+            has_bias: (direct && has_bias) as u32,
+            tiles_m: ch.rows.div_ceil(t.bm),
+        };
+        let p = SplitParams { mm, k_chunk, tiles, part_stride: u32_of(n * lw.rows, "partial plane")? };
+        emits.push(Emit {
+            spec: spec.clone(),
+            res: vec![
+                Res::WeightChunk(m.weight, ci),
+                Res::Temp(xi),
+                out,
+                if direct { m.bias } else { Res::Dummy },
+                Res::Tables,
+            ],
+            push: bytes(&p),
+            groups: tiles * parts,
+            shape: Some(shape.clone()),
+            barrier_after: true,
+        });
+    }
+    if !direct {
+        let rp = SplitReduceParams { m: lw.rows as u32, n: n as u32, parts, has_bias: has_bias as u32 };
+        emits.push(Emit {
+            spec: kernels::split_reduce(),
+            res: vec![out, m.out, m.bias],
+            push: bytes(&rp),
+            groups: u32_of((n * lw.rows).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?,
+            shape: Some(shape),
+            barrier_after: true,
+        });
+    }
+    Ok(emits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ranges are whole steps, cover k, and give short products more of them.
+    #[test]
+    fn splits_cover_k_in_whole_steps() {
+        for (tiles, k) in [(8u32, 4096u32), (32, 4096), (96, 4096), (32, 12288), (2000, 4096), (4, 128)] {
+            let (parts, chunk) = split(tiles, k, 64, 64);
+            assert_eq!(chunk % 64, 0);
+            assert!(parts * chunk >= k && (parts - 1) * chunk < k, "{tiles} {k}: {parts} x {chunk}");
+        }
+        assert!(split(8, 4096, 64, 64).0 > split(96, 4096, 64, 64).0);
+        assert_eq!(split(2000, 4096, 64, 64).0, 1);
+        assert_eq!(split(8, 4096, 64, 2).0, 2);
+    }
+
+    /// The split kernel compiles for both fragment sizes and every activation tile.
+    #[test]
+    fn split_matmul_compiles() {
+        let layout = crate::repack::gpu_layout(infr_quant::GgmlType::Q4_K).unwrap();
+        for f in [8, 16] {
+            for n in [8, 16, 24, 64] {
+                let spec = kernels::matmul_coop(CoopOperands::SplitK(&layout), 32, tile(f, n, 49152));
+                crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
+            }
+        }
+        let spec = kernels::split_reduce();
+        crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
+    }
+}
