@@ -10,8 +10,13 @@ const UNSET: &[&str] = &["INFR_DEVICE_MEMORY_LIMIT", "INFR_KV_SPILL_TO_HOST"];
 /// `infr run` of the qwen3 synth model with a 32k context on Vulkan0: `prompt` as raw text,
 /// `n` greedy tokens, logging at info.
 fn run(prompt: &str, n: &str, env: &[(&str, &str)]) -> (bool, String, String) {
+    run_with(prompt, n, &[], env)
+}
+
+/// [`run`] with more arguments.
+fn run_with(prompt: &str, n: &str, extra: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
-    let args = [
+    let mut args = vec![
         "run",
         model.to_str().unwrap(),
         "--raw",
@@ -27,6 +32,7 @@ fn run(prompt: &str, n: &str, env: &[(&str, &str)]) -> (bool, String, String) {
         "--log",
         "info",
     ];
+    args.extend_from_slice(extra);
     common::infr(&args, UNSET, env)
 }
 
@@ -49,28 +55,35 @@ fn kv_cache_spills_to_host_past_a_forced_budget() {
     assert!(!ok && err.contains("MiB available, but the model needs"), "{err}");
 }
 
-/// Step activations come on top of what the up-front check counts (weights and the KV
-/// cache): when they do not fit, the run fails with an error that names the device and says
-/// what to change -- not a driver abort.
+/// The up-front check counts the largest step's activations beside the weights and the KV
+/// cache: with 8,192-token prefill steps (`--ubatch-size`), a budget that holds the weights and
+/// the KV cache with room to spare is refused before anything is allocated, with the three
+/// sizes; a budget of the three (and two MiB for temporaries) runs.
 #[test]
-fn activations_past_the_budget_fail_with_advice() {
+fn activations_count_in_the_up_front_check() {
     if !common::vulkan_present() {
         return;
     }
-    // A 600-token prompt: its 512-row prefill step needs a few MiB of activations.
     let prompt = vec!["hello world"; 300].join(" ");
-    let run = |limit: &str| run(&prompt, "2", &[("INFR_DEVICE_MEMORY_LIMIT", limit), ("INFR_KV_SPILL_TO_HOST", "0")]);
-    // The refusal at a small budget gives the sizes the check counts.
+    let run = |limit: &str| {
+        run_with(
+            &prompt,
+            "2",
+            &["--ubatch-size", "8192"],
+            &[("INFR_DEVICE_MEMORY_LIMIT", limit), ("INFR_KV_SPILL_TO_HOST", "0")],
+        )
+    };
     let (ok, _, err) = run("8m");
     assert!(!ok, "{err}");
-    let mib = |after: &str| -> u64 {
+    let mib = |err: &str, after: &str| -> u64 {
         let at = err.find(after).unwrap_or_else(|| panic!("no '{after}' in: {err}")) + after.len();
         err[at..].trim_start().split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"))
     };
-    let needed = mib("the model needs") + mib("tokens another");
-    // One MiB above them: the check passes, the prefill step's activations do not fit.
-    let (ok, _, err) = run(&format!("{}m", needed + 1));
-    assert!(!ok, "ran within {} MiB", needed + 1);
-    assert!(err.contains("out of memory on Vulkan0") && err.contains("lower --ctx-size"), "{err}");
-    assert!(!err.contains("MiB available, but the model needs"), "refused up front: {err}");
+    let (weights, kv) = (mib(&err, "the model needs"), mib(&err, "tokens another"));
+    let act = mib(&err, "8192-token step at least");
+    assert!(act >= 8, "activations of an 8192-token step: {act} MiB");
+    let (ok, _, err) = run(&format!("{}m", weights + kv + 2));
+    assert!(!ok && err.contains("MiB available, but the model needs"), "not refused up front: {err}");
+    let (ok, _, err) = run(&format!("{}m", weights + kv + act + 2));
+    assert!(ok, "{err}");
 }

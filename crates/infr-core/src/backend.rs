@@ -248,6 +248,13 @@ pub trait Backend: Send {
         None
     }
 
+    /// Device memory a plan of `graph` needs besides the weights and the KV cache, at least
+    /// (the engine counts the largest step's in its up-front check): by default the graph's
+    /// activations ([`Graph::activation_bytes`]).
+    fn plan_bytes(&self, graph: &Graph) -> u64 {
+        graph.activation_bytes()
+    }
+
     /// Bytes of host memory the KV cache may overflow into when [`Backend::memory_available`]
     /// is too little for it (a GPU that reads KV layers across the bus); `None` where the
     /// cache cannot spill.

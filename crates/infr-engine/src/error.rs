@@ -19,13 +19,23 @@ pub enum EngineError {
     /// A sequence id that does not exist.
     #[error("unknown sequence {0}")]
     UnknownSequence(u32),
-    /// The weights and the KV cache of the requested context do not fit the device.
+    /// The weights, the KV cache of the requested context and the largest step's activations
+    /// do not fit the device.
     #[error(
-        "{device} has {available_mib} MiB available, but the model needs {weights_mib} MiB of weights and the KV \
-         cache of {seqs} x {n_ctx} tokens another {kv_mib} MiB: lower --ctx-size (or --parallel), or use a smaller \
-         KV type (--ctk)"
+        "{device} has {available_mib} MiB available, but the model needs {weights_mib} MiB of weights, the KV \
+         cache of {seqs} x {n_ctx} tokens another {kv_mib} MiB and the activations of a {ubatch}-token step at \
+         least {act_mib} MiB: lower --ctx-size (or --parallel, or --ubatch-size), or use a smaller KV type (--ctk)"
     )]
-    DoesNotFit { device: String, available_mib: u64, weights_mib: u64, kv_mib: u64, n_ctx: usize, seqs: usize },
+    DoesNotFit {
+        device: String,
+        available_mib: u64,
+        weights_mib: u64,
+        kv_mib: u64,
+        n_ctx: usize,
+        seqs: usize,
+        act_mib: u64,
+        ubatch: usize,
+    },
     /// The model needs an op the device cannot run (checked before its weights are loaded).
     #[error("{device} cannot run this model: op '{op}' ({layer}) is not supported there: {why}")]
     UnsupportedOp { device: String, op: &'static str, layer: String, why: String },
@@ -41,7 +51,8 @@ impl From<BackendError> for EngineError {
 }
 
 /// What to change after the device ran out of memory while running (the up-front check
-/// counts weights and the KV cache; step activations come on top of them).
+/// counts weights, the KV cache and a lower bound of the activations; temporaries come on
+/// top of them).
 fn memory_hint(e: &BackendError) -> &'static str {
     match e {
         BackendError::OutOfMemory { .. } => {
@@ -49,5 +60,23 @@ fn memory_hint(e: &BackendError) -> &'static str {
              cache spill to host memory (kv.spill_to_host)"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Running out of device memory while running says what to change; other backend errors
+    /// are passed on as they are.
+    #[test]
+    fn out_of_memory_says_what_to_change() {
+        let oom =
+            EngineError::Backend(BackendError::OutOfMemory { device: "Vulkan0".into(), what: "x".into(), bytes: 1 });
+        let text = oom.to_string();
+        assert!(text.contains("lower --ctx-size") && text.contains("--ubatch-size"), "{text}");
+        let other =
+            EngineError::Backend(BackendError::Unsupported { backend: "Vulkan0".into(), what: "y".into() }).to_string();
+        assert!(!other.contains("lower --ctx-size"), "{other}");
     }
 }

@@ -103,8 +103,9 @@ pub fn layers_that_fit(per_layer: &[u64], rest: u64, avail: u64) -> usize {
         .count()
 }
 
-/// Check that the model and a KV cache of `kv` bytes fit `backend` (refusing before anything
-/// is allocated: a huge `--ctx-size` would otherwise abort the process in the allocator), and
+/// Check that the model, a KV cache of `kv` bytes and the largest step's `act` bytes of
+/// activations fit `backend` (refusing before anything is allocated: a huge `--ctx-size` would
+/// otherwise abort the process in the allocator), and
 /// choose the weights that go to host memory: experts beyond `opts.expert_cache` (or, without
 /// one, those that do not fit beside the other weights and the cache), then the weights of the
 /// layers from `opts.gpu_layers` on (or, without it, of as many last layers as do not fit).
@@ -113,6 +114,7 @@ pub(crate) fn place_weights(
     backend: &dyn Backend,
     opts: &RunnerOptions,
     kv: u64,
+    act: u64,
 ) -> Result<HashSet<WeightId>, EngineError> {
     let dev = || backend.device().id.clone();
     let mib = |b: u64| b as f64 / MIB as f64;
@@ -121,7 +123,8 @@ pub(crate) fn place_weights(
     let host_room = backend.weight_host_available();
     let available = backend.memory_available();
     let device_experts = match host_room {
-        Some(_) => device_expert_budget(opts.expert_cache, available, weights, experts, kv),
+        // Activations stay on the device beside the KV cache.
+        Some(_) => device_expert_budget(opts.expert_cache, available, weights, experts, kv + act),
         None => experts,
     };
     let (mut host, expert_host) = host_experts(model, device_experts);
@@ -140,7 +143,7 @@ pub(crate) fn place_weights(
     // reading whole layers across the bus every step).
     let n_layer = model.info.n_layer;
     let per_layer = layer_bytes(model, &host);
-    let kv_dev = if backend.kv_spill_available().is_some() { 0 } else { kv };
+    let kv_dev = (if backend.kv_spill_available().is_some() { 0 } else { kv }) + act;
     let first_host = match (opts.gpu_layers, available, host_room) {
         (Some(n), _, Some(_)) => n.min(n_layer),
         (None, Some(avail), Some(_)) if weights - expert_host + kv_dev > avail => {
@@ -180,11 +183,12 @@ pub(crate) fn place_weights(
     // A backend that spills KV layers to host memory needs room on the device for the
     // weights only, and the rest of the cache in host memory.
     let spill = backend.kv_spill_available().map(|h| h.saturating_sub(host_bytes));
+    let on_device = weights.saturating_add(act);
     let fits = match spill {
-        Some(host) => weights <= available && weights.saturating_add(kv).saturating_sub(available) <= host,
-        None => weights.saturating_add(kv) <= available,
+        Some(host) => on_device <= available && on_device.saturating_add(kv).saturating_sub(available) <= host,
+        None => on_device.saturating_add(kv) <= available,
     };
-    if spill.is_some() && fits && weights.saturating_add(kv) > available {
+    if spill.is_some() && fits && on_device.saturating_add(kv) > available {
         tracing::info!(
             "{}: the KV cache ({} MiB) does not fit beside the weights; what does not fit goes to host memory",
             dev(),
@@ -199,6 +203,8 @@ pub(crate) fn place_weights(
             kv_mib: kv.div_ceil(MIB),
             n_ctx: opts.n_ctx,
             seqs: opts.n_seq,
+            act_mib: act.div_ceil(MIB),
+            ubatch: opts.ubatch,
         });
     }
     Ok(host)

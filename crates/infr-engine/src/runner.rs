@@ -204,7 +204,17 @@ impl Runner {
         let n_pages = spec.n_pages;
         let recurrent = !spec.states.is_empty();
         let n_live = if recurrent { opts.n_seq as u32 } else { 0 };
-        let host_weights = crate::placement::place_weights(&model, backend.as_ref(), &opts, spec.bytes())?;
+        // The activations of the largest step any serving shape (or a denoising canvas) takes.
+        let canvas = model.diffusion().and_then(|d| model.denoiser_graph(d.canvas_length));
+        let act = ShapeLadder::new(opts.ubatch, opts.n_seq)
+            .serving_shapes()
+            .into_iter()
+            .map(|(t, o)| model.graph(t, o))
+            .chain(canvas)
+            .map(|g| backend.plan_bytes(&g))
+            .max()
+            .unwrap_or(0);
+        let host_weights = crate::placement::place_weights(&model, backend.as_ref(), &opts, spec.bytes(), act)?;
         for (id, name) in model.weights.iter() {
             let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
             let place = if host_weights.contains(&id) { WeightPlace::Host } else { WeightPlace::Device };
