@@ -293,17 +293,21 @@ pub trait Backend: Send {
     fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError>;
 
     /// Run a plan and return, per output row, the `k` largest values with their column
-    /// indices as [`crate::top_k`] orders them: all that greedy or top-k sampling reads. A
-    /// backend that selects them on its device reads back only these; the default selects
-    /// from [`Backend::execute`]'s rows.
+    /// indices as [`crate::top_k`] orders them, after the row's `adjust`ments (a sampler's
+    /// logit bias and penalties; rows past `adjust` have none): all that greedy or top-k
+    /// sampling reads. A backend that selects them on its device reads back only these; the
+    /// default selects from [`Backend::execute`]'s rows.
     fn execute_top_k(
         &mut self,
         plan: PlanId,
         inputs: &StepInputs<'_>,
         k: usize,
+        adjust: &[Vec<crate::LogitAdjust>],
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
-        let out = self.execute(plan, inputs)?;
-        Ok(crate::top_k_rows(&out, inputs.output_rows.len(), k))
+        let mut out = self.execute(plan, inputs)?;
+        let rows = inputs.output_rows.len();
+        crate::adjust_rows(&mut out, rows, adjust);
+        Ok(crate::top_k_rows(&out, rows, k))
     }
 
     /// Build now whatever [`Backend::execute_top_k`] with this `k` would build on first use

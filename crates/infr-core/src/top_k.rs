@@ -66,6 +66,45 @@ fn top_k_select(row: &[f32], k: usize) -> Vec<(u32, f32)> {
 }
 
 /// [`top_k`] of each of the `n_rows` rows of a row-major `out`.
+/// A change to one logit before a row's best logits are selected, as a sampler's logit bias
+/// and penalties make it (llama.cpp's logit-bias sampler, then its penalties sampler): the
+/// bias is added; a penalized token's logit is divided by `repeat` when positive and
+/// multiplied by it otherwise; then `sub` is subtracted. A token with only a bias has
+/// `repeat` 1 and `sub` 0. At most [`MAX_LOGIT_ADJUST`] per row, one per token.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct LogitAdjust {
+    pub token: u32,
+    pub bias: f32,
+    pub repeat: f32,
+    pub sub: f32,
+}
+
+impl LogitAdjust {
+    /// The adjusted logit.
+    pub fn apply(&self, logit: f32) -> f32 {
+        let l = logit + self.bias;
+        let l = if l <= 0.0 { l * self.repeat } else { l / self.repeat };
+        l - self.sub
+    }
+}
+
+/// Most [`LogitAdjust`]s one row may carry into a device selection (a sampler with more
+/// reads the whole row).
+pub const MAX_LOGIT_ADJUST: usize = 256;
+
+/// Apply each row's adjustments to `out` (`n_rows` rows; rows past `adjust` have none).
+pub fn adjust_rows(out: &mut [f32], n_rows: usize, adjust: &[Vec<LogitAdjust>]) {
+    let cols = (out.len() / n_rows.max(1)).max(1);
+    for (row, adj) in out.chunks_mut(cols).zip(adjust) {
+        for a in adj {
+            if let Some(l) = row.get_mut(a.token as usize) {
+                *l = a.apply(*l);
+            }
+        }
+    }
+}
+
 pub fn top_k_rows(out: &[f32], n_rows: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     let cols = (out.len() / n_rows.max(1)).max(1);
     out.chunks(cols).map(|r| top_k(r, k)).collect()

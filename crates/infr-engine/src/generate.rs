@@ -115,9 +115,9 @@ pub fn generate(
             break FinishReason::ContextFull;
         }
         let item = [StepItem { seq, tokens: &[tok], all_logits: false }];
-        scores = match sampler.candidates_needed() {
-            Some(k) => {
-                let rows = runner.step_top_k(&item, k)?;
+        scores = match sampler.selection(&history) {
+            Some((k, adjust)) => {
+                let rows = runner.step_top_k(&item, k, &[adjust])?;
                 Scores::top(rows.into_iter().next().and_then(|r| r.into_iter().next()))?
             }
             None => Scores::Full(runner.step(&item)?.into_iter().next().expect("one item")),

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use infr_core::{Backend, BackendError, KvDType, KvSpec, PlanId, SeqPages, StepInputs, WeightPlace, WeightSource};
+use infr_core::{
+    Backend, BackendError, KvDType, KvSpec, LogitAdjust, PlanId, SeqPages, StepInputs, WeightPlace, WeightSource,
+};
 use infr_models::Model;
 
 use crate::{EngineError, PagePool, ShapeLadder};
@@ -505,26 +507,38 @@ impl Runner {
     /// (`tokens.len()` rows if `all_logits`, else one), each `n_vocab` wide.
     pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
         let v = self.n_vocab();
-        let rows = self
-            .run_step(items, |b, plan, inputs| Ok(b.execute(plan, inputs)?.chunks(v).map(<[f32]>::to_vec).collect()))?;
+        let rows = self.run_step(items, |b, plan, inputs, _| {
+            Ok(b.execute(plan, inputs)?.chunks(v).map(<[f32]>::to_vec).collect())
+        })?;
         // One row (the usual case) moves as it is; several are joined.
         Ok(rows.into_iter().map(|mut r| if r.len() == 1 { r.pop().unwrap_or_default() } else { r.concat() }).collect())
     }
 
     /// [`Runner::step`] returning, per item, the `k` largest logits of each of its output
-    /// rows (best first, as [`infr_core::top_k`]) instead of whole rows: a backend that
-    /// selects them on its device reads back only these.
-    pub fn step_top_k(&mut self, items: &[StepItem<'_>], k: usize) -> Result<Vec<Vec<Candidates>>, EngineError> {
-        self.run_step(items, |b, plan, inputs| b.execute_top_k(plan, inputs, k))
+    /// rows (best first, as [`infr_core::top_k`]) after the item's `adjust`ments (its
+    /// sampler's logit bias and penalties; items past `adjust` have none) instead of whole
+    /// rows: a backend that selects them on its device reads back only these.
+    pub fn step_top_k(
+        &mut self,
+        items: &[StepItem<'_>],
+        k: usize,
+        adjust: &[Vec<LogitAdjust>],
+    ) -> Result<Vec<Vec<Candidates>>, EngineError> {
+        self.run_step(items, |b, plan, inputs, row_items| {
+            let rows: Vec<Vec<LogitAdjust>> =
+                row_items.iter().map(|it| it.and_then(|i| adjust.get(i)).cloned().unwrap_or_default()).collect();
+            b.execute_top_k(plan, inputs, k, &rows)
+        })
     }
 
     /// Run the items' rows as steps of the ladder's shapes (see [`ShapeLadder`]): build each
-    /// piece's inputs, run `exec` (one result per output row of the plan), record the tokens.
-    /// Returns, per item, the results of its output rows.
+    /// piece's inputs, run `exec` (given the item of each output row of the plan, `None` for
+    /// padding; one result per output row), record the tokens. Returns, per item, the results
+    /// of its output rows.
     fn run_step<R>(
         &mut self,
         items: &[StepItem<'_>],
-        exec: impl Fn(&mut dyn Backend, PlanId, &StepInputs<'_>) -> Result<Vec<R>, BackendError>,
+        exec: impl Fn(&mut dyn Backend, PlanId, &StepInputs<'_>, &[Option<usize>]) -> Result<Vec<R>, BackendError>,
     ) -> Result<Vec<Vec<R>>, EngineError> {
         if items.is_empty() || items.iter().any(|i| i.tokens.is_empty()) {
             return Err(EngineError::Invalid("a step item has no tokens".into()));
@@ -599,13 +613,17 @@ impl Runner {
                 output_rows: &output_rows,
                 embed_mix: &[],
             };
-            let out = exec(self.backend.as_mut(), plan, &inputs)?;
+            let row_items: Vec<Option<usize>> = (0..n_out)
+                .map(|k| {
+                    let wanted = if n_out == n { piece[output_rows[k] as usize].3 } else { k < real.len() };
+                    wanted.then(|| piece[output_rows[k] as usize].0)
+                })
+                .collect();
+            let out = exec(self.backend.as_mut(), plan, &inputs, &row_items)?;
             // Keep the results of the real output rows, in row order.
-            for (k, res) in out.into_iter().enumerate() {
-                let row = output_rows[k] as usize;
-                let wanted = if n_out == n { piece[row].3 } else { k < real.len() };
-                if wanted {
-                    results[piece[row].0].push(res);
+            for (res, item) in out.into_iter().zip(&row_items) {
+                if let Some(i) = item {
+                    results[*i].push(res);
                 }
             }
             for r in piece {

@@ -2,7 +2,9 @@
 //! penalties → top-k → top-p → min-p → temperature → random draw (greedy when the
 //! temperature is ≤ 0). See `src/llama-sampler.cpp` (`llama_sampler_*_apply`).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+
+use infr_core::{LogitAdjust, MAX_LOGIT_ADJUST};
 
 use crate::EngineError;
 
@@ -166,25 +168,60 @@ impl Sampler {
         &self.params
     }
 
-    /// How many of a row's largest logits [`Sampler::sample_top`] needs when they are all
-    /// it needs: 1 when greedy, `top_k` for top-k sampling; `None` when penalties or an
-    /// unbounded candidate set need the whole row.
-    pub fn candidates_needed(&self) -> Option<usize> {
+    /// What a step must select for this sampler, given the sequence so far: `(k, adjust)`
+    /// when the `k` largest logits of the row after `adjust` (its logit bias and penalties,
+    /// [`Sampler::adjustments`]) are all it needs -- 1 when greedy, `top_k` for top-k
+    /// sampling; `None` when an unbounded candidate set or more than
+    /// [`MAX_LOGIT_ADJUST`] adjusted tokens need the whole row.
+    pub fn selection(&self, history: &[u32]) -> Option<(usize, Vec<LogitAdjust>)> {
         let p = &self.params;
-        let penalties = p.repeat_last_n != 0
-            && (p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0);
-        if penalties || !p.logit_bias.is_empty() {
-            None
-        } else if p.temperature <= 0.0 {
-            Some(1)
+        let k = if p.temperature <= 0.0 {
+            1
+        } else if p.top_k > 0 {
+            p.top_k as usize
         } else {
-            (p.top_k > 0).then_some(p.top_k as usize)
-        }
+            return None;
+        };
+        let adjust = self.adjustments(history);
+        (adjust.len() <= MAX_LOGIT_ADJUST).then_some((k, adjust))
     }
 
-    /// [`Sampler::sample`] from a row's largest logits, best first as [`infr_core::top_k`]
-    /// orders them (at least [`Sampler::candidates_needed`] of them): the same draw as from
-    /// the whole row (NaN logits aside: they rank last here and first in `sample`).
+    /// The changes this sampler makes to a row's logits before choosing, given the sequence
+    /// so far: each biased token's bias (OpenAI's `logit_bias`, applied first), then the
+    /// repetition (multiplicative), frequency and presence penalties of the tokens in the
+    /// last `repeat_last_n` of `history`; one entry per token, in token order.
+    pub fn adjustments(&self, history: &[u32]) -> Vec<LogitAdjust> {
+        let p = &self.params;
+        let mut by_token: BTreeMap<u32, LogitAdjust> = BTreeMap::new();
+        let entry = |m: &mut BTreeMap<u32, LogitAdjust>, t: u32| -> LogitAdjust {
+            *m.entry(t).or_insert(LogitAdjust { token: t, bias: 0.0, repeat: 1.0, sub: 0.0 })
+        };
+        for &(id, bias) in &p.logit_bias {
+            let mut a = entry(&mut by_token, id);
+            a.bias += bias;
+            by_token.insert(id, a);
+        }
+        let none = p.repeat_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
+        if !none && p.repeat_last_n != 0 && !history.is_empty() {
+            let n = if p.repeat_last_n < 0 { history.len() } else { (p.repeat_last_n as usize).min(history.len()) };
+            let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
+            for &t in &history[history.len() - n..] {
+                *counts.entry(t).or_default() += 1;
+            }
+            for (t, c) in counts {
+                let mut a = entry(&mut by_token, t);
+                a.repeat = p.repeat_penalty;
+                a.sub = c as f32 * p.frequency_penalty + p.presence_penalty;
+                by_token.insert(t, a);
+            }
+        }
+        by_token.into_values().collect()
+    }
+
+    /// [`Sampler::sample`] from a row's largest logits after [`Sampler::adjustments`], best
+    /// first as [`infr_core::top_k`] orders them (at least the `k` of
+    /// [`Sampler::selection`]): the same draw as from the whole row (NaN logits aside: they
+    /// rank last here and first in `sample`).
     pub fn sample_top(&mut self, top: &[(u32, f32)]) -> u32 {
         if self.params.temperature <= 0.0 {
             return top.first().map_or(0, |c| c.0);
@@ -195,14 +232,9 @@ impl Sampler {
 
     /// Pick the next token from `logits` given the sequence so far (`history`, for penalties).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
-        let p = &self.params;
         let mut logits = logits.to_vec();
-        for &(id, bias) in &p.logit_bias {
-            if let Some(l) = logits.get_mut(id as usize) {
-                *l += bias;
-            }
-        }
-        self.apply_penalties(&mut logits, history);
+        infr_core::adjust_rows(&mut logits, 1, &[self.adjustments(history)]);
+        let p = &self.params;
         if p.temperature <= 0.0 {
             return argmax(&logits);
         }
@@ -252,29 +284,6 @@ impl Sampler {
         }
         cand.last().map_or(0, |c| c.0)
     }
-
-    /// Repetition (multiplicative), frequency and presence penalties over the recent history.
-    fn apply_penalties(&self, logits: &mut [f32], history: &[u32]) {
-        let p = &self.params;
-        let none = p.repeat_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
-        if none || p.repeat_last_n == 0 || history.is_empty() {
-            return;
-        }
-        let n = if p.repeat_last_n < 0 { history.len() } else { (p.repeat_last_n as usize).min(history.len()) };
-        let mut counts: HashMap<u32, u32> = HashMap::new();
-        for &t in &history[history.len() - n..] {
-            *counts.entry(t).or_default() += 1;
-        }
-        for (&t, &c) in &counts {
-            let Some(l) = logits.get_mut(t as usize) else { continue };
-            if *l <= 0.0 {
-                *l *= p.repeat_penalty;
-            } else {
-                *l /= p.repeat_penalty;
-            }
-            *l -= c as f32 * p.frequency_penalty + p.presence_penalty;
-        }
-    }
 }
 
 fn softmax(c: &[(u32, f32)]) -> Vec<f64> {
@@ -288,26 +297,65 @@ fn softmax(c: &[(u32, f32)]) -> Vec<f64> {
 mod tests {
     use super::*;
 
+    /// Drawing from the `k` best logits after the sampler's adjustments (what a device
+    /// selection returns) is the same draw as from the whole row, with and without logit
+    /// bias and penalties.
     #[test]
     fn sampling_from_the_top_candidates_equals_sampling_from_the_row() {
         // Distinct values: among equal logits the two paths may order candidates differently.
         let row: Vec<f32> = (0..500).map(|i| (i as f32 * 0.7359).sin() * 4.0 + i as f32 * 1e-4).collect();
+        let history: Vec<u32> = (0..90).map(|i| (i * 37 % 500) as u32).chain([row_best(&row); 3]).collect();
+        let penalties = SamplingParams {
+            repeat_penalty: 1.3,
+            frequency_penalty: 0.4,
+            presence_penalty: -0.2,
+            logit_bias: vec![(7, 5.0), (row_best(&row), -1.0), (11, f32::NEG_INFINITY), (7, 0.5)],
+            ..Default::default()
+        };
         for params in [
             SamplingParams::greedy(),
             SamplingParams { seed: Some(7), ..Default::default() },
             SamplingParams { temperature: 1.3, top_k: 5, top_p: 1.0, min_p: 0.0, seed: Some(9), ..Default::default() },
+            SamplingParams { temperature: 0.0, ..penalties.clone() },
+            SamplingParams { seed: Some(3), ..penalties.clone() },
+            SamplingParams { repeat_last_n: -1, seed: Some(4), top_p: 0.8, ..penalties.clone() },
         ] {
-            let k = Sampler::new(params.clone()).candidates_needed().expect("no penalties");
-            let top = infr_core::top_k(&row, k);
+            let (k, adjust) = Sampler::new(params.clone()).selection(&history).expect("a bounded selection");
+            let mut adjusted = row.clone();
+            infr_core::adjust_rows(&mut adjusted, 1, &[adjust]);
+            let top = infr_core::top_k(&adjusted, k);
             let (mut a, mut b) = (Sampler::new(params.clone()), Sampler::new(params));
             for _ in 0..50 {
-                assert_eq!(a.sample(&row, &[]), b.sample_top(&top));
+                assert_eq!(a.sample(&row, &history), b.sample_top(&top));
             }
         }
-        let pen = SamplingParams { repeat_penalty: 1.1, ..Default::default() };
-        assert_eq!(Sampler::new(pen).candidates_needed(), None);
         let unbounded = SamplingParams { top_k: 0, ..Default::default() };
-        assert_eq!(Sampler::new(unbounded).candidates_needed(), None);
+        assert_eq!(Sampler::new(unbounded).selection(&history), None);
+        let everything = SamplingParams { repeat_last_n: -1, repeat_penalty: 1.1, ..Default::default() };
+        let long: Vec<u32> = (0..2000).collect();
+        assert_eq!(Sampler::new(everything).selection(&long), None, "more adjusted tokens than a device takes");
+    }
+
+    fn row_best(row: &[f32]) -> u32 {
+        argmax(row)
+    }
+
+    /// One adjustment per token: biases of one token add up, penalties count the window.
+    #[test]
+    fn adjustments_merge_bias_and_penalties_per_token() {
+        let p = SamplingParams {
+            repeat_penalty: 2.0,
+            repeat_last_n: 3,
+            frequency_penalty: 0.5,
+            logit_bias: vec![(9, 1.0), (4, -2.0), (9, 0.5)],
+            ..Default::default()
+        };
+        let got = Sampler::new(p).adjustments(&[1, 4, 4, 9, 4]);
+        let want = vec![
+            LogitAdjust { token: 4, bias: -2.0, repeat: 2.0, sub: 1.0 },
+            LogitAdjust { token: 9, bias: 1.5, repeat: 2.0, sub: 0.5 },
+        ];
+        assert_eq!(got, want);
     }
 
     #[test]

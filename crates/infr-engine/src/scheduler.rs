@@ -603,25 +603,34 @@ impl Scheduler {
             .map(|((i, _), t)| StepItem { seq: self.slots[*i].seq, tokens: t, all_logits: false })
             .collect();
         let n_tokens: usize = tokens.iter().map(Vec::len).sum();
-        // Every sampler that draws this step can do it from a few best logits (no grammar,
-        // no penalties): select them on the device instead of reading whole rows back.
+        // Every sampler that draws this step can do it from a few best logits after its logit
+        // bias and penalties (no grammar, no log-probabilities): select them on the device
+        // instead of reading whole rows back.
         let mut top_k = Some(1usize);
+        let mut adjust: Vec<Vec<infr_core::LogitAdjust>> = Vec::with_capacity(parts.len());
         for (i, part) in &parts {
-            let Some(a) = self.slots[*i].active.as_ref() else { continue };
-            let draws = match part {
-                Part::Decode(_) => true,
-                Part::Prefill(r) => r.end >= a.prompt_len,
-            };
-            if draws {
-                // Log-probabilities need the whole row (its log-sum-exp).
-                let need =
-                    if a.constraint.is_some() || a.logprobs.is_some() { None } else { a.sampler.candidates_needed() };
-                top_k = top_k.zip(need).map(|(k, n)| k.max(n));
+            let mut rows_adjust = Vec::new();
+            if let Some(a) = self.slots[*i].active.as_ref() {
+                let draws = match part {
+                    Part::Decode(_) => true,
+                    Part::Prefill(r) => r.end >= a.prompt_len,
+                };
+                if draws {
+                    // Log-probabilities need the whole row (its log-sum-exp).
+                    let need = if a.constraint.is_some() || a.logprobs.is_some() {
+                        None
+                    } else {
+                        a.sampler.selection(&a.history)
+                    };
+                    top_k = top_k.zip(need.as_ref()).map(|(k, n)| k.max(n.0));
+                    rows_adjust = need.map(|n| n.1).unwrap_or_default();
+                }
             }
+            adjust.push(rows_adjust);
         }
         let t0 = std::time::Instant::now();
         let result = match top_k {
-            Some(k) => self.runner.step_top_k(&items, crate::runner::top_k_request(k)).and_then(|rows| {
+            Some(k) => self.runner.step_top_k(&items, crate::runner::top_k_request(k), &adjust).and_then(|rows| {
                 rows.into_iter().map(|r| Scores::top(r.into_iter().next())).collect::<Result<Vec<_>, _>>()
             }),
             None => self.runner.step(&items).map(|rows| rows.into_iter().map(Scores::Full).collect()),

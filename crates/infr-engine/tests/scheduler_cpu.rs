@@ -238,6 +238,39 @@ fn logprobs_come_with_every_token() {
     ));
 }
 
+/// A sampler's logit bias and penalties go with its own row when requests share a step that
+/// selects candidates instead of reading whole rows: a penalized request (its unadjusted first
+/// token banned) batched with a plain one gives what it gives alone over whole rows
+/// (log-probabilities force those), and the plain one what it gives alone.
+#[test]
+fn penalties_and_bias_stay_with_their_request_in_a_batch() {
+    let Some(w) = weights() else { return };
+    let p = prompts();
+    let n = 10;
+    let h = scheduler(&w, 2, 2 * 512, SchedulerOptions::default());
+    let tokens = |r: Request| collect(&h.submit_channel(r).unwrap()).tokens;
+    let plain_alone = tokens(request(p[0].1.clone(), n));
+    let banned = tokens(request(p[1].1.clone(), n))[0];
+    let penalized = |logprobs: Option<usize>| Request {
+        sampling: infr_engine::SamplingParams {
+            repeat_penalty: 1.5,
+            frequency_penalty: 0.3,
+            logit_bias: vec![(banned, f32::NEG_INFINITY)],
+            ..infr_engine::SamplingParams::greedy()
+        },
+        logprobs,
+        ..request(p[1].1.clone(), n)
+    };
+    let whole_rows = tokens(penalized(Some(1)));
+    assert!(!whole_rows.contains(&banned), "{whole_rows:?} has the banned {banned}");
+    let (ra, rb) = (h.submit_channel(penalized(None)).unwrap(), h.submit_channel(request(p[0].1.clone(), n)).unwrap());
+    let (a, b) = (collect(&ra).tokens, collect(&rb).tokens);
+    let same = |x: &[u32], y: &[u32]| x.iter().zip(y).take_while(|(a, b)| a == b).count();
+    eprintln!("penalized: {}/{n}, plain: {}/{n} tokens as alone", same(&a, &whole_rows), same(&b, &plain_alone));
+    assert!(same(&a, &whole_rows) >= 6, "penalized batched {a:?} vs alone {whole_rows:?}");
+    assert!(same(&b, &plain_alone) >= 6, "plain batched {b:?} vs alone {plain_alone:?}");
+}
+
 #[test]
 fn refusals_are_typed() {
     let Some(w) = weights() else { return };

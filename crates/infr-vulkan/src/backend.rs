@@ -298,6 +298,7 @@ impl Backend for VulkanBackend {
         plan: PlanId,
         inputs: &StepInputs<'_>,
         k: usize,
+        adjust: &[Vec<infr_core::LogitAdjust>],
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
         // topk.wgsl keeps one winner per subgroup in 64 slots: subgroups of 4 lanes or more.
         let device = k > 0
@@ -305,11 +306,13 @@ impl Backend for VulkanBackend {
             && self.features.subgroups
             && self.ctx.caps.subgroup_size >= 4;
         if !device {
-            let out = self.execute(plan, inputs)?;
-            return Ok(infr_core::top_k_rows(&out, inputs.output_rows.len(), k));
+            let mut out = self.execute(plan, inputs)?;
+            let rows = inputs.output_rows.len();
+            infr_core::adjust_rows(&mut out, rows, adjust);
+            return Ok(infr_core::top_k_rows(&out, rows, k));
         }
         let (p, res, prof, pipes) = self.plan_parts(plan)?;
-        p.execute_top_k(inputs, &res, prof, k, pipes)
+        p.execute_top_k(inputs, &res, prof, k, adjust, pipes)
     }
 
     fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {

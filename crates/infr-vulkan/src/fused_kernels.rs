@@ -140,6 +140,13 @@ pub fn top_k(first: bool, e: u32) -> KernelSpec {
     KernelSpec::new(name, &["common", "topk"], 3, push_size::<TopKParams>()).define("E", e).define("LOAD", load)
 }
 
+/// The sampler adjustments applied to the output rows before the top-k passes (bindings:
+/// logits, adjustments, unused; push constants [`TopKParams`]: row width, rows, entries per
+/// row, words of counts).
+pub fn logit_adjust() -> KernelSpec {
+    KernelSpec::new("logit_adjust", &["common", "logit_adjust"], 3, push_size::<TopKParams>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +168,7 @@ mod tests {
         }
         specs.push(top_k(true, TOPK_E1));
         specs.push(top_k(false, 19));
+        specs.push(logit_adjust());
         specs.extend((1..=3).map(crate::plan::canvas_sample));
         for s in specs {
             let src = s.wgsl().unwrap();

@@ -31,6 +31,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_x_f32", include_str!("shaders/coop_x_f32.wgsl")),
     ("coop_x_f16", include_str!("shaders/coop_x_f16.wgsl")),
     ("split_reduce", include_str!("shaders/split_reduce.wgsl")),
+    ("logit_adjust", include_str!("shaders/logit_adjust.wgsl")),
     ("moe_route_rank", include_str!("shaders/moe_route_rank.wgsl")),
     ("moe_gating", include_str!("shaders/moe_gating.wgsl")),
     ("moe_weigh", include_str!("shaders/moe_weigh.wgsl")),

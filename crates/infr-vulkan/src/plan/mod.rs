@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ash::vk;
-use infr_core::{Graph, Op, StepInputs, WeightId};
+use infr_core::{Graph, LogitAdjust, Op, StepInputs, WeightId, MAX_LOGIT_ADJUST};
 
 use crate::device::Context;
 use crate::error::{CallExt, VkError, VkResult};
@@ -22,12 +22,15 @@ mod canvas;
 #[cfg(test)]
 pub(crate) use canvas::canvas_sample;
 
-/// The device top-k after a plan: two passes of `topk.wgsl` over the output rows, then a
-/// copy of the winners to a small readback buffer.
+/// The device top-k after a plan: the samplers' adjustments (`logit_adjust.wgsl`), two passes
+/// of `topk.wgsl` over the output rows, then a copy of the winners to a small readback buffer.
 struct TopKTail {
     k: usize,
     cmd: vk::CommandBuffer,
     desc_pool: vk::DescriptorPool,
+    /// Each row's adjustment count, then [`MAX_LOGIT_ADJUST`] entries per row (written before
+    /// each submission).
+    adjust: Buffer,
     /// Pass-1 winners (k per chunk of each row) and final winners (k per row).
     _chunk_best: Buffer,
     _row_best: Buffer,
@@ -36,6 +39,11 @@ struct TopKTail {
 
 /// Top-k tails a plan keeps (one per k).
 const MAX_TOP_TAILS: usize = 4;
+
+/// 16-byte words of per-row adjustment counts at the start of a tail's adjustment buffer.
+fn adjust_head_words(rows: usize) -> usize {
+    rows.div_ceil(4)
+}
 
 /// One top-k pass: pipeline, (buffer, offset, range) of its three bindings, push constants,
 /// workgroups.
@@ -391,9 +399,28 @@ impl Plan {
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
         k: usize,
+        adjust: &[Vec<LogitAdjust>],
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
+        let rows = self.n_outputs.max(1);
+        if adjust.len() > rows || adjust.iter().any(|a| a.len() > MAX_LOGIT_ADJUST) {
+            return Err(infr_core::BackendError::InvalidInput(format!(
+                "logit adjustments for {} rows (at most {MAX_LOGIT_ADJUST} each) on a plan of {rows} output rows",
+                adjust.len()
+            )));
+        }
         let ti = self.top_tail(k, res, pipes)?;
+        // Counts (zero for rows without adjustments), then each row's entries at its stride.
+        let head = adjust_head_words(rows);
+        let mut words = vec![0u32; 4 * head];
+        for (r, a) in adjust.iter().enumerate() {
+            words[r] = a.len() as u32;
+        }
+        let top = &mut self.tops[ti];
+        top.adjust.write(0, bytemuck::cast_slice(&words));
+        for (r, a) in adjust.iter().enumerate().filter(|(_, a)| !a.is_empty()) {
+            top.adjust.write(((head + r * MAX_LOGIT_ADJUST) * 16) as u64, bytemuck::cast_slice(a));
+        }
         self.submit(inp, res, prof, self.tops[ti].cmd, false)?;
         let top = &self.tops[ti];
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
@@ -438,14 +465,19 @@ impl Plan {
         Ok(self.tops.len() - 1)
     }
 
-    /// Record the two top-k passes over the output rows and the copy of the winners.
+    /// Record the adjustments, the two top-k passes over the output rows and the copy of the
+    /// winners.
     fn build_top(&self, k: usize, res: &Resources<'_>, pipes: &mut Pipelines) -> VkResult<TopKTail> {
-        use crate::fused_kernels::{top_k, TopKParams, TOPK_CHUNK, TOPK_E1};
+        use crate::fused_kernels::{logit_adjust, top_k, TopKParams, TOPK_CHUNK, TOPK_E1};
         let rows = self.n_outputs.max(1);
         let chunks = (self.out_cols as u32).div_ceil(TOPK_CHUNK);
         let n2 = chunks * k as u32;
+        let pass0 = pipes.get(&logit_adjust())?;
         let pass1 = pipes.get(&top_k(true, TOPK_E1))?;
         let pass2 = pipes.get(&top_k(false, n2.div_ceil(256)))?;
+        let head = adjust_head_words(rows);
+        let adjust_bytes = ((head + rows * MAX_LOGIT_ADJUST) * 16) as u64;
+        let adjust = Buffer::new(&self.ctx, adjust_bytes, MemKind::Upload, "logit adjustments")?;
         let chunk_best = Buffer::new(&self.ctx, rows as u64 * n2 as u64 * 8, MemKind::DeviceLocal, "top-k chunks")?;
         let row_best = Buffer::new(&self.ctx, (rows * k * 8) as u64, MemKind::DeviceLocal, "top-k rows")?;
         let readback = Buffer::new(&self.ctx, (rows * k * 8) as u64, MemKind::Readback, "top-k readback")?;
@@ -454,17 +486,24 @@ impl Plan {
         let act = res.pool.act().ok_or_else(|| VkError::Unsupported("no activation buffer".into()))?;
         let logits = (act.raw, self.act_offsets[last], self.act_sizes[last]);
         let whole = |b: &Buffer| (b.raw, 0, b.size);
+        let p0 = TopKParams {
+            n_in: self.out_cols as u32,
+            n_rows: rows as u32,
+            k: MAX_LOGIT_ADJUST as u32,
+            parts: head as u32,
+        };
         let p1 = TopKParams { n_in: self.out_cols as u32, n_rows: rows as u32, k: k as u32, parts: chunks };
         let p2 = TopKParams { n_in: n2, n_rows: rows as u32, k: k as u32, parts: 1 };
         let passes = [
+            (&*pass0, [logits, whole(&adjust), whole(&adjust)], p0, rows as u32),
             (&*pass1, [logits, whole(&chunk_best), whole(&chunk_best)], p1, rows as u32 * chunks),
             (&*pass2, [logits, whole(&chunk_best), whole(&row_best)], p2, rows as u32),
         ];
         // SAFETY: new objects owned by the tail (destroyed again if recording fails); the
         // command buffer is recorded once here.
         unsafe {
-            let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(6)];
-            let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(2).pool_sizes(&sizes);
+            let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(9)];
+            let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(3).pool_sizes(&sizes);
             let desc_pool = d.create_descriptor_pool(&dpinfo, None).vk("vkCreateDescriptorPool")?;
             let ainfo = vk::CommandBufferAllocateInfo::default()
                 .command_pool(self.cmd_pool)
@@ -483,7 +522,7 @@ impl Plan {
                 d.destroy_descriptor_pool(desc_pool, None);
                 return Err(e);
             }
-            Ok(TopKTail { k, cmd, desc_pool, _chunk_best: chunk_best, _row_best: row_best, readback })
+            Ok(TopKTail { k, cmd, desc_pool, adjust, _chunk_best: chunk_best, _row_best: row_best, readback })
         }
     }
 

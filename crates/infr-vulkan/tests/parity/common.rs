@@ -216,7 +216,18 @@ impl Step {
     }
 
     pub fn run_top_k(&self, b: &mut dyn Backend, plan: infr_core::PlanId, k: usize) -> Vec<Vec<(u32, f32)>> {
-        self.with_inputs(|inp| b.execute_top_k(plan, inp, k).expect("execute_top_k"))
+        self.run_top_k_adjusted(b, plan, k, &[]).expect("execute_top_k")
+    }
+
+    /// [`Step::run_top_k`] after per-row logit adjustments.
+    pub fn run_top_k_adjusted(
+        &self,
+        b: &mut dyn Backend,
+        plan: infr_core::PlanId,
+        k: usize,
+        adjust: &[Vec<infr_core::LogitAdjust>],
+    ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
+        self.with_inputs(|inp| b.execute_top_k(plan, inp, k, adjust))
     }
 }
 

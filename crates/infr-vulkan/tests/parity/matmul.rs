@@ -1,6 +1,6 @@
 //! Linear and embedding parity for every weight type.
 
-use infr_core::{Backend, BackendError, Graph, KvDType, WeightData, WeightId, WeightInfo};
+use infr_core::{Backend, BackendError, Graph, KvDType, LogitAdjust, WeightData, WeightId, WeightInfo};
 use infr_gguf::TensorData;
 use infr_quant::GgmlType;
 
@@ -455,7 +455,8 @@ fn matmuls_sharing_an_input_match_cpu() {
     }
 }
 
-/// `execute_top_k` selects each output row's k best on the device: the same indices and
+/// `execute_top_k` selects each output row's k best on the device (after a sampler's logit
+/// adjustments where given): the same indices and
 /// values as selecting from the full rows (ties: the lower index first), for several rows
 /// of a 5,000-wide output (three selection chunks) and k from 1 to 64.
 #[test]
@@ -499,6 +500,39 @@ fn device_top_k_matches_full_rows() {
             assert_eq!((got[0][1].0, got[0][1].1), (4321, got[0][0].1));
         }
     }
+    // A sampler's logit bias and penalties, applied on the device before the selection: the
+    // same winners as selecting from the rows adjusted on the host. Row 0 loses its tied
+    // best pair (a ban and a penalty), row 1 gets a token from the bottom lifted to the top,
+    // row 2 has none; a token past the vocabulary is ignored.
+    let lowest = |r: usize| {
+        let row = &full[r * width..(r + 1) * width];
+        (0..width).min_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap() as u32
+    };
+    let adjust = vec![
+        vec![
+            LogitAdjust { token: 17, bias: f32::NEG_INFINITY, repeat: 1.0, sub: 0.0 },
+            LogitAdjust { token: 300, bias: 0.0, repeat: 1.3, sub: 0.7 },
+            LogitAdjust { token: 4321, bias: 0.0, repeat: 1.3, sub: 0.7 },
+            LogitAdjust { token: width as u32 + 3, bias: 50.0, repeat: 1.0, sub: 0.0 },
+        ],
+        vec![LogitAdjust { token: lowest(1), bias: 100.0, repeat: 2.0, sub: -1.0 }],
+    ];
+    let mut adjusted = full.clone();
+    infr_core::adjust_rows(&mut adjusted, 3, &adjust);
+    for k in [1usize, 40] {
+        let got = step.run_top_k_adjusted(&mut vk, plan, k, &adjust).unwrap();
+        for (r, g) in got.iter().enumerate() {
+            let want = infr_core::top_k(&adjusted[r * width..(r + 1) * width], k);
+            assert_eq!(g.len(), want.len(), "row {r}, k = {k}");
+            for (a, b) in g.iter().zip(&want) {
+                assert!(a.0 == b.0 && (a.1 - b.1).abs() <= 1e-5 * b.1.abs(), "row {r}, k = {k}: {g:?} vs {want:?}");
+            }
+        }
+        assert_ne!(got[0][0].0, 17);
+        assert_eq!(got[1][0].0, lowest(1));
+    }
+    // And the whole-row and unadjusted selections after it are untouched by it.
+    assert_eq!(step.run_top_k(&mut vk, plan, 7)[0][0].0, 17);
     assert_clean(&vk);
 }
 
