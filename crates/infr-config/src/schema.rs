@@ -248,6 +248,7 @@ pub const NON_KEY_ENV_PREFIXES: &[&str] = &[
     "INFR_VK_MOE_",
     "INFR_VK_PIPELINE_",
     "INFR_VK_Q8_",
+    "INFR_VK_SKINNY_",
 ];
 
 /// Looks up a key's metadata.
