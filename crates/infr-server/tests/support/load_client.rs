@@ -75,10 +75,14 @@ impl LoadReport {
         let ok = self.results.iter().filter(|r| r.done && r.error.is_none()).count();
         let mut ttft: Vec<f64> = self.results.iter().filter_map(|r| r.ttft).map(|d| d.as_secs_f64() * 1e3).collect();
         ttft.sort_by(f64::total_cmp);
-        let median = ttft.get(ttft.len() / 2).copied().unwrap_or(f64::NAN);
+        // Nearest-rank percentiles of the streams' times to first token.
+        let pct = |p: f64| {
+            let rank = ((p / 100.0) * ttft.len() as f64).ceil().max(1.0) as usize;
+            ttft.get(rank - 1).copied().unwrap_or(f64::NAN)
+        };
         format!(
             "{} clients: {}/{} streams complete, {} completion tokens in {:.2} s = {:.1} tokens/s aggregate \
-             ({:.1} per client), median time to first token {:.0} ms",
+             ({:.1} per client), time to first token p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms",
             self.clients,
             ok,
             self.clients,
@@ -86,7 +90,9 @@ impl LoadReport {
             self.wall.as_secs_f64(),
             self.tokens_per_s(),
             self.tokens_per_s() / self.clients.max(1) as f64,
-            median,
+            pct(50.0),
+            pct(90.0),
+            pct(99.0),
         )
     }
 }
