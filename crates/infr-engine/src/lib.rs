@@ -21,7 +21,7 @@ pub use diffusion::{
     DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
-pub use generate::{common_prefix, generate, FinishReason, Flow, GenerateOptions, GenerationStats};
+pub use generate::common_prefix;
 pub use pages::PagePool;
 pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,

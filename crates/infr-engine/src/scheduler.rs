@@ -44,11 +44,19 @@ pub struct SchedulerOptions {
     pub prefill_chunk: usize,
     /// Timeout of requests that set none.
     pub default_timeout: Option<Duration>,
+    /// Build every step shape's plan at start (serving: no request waits for one and device
+    /// memory does not grow); off, plans are built as shapes first come (`infr run`).
+    pub prepare_plans: bool,
 }
 
 impl Default for SchedulerOptions {
     fn default() -> Self {
-        Self { queue_capacity: 64, prefill_chunk: 256, default_timeout: Some(Duration::from_secs(600)) }
+        Self {
+            queue_capacity: 64,
+            prefill_chunk: 256,
+            default_timeout: Some(Duration::from_secs(600)),
+            prepare_plans: true,
+        }
     }
 }
 
@@ -337,9 +345,11 @@ impl Scheduler {
         }
         // Every step shape serving takes is built up front: no request waits for a plan
         // build, and the plans' memory does not grow with the prompt lengths seen.
-        let t0 = Instant::now();
-        runner.prepare_serving_plans()?;
-        tracing::info!("built {} step plans in {:.0} ms", runner.plans_built(), t0.elapsed().as_secs_f64() * 1e3);
+        if opts.prepare_plans {
+            let t0 = Instant::now();
+            runner.prepare_serving_plans()?;
+            tracing::info!("built {} step plans in {:.0} ms", runner.plans_built(), t0.elapsed().as_secs_f64() * 1e3);
+        }
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
         let shared = Arc::new(Shared::default());
         shared.plans_built.store(runner.plans_built(), Ordering::Relaxed);

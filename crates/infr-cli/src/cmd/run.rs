@@ -3,13 +3,19 @@
 //! A model with a chat template gets its prompt wrapped in that template (like llama.cpp's
 //! conversation mode); `--raw` or a model without a template continues the text as given.
 //! Ctrl-C stops the reply being generated; at the input prompt it ends the program.
+//! Replies are decoded by the scheduler that `infr serve` runs (one slot here), so both take
+//! the same path; a diffusion model denoises canvases on the runner itself.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
-use infr_engine::{generate, Flow, GenerateOptions, GenerationStats, RunnerOptions, Sampler, SamplingParams};
+use anyhow::{anyhow, bail, Result};
+use infr_engine::{
+    Event, Request, Runner, RunnerOptions, SamplingParams, Scheduler, SchedulerHandle, SchedulerOptions, SeqId,
+};
 use infr_tokenizer::chat::{special_token_text, ChatMessage, ChatRequest, ChatTemplate};
 use infr_tokenizer::{StreamDecoder, Tokenizer};
 
@@ -144,14 +150,8 @@ pub fn run(a: Args) -> Result<()> {
         kv_dtype: load::kv_of(&cfg),
         ..Default::default()
     };
-    let mut runner = load::runner_with_context(&w, &a.device, &cfg, cfg.context.size, opts)?;
+    let runner = load::runner_with_context(&w, &a.device, &cfg, cfg.context.size, opts)?;
     let n_ctx = runner.options().n_ctx;
-    let seq = runner.add_sequence();
-    let mut sampler = Sampler::new(sampling.clone());
-    let gen_opts = GenerateOptions {
-        max_tokens: usize::try_from(cfg.sampling.max_tokens).ok(),
-        stop_ids: tok.eog_ids().iter().copied().collect(),
-    };
     let name = runner.model().info.name.clone().unwrap_or_else(|| a.model.clone());
     eprintln!("{name} on {} ({})", runner.device().id, runner.device().name);
 
@@ -167,72 +167,62 @@ pub fn run(a: Args) -> Result<()> {
             }
         })?;
     }
-    let diffusion = match runner.model().diffusion() {
-        Some(p) => Some(super::diffusion::Reply {
-            tok: &tok,
-            params: a.diffusion.params(p)?,
-            // A canvas at a time: -1 (until the end) is bounded by the context.
-            max_new_tokens: usize::try_from(cfg.sampling.max_tokens).unwrap_or(n_ctx),
-            seed: sampling.seed,
-            visual: a.diffusion.diffusion_visual,
-        }),
-        None => None,
-    };
-    if let Some(d) = &diffusion {
-        eprintln!(
-            "block diffusion: canvases of {} tokens, up to {} steps each",
-            d.params.canvas_length, d.params.max_denoising_steps
-        );
-    }
-    let mut reply = |prompt: &[u32], runner: &mut infr_engine::Runner| -> Result<(String, Option<GenerationStats>)> {
-        if let Some(d) = &diffusion {
-            interrupt.stop.store(false, Ordering::SeqCst);
-            interrupt.generating.store(true, Ordering::SeqCst);
-            let stop = || interrupt.stop.load(Ordering::SeqCst);
-            let r = super::diffusion::reply(runner, seq, prompt, d, &stop);
-            interrupt.generating.store(false, Ordering::SeqCst);
-            let (text, out) = r?;
-            super::diffusion::print_stats(prompt.len(), &out);
-            return Ok((text, None));
+    let mut engine = match runner.model().diffusion() {
+        Some(p) => {
+            let reply = super::diffusion::Reply {
+                tok: &tok,
+                params: a.diffusion.params(p)?,
+                // A canvas at a time: -1 (until the end) is bounded by the context.
+                max_new_tokens: usize::try_from(cfg.sampling.max_tokens).unwrap_or(n_ctx),
+                seed: sampling.seed,
+                visual: a.diffusion.diffusion_visual,
+            };
+            eprintln!(
+                "block diffusion: canvases of {} tokens, up to {} steps each",
+                reply.params.canvas_length, reply.params.max_denoising_steps
+            );
+            let mut runner = Box::new(runner);
+            let seq = runner.add_sequence();
+            Engine::Diffusion { runner, seq, reply }
         }
-        let mut dec = StreamDecoder::new(&tok);
-        let mut text = String::new();
-        let mut out = std::io::stdout().lock();
+        None => {
+            // One slot, plans built as shapes come (a one-shot run should not wait for every
+            // serving shape), and no deadline: a long generation on a CPU may take minutes.
+            let opts = SchedulerOptions { default_timeout: None, prepare_plans: false, ..Default::default() };
+            Engine::Scheduler(Scheduler::spawn(runner, opts)?)
+        }
+    };
+    let base = Request {
+        max_tokens: usize::try_from(cfg.sampling.max_tokens).ok(),
+        sampling: sampling.clone(),
+        ..Request::new(Vec::new(), tok.eog_ids().to_vec())
+    };
+    let mut reply = |prompt: &[u32]| -> Result<String> {
         interrupt.stop.store(false, Ordering::SeqCst);
         interrupt.generating.store(true, Ordering::SeqCst);
-        let stats = generate(runner, seq, prompt, &mut sampler, &gen_opts, |t| {
-            let piece = dec.push(t);
-            if !piece.is_empty() {
-                text.push_str(&piece);
-                let _ = out.write_all(piece.as_bytes());
-                let _ = out.flush();
-            }
-            if interrupt.stop.load(Ordering::SeqCst) {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
+        let stop = || interrupt.stop.load(Ordering::SeqCst);
+        let r = match &mut engine {
+            Engine::Diffusion { runner, seq, reply } => super::diffusion::reply(runner, *seq, prompt, reply, &stop)
+                .map(|(text, out)| {
+                    super::diffusion::print_stats(prompt.len(), &out);
+                    text
+                }),
+            Engine::Scheduler(h) => stream_reply(h, Request { prompt: prompt.to_vec(), ..base.clone() }, &tok, &stop),
+        };
         interrupt.generating.store(false, Ordering::SeqCst);
-        let rest = dec.flush();
-        text.push_str(&rest);
-        let _ = out.write_all(rest.as_bytes());
-        let _ = writeln!(out);
-        Ok((text, Some(stats?)))
+        r
     };
 
     match (&a.prompt, &template) {
         (Some(p), None) => {
             let ids = tok.encode(p, true, true);
             print!("{p}");
-            let (_, stats) = reply(&ids, &mut runner)?;
-            print_stats(&stats);
+            reply(&ids)?;
         }
         (Some(p), Some(t)) => {
             let messages = initial_messages(&a.system, p);
             let ids = encode_chat(&tok, t, &messages)?;
-            let (_, stats) = reply(&ids, &mut runner)?;
-            print_stats(&stats);
+            reply(&ids)?;
         }
         (None, template) => {
             let Some(t) = template else {
@@ -261,9 +251,8 @@ pub fn run(a: Args) -> Result<()> {
                     messages.pop();
                     continue;
                 }
-                let (text, stats) = reply(&ids, &mut runner)?;
+                let text = reply(&ids)?;
                 messages.push(ChatMessage::new("assistant", &text));
-                print_stats(&stats);
             }
         }
     }
@@ -285,16 +274,63 @@ fn encode_chat(tok: &Tokenizer, t: &ChatTemplate, messages: &[ChatMessage]) -> R
     Ok(t.render_tokens(tok, ChatRequest::new(messages.to_vec()), |_| {})?.ids)
 }
 
-/// The statistics line of an autoregressive reply (a diffusion reply prints its own).
-fn print_stats(s: &Option<GenerationStats>) {
-    let Some(s) = s else { return };
+/// Where `infr run`'s replies come from.
+enum Engine<'t> {
+    /// The serving scheduler with one slot (its sequence keeps the conversation's cache).
+    Scheduler(SchedulerHandle),
+    /// A diffusion model's canvases, denoised on the runner itself.
+    Diffusion { runner: Box<Runner>, seq: SeqId, reply: super::diffusion::Reply<'t> },
+}
+
+/// Submit `req` to the scheduler, print its text as it streams, then the statistics line;
+/// `stop()` (Ctrl-C) cancels it. Returns the text.
+fn stream_reply(h: &SchedulerHandle, req: Request, tok: &Tokenizer, stop: &dyn Fn() -> bool) -> Result<String> {
+    let rx = h.submit_channel(req).map_err(|e| anyhow!("{e}"))?;
+    let mut dec = StreamDecoder::new(tok);
+    let mut text = String::new();
+    let mut out = std::io::stdout().lock();
+    let (mut prompt, mut cached, mut generated) = (0usize, 0usize, 0usize);
+    let (mut started, mut first) = (Instant::now(), None);
+    let finish = loop {
+        if stop() {
+            break "Cancelled".to_owned();
+        }
+        // A short wait, so that Ctrl-C during a long prompt is noticed.
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(Event::Started(s)) => {
+                (prompt, cached, started) = (s.prompt_tokens, s.cached_tokens, Instant::now());
+            }
+            Ok(Event::Token(t)) => {
+                first.get_or_insert_with(Instant::now);
+                generated += 1;
+                let piece = dec.push(t);
+                if !piece.is_empty() {
+                    text.push_str(&piece);
+                    let _ = out.write_all(piece.as_bytes());
+                    let _ = out.flush();
+                }
+            }
+            Ok(Event::Logprob(_)) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(Event::Done(d)) => break format!("{:?}", d.finish),
+            Ok(Event::Error(e)) => bail!("{e}"),
+            Err(RecvTimeoutError::Disconnected) => bail!("the scheduler stopped"),
+        }
+    };
+    // Dropping the receiver cancels a request still running.
+    drop(rx);
+    let end = Instant::now();
+    let rest = dec.flush();
+    text.push_str(&rest);
+    let _ = out.write_all(rest.as_bytes());
+    let _ = writeln!(out);
+    let first = first.unwrap_or(end);
+    let computed = prompt - cached;
+    let prefill = first.duration_since(started).as_secs_f64().max(1e-9);
+    let decode = end.duration_since(first).as_secs_f64().max(1e-9);
     eprintln!(
-        "[prompt {} tokens ({} computed) {:.1} t/s | generated {} tokens {:.1} t/s | {:?}]",
-        s.prompt_tokens,
-        s.prompt_computed,
-        s.prefill_tps(),
-        s.generated,
-        s.decode_tps(),
-        s.finish
+        "[prompt {prompt} tokens ({computed} computed) {:.1} t/s | generated {generated} tokens {:.1} t/s | {finish}]",
+        computed as f64 / prefill,
+        generated.saturating_sub(1) as f64 / decode,
     );
+    Ok(text)
 }

@@ -279,6 +279,7 @@ pub fn load_model(
         queue_capacity: (cfg.server.queue_size as usize).max(1),
         prefill_chunk: prefill_chunk.max(1),
         default_timeout: (cfg.server.request_timeout_s > 0).then(|| Duration::from_secs(cfg.server.request_timeout_s)),
+        prepare_plans: true,
     };
     let sched = Scheduler::spawn(runner, sched_opts)?;
     let id = alias.unwrap_or_else(|| model_stem(&path));
