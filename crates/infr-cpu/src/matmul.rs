@@ -389,6 +389,38 @@ mod tests {
         }
     }
 
+    /// Weights at their largest quant values against activations at +127 everywhere: the
+    /// packed kernels' integer sums (plain AVX2 keeps several chunks in i16) must not
+    /// overflow. Rows whose 32-element blocks start with the value that sets the scale (-1, or
+    /// 0 for types with a minimum) and continue with the value that quantizes to the top code.
+    #[test]
+    fn packed_sums_hold_the_largest_values() {
+        let (m, k) = (16, 512);
+        for (ty, first, rest) in [
+            (GgmlType::Q4_0, -1.0, 0.875),
+            (GgmlType::Q5_0, -1.0, 0.9375),
+            (GgmlType::Q4_1, 0.0, 1.0),
+            (GgmlType::Q4_K, 0.0, 1.0),
+            (GgmlType::Q5_K, 0.0, 1.0),
+        ] {
+            let values: Vec<f32> = (0..m * k).map(|i| if i % 32 == 0 { first } else { rest }).collect();
+            let bytes = infr_quant::quantize(ty, &values).unwrap();
+            let mut w = CpuWeight::new(ty, k, m, TensorData::from_vec(bytes), None);
+            w.pack_for_matmul();
+            let Some(pw) = &w.packed else { continue };
+            let x = vec![1.0f32; 4 * k];
+            let mut reference = vec![0f32; 4 * m];
+            linear(KernelTier::Reference, &prepare_acts(&x, k, ty, true), 4, &w, None, &mut reference);
+            for level in crate::simd::available().into_iter().filter(|&l| l != crate::simd::SimdLevel::None) {
+                let mut fast = vec![0f32; 4 * m];
+                linear_packed(level, pw, &prepare_acts(&x, k, ty, false), 4, &mut fast, m);
+                for (a, b) in fast.iter().zip(&reference) {
+                    assert!((a - b).abs() <= 1e-2 * b.abs().max(1.0), "{ty} {level:?}: fast {a} vs reference {b}");
+                }
+            }
+        }
+    }
+
     /// A fused run of matmuls (q/k/v style: one input, several weights and types, a bias)
     /// gives exactly what each matmul gives alone.
     #[test]

@@ -52,6 +52,21 @@ unsafe fn dot4<const VNNI: bool>(acc: __m256i, w: __m256i, y: __m256i) -> __m256
     }
 }
 
+/// `acc + w·y` as sixteen i16 pair sums (`vpmaddubsw` alone): plain AVX2 keeps a few chunks'
+/// products of 4- or 5-bit weights in i16 and widens them once ([`widen`]) instead of after
+/// every chunk. A pair sum is at most 2·31·128 = 7,936 in magnitude (5-bit weights; 3,840 for
+/// 4-bit), so four 5-bit or eight 4-bit chunks stay below 2^15.
+#[inline(always)]
+unsafe fn dot2_i16(acc: __m256i, w: __m256i, y: __m256i) -> __m256i {
+    _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, y))
+}
+
+/// `acc` plus the eight i32 sums of adjacent i16 pairs of `part`.
+#[inline(always)]
+unsafe fn widen(acc: __m256i, part: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(part, _mm256_set1_epi16(1)))
+}
+
 /// The first `rows` of eight results to `out`.
 #[inline(always)]
 unsafe fn store(out: *mut f32, v: __m256, rows: usize) {
@@ -91,6 +106,10 @@ unsafe fn legacy<const R: usize, const KIND: u8, const VNNI: bool>(
     };
     let nib = _mm256_set1_epi8(0x0f);
     let hbit = _mm256_set1_epi8(0x10);
+    // Plain AVX2 over 4/5-bit weights sums chunks in i16 (see `dot2_i16`), widening every
+    // `flush` chunks.
+    let narrow = !VNNI && KIND != 3;
+    let flush = if KIND == 2 { 4 } else { 8 };
     let mut accf = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let q = grp.add(b * qb + 32 * h);
@@ -99,6 +118,7 @@ unsafe fn legacy<const R: usize, const KIND: u8, const VNNI: bool>(
         let qs = if KIND == 2 { q.add(64) } else { q };
         let ys: [*const u8; R] = std::array::from_fn(|r| a.bytes.as_ptr().add((i0 + r) * a.stride + b * act_block));
         let mut acc = [_mm256_setzero_si256(); R];
+        let mut part = [_mm256_setzero_si256(); R];
         for c in 0..8 {
             let w = if KIND == 3 {
                 load(qs.add(64 * c))
@@ -123,6 +143,14 @@ unsafe fn legacy<const R: usize, const KIND: u8, const VNNI: bool>(
                 for r in 0..R {
                     let y = _mm256_sign_epi8(bcast(ys[r].add(qs_at + 4 * c)), sw);
                     acc[r] = dot4::<false>(acc[r], aw, y);
+                }
+            } else if narrow {
+                for r in 0..R {
+                    part[r] = dot2_i16(part[r], w, bcast(ys[r].add(qs_at + 4 * c)));
+                    if (c + 1) % flush == 0 {
+                        acc[r] = widen(acc[r], part[r]);
+                        part[r] = _mm256_setzero_si256();
+                    }
                 }
             } else {
                 for r in 0..R {
@@ -175,6 +203,10 @@ unsafe fn q4_k<const R: usize, const Q5: bool, const VNNI: bool>(
         for j in 0..4 {
             let mut lo = [_mm256_setzero_si256(); R];
             let mut hi = [_mm256_setzero_si256(); R];
+            // Plain AVX2 sums chunks in i16 (see `dot2_i16`), widening every `flush` chunks.
+            let flush = if Q5 { 4 } else { 8 };
+            let mut plo = [_mm256_setzero_si256(); R];
+            let mut phi = [_mm256_setzero_si256(); R];
             for c in 0..8 {
                 let v = load(q.add((j * 8 + c) * 64));
                 let mut wl = _mm256_and_si256(v, nib);
@@ -195,8 +227,19 @@ unsafe fn q4_k<const R: usize, const Q5: bool, const VNNI: bool>(
                 }
                 for r in 0..R {
                     let y = ys[r].add(4 + 64 * j + 4 * c);
-                    lo[r] = dot4::<VNNI>(lo[r], wl, bcast(y));
-                    hi[r] = dot4::<VNNI>(hi[r], wh, bcast(y.add(32)));
+                    if VNNI {
+                        lo[r] = dot4::<true>(lo[r], wl, bcast(y));
+                        hi[r] = dot4::<true>(hi[r], wh, bcast(y.add(32)));
+                    } else {
+                        plo[r] = dot2_i16(plo[r], wl, bcast(y));
+                        phi[r] = dot2_i16(phi[r], wh, bcast(y.add(32)));
+                        if (c + 1) % flush == 0 {
+                            lo[r] = widen(lo[r], plo[r]);
+                            hi[r] = widen(hi[r], phi[r]);
+                            plo[r] = _mm256_setzero_si256();
+                            phi[r] = _mm256_setzero_si256();
+                        }
+                    }
                 }
             }
             let sc_lo = u8x8(aux.add(64 + 2 * j * 16 + HALF * h));
