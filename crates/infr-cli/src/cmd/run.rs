@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use infr_engine::{
-    Event, Request, Runner, RunnerOptions, SamplingParams, Scheduler, SchedulerHandle, SchedulerOptions, SeqId,
+    Event, Request, RequestError, Runner, RunnerOptions, SamplingParams, Scheduler, SchedulerHandle, SchedulerOptions,
+    SeqId,
 };
 use infr_tokenizer::chat::{special_token_text, ChatMessage, ChatRequest, ChatTemplate};
 use infr_tokenizer::{StreamDecoder, Tokenizer};
@@ -285,7 +286,14 @@ enum Engine<'t> {
 /// Submit `req` to the scheduler, print its text as it streams, then the statistics line;
 /// `stop()` (Ctrl-C) cancels it. Returns the text.
 fn stream_reply(h: &SchedulerHandle, req: Request, tok: &Tokenizer, stop: &dyn Fn() -> bool) -> Result<String> {
-    let rx = h.submit_channel(req).map_err(|e| anyhow!("{e}"))?;
+    let rx = h.submit_channel(req).map_err(|e| {
+        // The raw prompt was echoed without a newline.
+        println!();
+        match e {
+            RequestError::PromptTooLong { .. } => anyhow!("{e}: raise --ctx-size or shorten the prompt"),
+            e => anyhow!("{e}"),
+        }
+    })?;
     let mut dec = StreamDecoder::new(tok);
     let mut text = String::new();
     let mut out = std::io::stdout().lock();
