@@ -9,7 +9,7 @@ use infr_core::{Graph, KvSpec, Op, RopeMode, RopeScaling, WeightId};
 use crate::error::{VkError, VkResult};
 use crate::fused_kernels;
 use crate::fusion::{self, FusionOptions};
-use crate::kernels::{self, Elt};
+use crate::kernels;
 use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
 use crate::prefill_matmul;
 use crate::profile::OpLabel;
@@ -18,8 +18,11 @@ use crate::weights::GpuWeight;
 pub(crate) use crate::features::Features;
 
 mod attention;
+mod embed;
 mod matmul;
 mod moe;
+mod norm;
+mod pointwise;
 mod recurrent;
 
 use matmul::q8_info;
@@ -109,18 +112,37 @@ fn threads_groups(threads: usize) -> VkResult<u32> {
     u32::try_from(threads.div_ceil(64)).map_err(|_| VkError::Unsupported(format!("{threads} threads in one dispatch")))
 }
 
-/// The dispatch of `out = op(a, b)` over `cells` elements (`s`, `inv_s`: the op's scalar and
-/// its inverse where it has one): kernel, bindings, push constants, workgroups.
-fn elementwise(
-    op: Elt,
-    (a, b, out): (Res, Res, Res),
-    cells: usize,
-    s: f32,
-    inv_s: f32,
-) -> VkResult<(KernelSpec, Vec<Res>, Vec<u8>, u32)> {
-    let p = kernels::EltParams { n: u32_of(cells, "elements")?, s, inv_s };
-    let (spec, groups) = kernels::elementwise(op, cells);
-    Ok((spec, vec![a, b, out], bytes(&p), groups))
+/// Weight `id` of node `i`, or why the plan cannot use it.
+pub(super) fn weight_of<'w>(
+    weights: &'w HashMap<WeightId, GpuWeight>,
+    i: usize,
+    id: &WeightId,
+) -> VkResult<&'w GpuWeight> {
+    weights.get(id).ok_or_else(|| VkError::Unsupported(format!("node {i}: weight {} not loaded", id.0)))
+}
+
+/// The f32 copy of node `i`'s 1-D weight `id` as a binding, checked to hold `len` values.
+pub(super) fn vector_of(weights: &HashMap<WeightId, GpuWeight>, i: usize, id: &WeightId, len: usize) -> VkResult<Res> {
+    if weight_of(weights, i, id)?.vec_len() != Some(len) {
+        return Err(VkError::Unsupported(format!("node {i}: weight {} is not a vector of {len}", id.0)));
+    }
+    Ok(Res::WeightVec(*id))
+}
+
+/// A dispatch with a barrier after it and no profile shape.
+pub(super) fn one(spec: KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) -> prefill_matmul::Emit {
+    prefill_matmul::Emit { spec, res, push, groups, shape: None, barrier_after: true }
+}
+
+/// Hand every dispatch of `emits` to `push_with` in order.
+fn emit_all(
+    push_with: &mut impl FnMut(&KernelSpec, Vec<Res>, Vec<u8>, u32, Option<String>, bool) -> VkResult<()>,
+    emits: Vec<prefill_matmul::Emit>,
+) -> VkResult<()> {
+    for e in emits {
+        push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
+    }
+    Ok(())
 }
 
 /// `v` as u32, or an error naming `what` that does not fit.
@@ -262,77 +284,16 @@ pub(crate) fn lower(
         let mut push = |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| {
             push_with(spec, res, push, groups, shape, true)
         };
-        let w = |id: &WeightId| {
-            weights.get(id).ok_or_else(|| {
-                VkError::Unsupported(format!("node {i} ({}): weight {} not loaded", node.op.name(), id.0))
-            })
-        };
-        let vec_of = |id: &WeightId, len: usize| -> VkResult<Res> {
-            let gw = w(id)?;
-            if gw.vec_len() != Some(len) {
-                return Err(VkError::Unsupported(format!("node {i}: weight {} is not a vector of {len}", id.0)));
-            }
-            Ok(Res::WeightVec(*id))
-        };
-        let cells = node.rows * node.cols;
         if let Err(why) = supports(&node.op) {
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
         }
         match &node.op {
             Op::MixEmbed { table } => {
-                let tw = w(table)?;
-                if tw.chunks.is_empty() {
-                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", table.0)));
-                }
-                let n_vocab = u32_of(tw.rows, "vocabulary")?;
-                mix_vocab = Some(tw.rows);
-                let spec = kernels::mix_embed(&tw.layout);
-                let cols = u32_of(tw.cols, "embedding width")?;
-                let tiles = n_tok.div_ceil(kernels::MIX_EMBED_TOKENS);
-                let max_slices = tw.chunks.iter().map(|c| kernels::mix_embed_slices(c.rows as usize).0).max();
-                let ti = temp_bytes.len() as u32;
-                temp_bytes.push((max_slices.unwrap_or(1) * n_tok * tw.cols * 4) as u64);
-                for (c, ch) in tw.chunks.iter().enumerate() {
-                    let (slices, slice_rows) = kernels::mix_embed_slices(ch.rows as usize);
-                    let p = kernels::MixEmbedParams {
-                        cols,
-                        row0: ch.row0,
-                        rows: ch.rows,
-                        soff: ch.soff_words,
-                        n_tokens: n_tok as u32,
-                        n_vocab,
-                        slice_rows: slice_rows as u32,
-                    };
-                    let res = vec![Res::WeightChunk(*table, c), Res::Mix, Res::Temp(ti), Res::Tables];
-                    push(&spec, res, bytes(&p), threads_groups(slices * tiles * tw.cols / 4)?, None)?;
-                    let n_words = n_tok * tw.cols / 4;
-                    let r = kernels::MixReduceParams {
-                        n_words: n_words as u32,
-                        slices: slices as u32,
-                        accumulate: (c > 0) as u32,
-                    };
-                    push(&kernels::mix_reduce(), vec![Res::Temp(ti), me], bytes(&r), threads_groups(n_words)?, None)?;
-                }
+                let (emits, vocab) = embed::mix_embed(i, *table, n_tok, weights, &mut temp_bytes)?;
+                mix_vocab = Some(vocab);
+                emit_all(&mut push_with, emits)?;
             }
-            Op::Embed { table } => {
-                let tw = w(table)?;
-                if tw.chunks.is_empty() {
-                    return Err(VkError::Unsupported(format!("node {i}: weight {} has no matrix form", table.0)));
-                }
-                let spec = kernels::embed(&tw.layout);
-                for (c, ch) in tw.chunks.iter().enumerate() {
-                    let p = kernels::EmbedParams {
-                        cols: u32_of(tw.cols, "embedding width")?,
-                        row0: ch.row0,
-                        rows: ch.rows,
-                        soff: ch.soff_words,
-                        n_tokens: n_tok as u32,
-                        tok_off: st.tokens,
-                    };
-                    let res = vec![Res::WeightChunk(*table, c), Res::Step, me, Res::Tables];
-                    push(&spec, res, bytes(&p), threads_groups(n_tok * tw.cols / 4)?, None)?;
-                }
-            }
+            Op::Embed { table } => emit_all(&mut push_with, embed::embed(i, *table, n_tok, &st, weights)?)?,
             Op::Linear { x, weight, bias } => {
                 let mut side = matmul::Side {
                     temp_bytes: &mut temp_bytes,
@@ -342,56 +303,25 @@ pub(crate) fn lower(
                 };
                 let node =
                     matmul::LinearNode { index: i, x: *x, weight: *weight, bias: *bias, out: me, rows: node.rows };
-                for e in matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)? {
-                    push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
-                }
+                emit_all(
+                    &mut push_with,
+                    matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)?,
+                )?;
             }
             Op::RmsNorm { x, weight, eps, group } => {
-                let wres = match weight {
-                    Some(wid) => vec_of(wid, *group as usize)?,
-                    None => Res::Dummy,
+                let n = norm::NormNode {
+                    index: i,
+                    x: *x,
+                    weight: *weight,
+                    eps: *eps,
+                    group: *group,
+                    rows: node.rows,
+                    cols: node.cols,
                 };
-                if let Some(nq) = fx.norm_q8.get(&i) {
-                    let qi = temp_bytes.len() as u32;
-                    temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
-                    qact_of.insert((i as u32, nq.group), qi);
-                    let p = fused_kernels::NormQ8Params {
-                        k: node.cols as u32,
-                        n_rows: node.rows as u32,
-                        eps: *eps,
-                        has_weight: weight.is_some() as u32,
-                        has_add: nq.add.is_some() as u32,
-                        group: nq.group,
-                        scale_off: (cells / 16) as u32,
-                    };
-                    let (a, b, sum) = match nq.add {
-                        Some((a, b)) => (Res::Act(a.0), Res::Act(b.0), Res::Act(x.0)),
-                        None => (Res::Act(x.0), Res::Dummy, Res::Dummy),
-                    };
-                    let res = vec![a, b, sum, me, wres, Res::Temp(qi), Res::Temp(qi)];
-                    let groups = u32_of(node.rows * (node.cols / 4).div_ceil(256), "norm groups")?;
-                    push(&fused_kernels::norm_q8(), res, bytes(&p), groups, None)?;
-                    continue;
-                }
-                let n_groups = u32_of(cells / *group as usize, "norm groups")?;
-                let p = kernels::NormParams { group: *group, n_groups, eps: *eps, has_weight: weight.is_some() as u32 };
-                push(&kernels::rms_norm(), vec![Res::Act(x.0), me, wres], bytes(&p), n_groups, None)?;
+                emit_all(&mut push_with, norm::rms_norm(&n, &fx, weights, &mut temp_bytes, &mut qact_of)?)?;
             }
             Op::Rope { x, params: rp } => {
-                let rope = rope_gpu(rp)?;
-                let ff = match &rp.freq_factors {
-                    Some(f) => vec_of(f, rp.n_rot as usize / 2)?,
-                    None => Res::Dummy,
-                };
-                let p = kernels::RopeParamsGpu {
-                    rope,
-                    cols: node.cols as u32,
-                    head_dim: rp.head_dim,
-                    n_rows: node.rows as u32,
-                    pos_off: st.positions,
-                };
-                let res = vec![Res::Act(x.0), me, Res::Step, ff];
-                push(&kernels::rope(), res, bytes(&p), threads_groups(cells / 2)?, None)?;
+                emit_all(&mut push_with, pointwise::rope(i, *x, rp, node.rows, node.cols, &st, weights)?)?
             }
             Op::Attention { q, k, v, params: ap } => {
                 let n = attention::AttnNode {
@@ -406,51 +336,18 @@ pub(crate) fn lower(
                 };
                 let mut side =
                     attention::Side { scratch: &mut scratch, temp_bytes: &mut temp_bytes, qact_of: &mut qact_of };
-                for e in attention::lower(graph, &n, &fx, kv, &st, feat, weights, &mut side)? {
-                    push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
-                }
+                emit_all(&mut push_with, attention::lower(graph, &n, &fx, kv, &st, feat, weights, &mut side)?)?;
             }
-            Op::Add { a, b } | Op::Mul { a, b } => {
-                let op = if matches!(node.op, Op::Add { .. }) { Elt::Add } else { Elt::Mul };
-                let (spec, res, p, groups) = elementwise(op, (Res::Act(a.0), Res::Act(b.0), me), cells, 0.0, 0.0)?;
-                push(&spec, res, p, groups, None)?;
-            }
-            Op::Scale { x, s } => {
-                let (spec, res, p, groups) =
-                    elementwise(Elt::Scale, (Res::Act(x.0), Res::Act(x.0), me), cells, *s, 0.0)?;
-                push(&spec, res, p, groups, None)?;
-            }
-            Op::TempScale { x, params: tp } => {
-                let p = kernels::TempScaleParamsGpu {
-                    cols: u32_of(node.cols, "columns")?,
-                    n: u32_of(cells, "elements")?,
-                    pos_off: st.positions,
-                    floor_scale: tp.floor_scale,
-                    scale: tp.scale,
-                    offset: tp.offset,
-                };
-                let res = vec![Res::Act(x.0), Res::Step, me];
-                push(&kernels::temp_scale(), res, bytes(&p), threads_groups(cells)?, None)?;
-            }
-            Op::Softcap { x, cap } => {
-                let io = (Res::Act(x.0), Res::Act(x.0), me);
-                let (spec, res, p, groups) = elementwise(Elt::Softcap, io, cells, *cap, 1.0 / *cap)?;
-                push(&spec, res, p, groups, None)?;
-            }
-            Op::Glu { gate, up, act } => {
-                if let Some(&group) = fx.glu_q8.get(&i) {
-                    let qi = temp_bytes.len() as u32;
-                    temp_bytes.push(kernels::qact_bytes(node.rows, node.cols));
-                    qact_of.insert((i as u32, group), qi);
-                    let n_words = u32_of(cells / 4, "elements")?;
-                    let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4, ab_words: 0 };
-                    let res = vec![Res::Act(gate.0), Res::Act(up.0), me, Res::Temp(qi), Res::Temp(qi)];
-                    push(&fused_kernels::glu_q8(*act), res, bytes(&p), n_words.div_ceil(64), None)?;
-                    continue;
-                }
-                let io = (Res::Act(gate.0), Res::Act(up.0), me);
-                let (spec, res, p, groups) = elementwise(Elt::Glu(*act), io, cells, 0.0, 0.0)?;
-                push(&spec, res, p, groups, None)?;
+            Op::Add { .. }
+            | Op::Mul { .. }
+            | Op::Scale { .. }
+            | Op::TempScale { .. }
+            | Op::Softcap { .. }
+            | Op::Glu { .. }
+            | Op::OutputRows { .. } => {
+                let emits =
+                    pointwise::lower(i, &node.op, node.rows, node.cols, &st, &fx, &mut temp_bytes, &mut qact_of)?;
+                emit_all(&mut push_with, emits)?;
             }
             Op::Moe { x, logits, params } => {
                 let m = moe::MoeNode {
@@ -468,9 +365,7 @@ pub(crate) fn lower(
                     rounded: &mut rounded,
                     qact_of: &qact_of,
                 };
-                for e in moe::lower(&m, weights, feat, side)? {
-                    push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
-                }
+                emit_all(&mut push_with, moe::lower(&m, weights, feat, side)?)?;
             }
             Op::SliceCols { period, offset, len, .. } => {
                 let e = recurrent::slice_cols(graph, i, *period, *offset, *len)?;
@@ -484,17 +379,6 @@ pub(crate) fn lower(
             Op::DeltaNet { params, .. } => {
                 let e = recurrent::delta_net(graph, i, params, weights, kv, &st, feat)?;
                 push(&e.spec, e.res, e.push, e.groups, None)?;
-            }
-            Op::OutputRows { x } => {
-                let p =
-                    kernels::GatherParams { cols: node.cols as u32, n_out: node.rows as u32, rows_off: st.output_rows };
-                push(
-                    &kernels::gather_rows(),
-                    vec![Res::Act(x.0), Res::Step, me],
-                    bytes(&p),
-                    threads_groups(cells)?,
-                    None,
-                )?;
             }
         }
     }
