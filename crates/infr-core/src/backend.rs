@@ -304,10 +304,8 @@ pub trait Backend: Send {
         k: usize,
         adjust: &[Vec<crate::LogitAdjust>],
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
-        let mut out = self.execute(plan, inputs)?;
-        let rows = inputs.output_rows.len();
-        crate::adjust_rows(&mut out, rows, adjust);
-        Ok(crate::top_k_rows(&out, rows, k))
+        let out = self.execute(plan, inputs)?;
+        Ok(crate::top_k_rows_adjusted(out, inputs.output_rows.len(), k, adjust))
     }
 
     /// Build now whatever [`Backend::execute_top_k`] with this `k` would build on first use

@@ -23,5 +23,5 @@ pub use graph::{
 };
 pub use infr_quant::GgmlType;
 pub use profile::{prof_by_shape, prof_enabled, set_profiling, OpLabel, Profile, ProfileOnDrop};
-pub use top_k::{adjust_rows, top_k, top_k_rows, LogitAdjust, MAX_LOGIT_ADJUST};
+pub use top_k::{adjust_rows, top_k, top_k_rows, top_k_rows_adjusted, LogitAdjust, MAX_LOGIT_ADJUST};
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};

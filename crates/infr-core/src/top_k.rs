@@ -65,7 +65,6 @@ fn top_k_select(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     c
 }
 
-/// [`top_k`] of each of the `n_rows` rows of a row-major `out`.
 /// A change to one logit before a row's best logits are selected, as a sampler's logit bias
 /// and penalties make it (llama.cpp's logit-bias sampler, then its penalties sampler): the
 /// bias is added; a penalized token's logit is divided by `repeat` when positive and
@@ -93,6 +92,18 @@ impl LogitAdjust {
 /// reads the whole row).
 pub const MAX_LOGIT_ADJUST: usize = 256;
 
+/// [`top_k_rows`] after each row's adjustments ([`adjust_rows`]): what a backend without a
+/// device selection returns for `Backend::execute_top_k`.
+pub fn top_k_rows_adjusted(
+    mut out: Vec<f32>,
+    n_rows: usize,
+    k: usize,
+    adjust: &[Vec<LogitAdjust>],
+) -> Vec<Vec<(u32, f32)>> {
+    adjust_rows(&mut out, n_rows, adjust);
+    top_k_rows(&out, n_rows, k)
+}
+
 /// Apply each row's adjustments to `out` (`n_rows` rows; rows past `adjust` have none).
 pub fn adjust_rows(out: &mut [f32], n_rows: usize, adjust: &[Vec<LogitAdjust>]) {
     let cols = (out.len() / n_rows.max(1)).max(1);
@@ -105,6 +116,7 @@ pub fn adjust_rows(out: &mut [f32], n_rows: usize, adjust: &[Vec<LogitAdjust>]) 
     }
 }
 
+/// [`top_k`] of each of the `n_rows` rows of a row-major `out`.
 pub fn top_k_rows(out: &[f32], n_rows: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     let cols = (out.len() / n_rows.max(1)).max(1);
     out.chunks(cols).map(|r| top_k(r, k)).collect()

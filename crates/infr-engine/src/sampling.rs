@@ -193,13 +193,9 @@ impl Sampler {
     pub fn adjustments(&self, history: &[u32]) -> Vec<LogitAdjust> {
         let p = &self.params;
         let mut by_token: BTreeMap<u32, LogitAdjust> = BTreeMap::new();
-        let entry = |m: &mut BTreeMap<u32, LogitAdjust>, t: u32| -> LogitAdjust {
-            *m.entry(t).or_insert(LogitAdjust { token: t, bias: 0.0, repeat: 1.0, sub: 0.0 })
-        };
+        let unchanged = |token| LogitAdjust { token, bias: 0.0, repeat: 1.0, sub: 0.0 };
         for &(id, bias) in &p.logit_bias {
-            let mut a = entry(&mut by_token, id);
-            a.bias += bias;
-            by_token.insert(id, a);
+            by_token.entry(id).or_insert_with(|| unchanged(id)).bias += bias;
         }
         let none = p.repeat_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
         if !none && p.repeat_last_n != 0 && !history.is_empty() {
@@ -209,10 +205,9 @@ impl Sampler {
                 *counts.entry(t).or_default() += 1;
             }
             for (t, c) in counts {
-                let mut a = entry(&mut by_token, t);
+                let a = by_token.entry(t).or_insert_with(|| unchanged(t));
                 a.repeat = p.repeat_penalty;
                 a.sub = c as f32 * p.frequency_penalty + p.presence_penalty;
-                by_token.insert(t, a);
             }
         }
         by_token.into_values().collect()
@@ -304,12 +299,12 @@ mod tests {
     fn sampling_from_the_top_candidates_equals_sampling_from_the_row() {
         // Distinct values: among equal logits the two paths may order candidates differently.
         let row: Vec<f32> = (0..500).map(|i| (i as f32 * 0.7359).sin() * 4.0 + i as f32 * 1e-4).collect();
-        let history: Vec<u32> = (0..90).map(|i| (i * 37 % 500) as u32).chain([row_best(&row); 3]).collect();
+        let history: Vec<u32> = (0..90).map(|i| (i * 37 % 500) as u32).chain([argmax(&row); 3]).collect();
         let penalties = SamplingParams {
             repeat_penalty: 1.3,
             frequency_penalty: 0.4,
             presence_penalty: -0.2,
-            logit_bias: vec![(7, 5.0), (row_best(&row), -1.0), (11, f32::NEG_INFINITY), (7, 0.5)],
+            logit_bias: vec![(7, 5.0), (argmax(&row), -1.0), (11, f32::NEG_INFINITY), (7, 0.5)],
             ..Default::default()
         };
         for params in [
@@ -334,10 +329,6 @@ mod tests {
         let everything = SamplingParams { repeat_last_n: -1, repeat_penalty: 1.1, ..Default::default() };
         let long: Vec<u32> = (0..2000).collect();
         assert_eq!(Sampler::new(everything).selection(&long), None, "more adjusted tokens than a device takes");
-    }
-
-    fn row_best(row: &[f32]) -> u32 {
-        argmax(row)
     }
 
     /// One adjustment per token: biases of one token add up, penalties count the window.

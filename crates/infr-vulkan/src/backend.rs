@@ -123,6 +123,15 @@ impl VulkanBackend {
         Plan::new(&self.ctx, graph, lowered, acts, &self.resources(), self.profile.is_some())
     }
 
+    /// Whether a top-`k` selection runs on the device (topk.wgsl keeps one winner per subgroup
+    /// in 64 slots: subgroups of 4 lanes or more).
+    fn device_top_k(&self, k: usize) -> bool {
+        k > 0
+            && k <= crate::fused_kernels::MAX_DEVICE_TOP_K
+            && self.features.subgroups
+            && self.ctx.caps.subgroup_size >= 4
+    }
+
     /// Bytes of the KV cache in host memory because the device had no room for them.
     pub fn kv_host_bytes(&self) -> u64 {
         self.kv.as_ref().map_or(0, |k| k.host_bytes)
@@ -300,27 +309,16 @@ impl Backend for VulkanBackend {
         k: usize,
         adjust: &[Vec<infr_core::LogitAdjust>],
     ) -> Result<Vec<Vec<(u32, f32)>>, BackendError> {
-        // topk.wgsl keeps one winner per subgroup in 64 slots: subgroups of 4 lanes or more.
-        let device = k > 0
-            && k <= crate::fused_kernels::MAX_DEVICE_TOP_K
-            && self.features.subgroups
-            && self.ctx.caps.subgroup_size >= 4;
-        if !device {
-            let mut out = self.execute(plan, inputs)?;
-            let rows = inputs.output_rows.len();
-            infr_core::adjust_rows(&mut out, rows, adjust);
-            return Ok(infr_core::top_k_rows(&out, rows, k));
+        if !self.device_top_k(k) {
+            let out = self.execute(plan, inputs)?;
+            return Ok(infr_core::top_k_rows_adjusted(out, inputs.output_rows.len(), k, adjust));
         }
         let (p, res, prof, pipes) = self.plan_parts(plan)?;
         p.execute_top_k(inputs, &res, prof, k, adjust, pipes)
     }
 
     fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {
-        let device = k > 0
-            && k <= crate::fused_kernels::MAX_DEVICE_TOP_K
-            && self.features.subgroups
-            && self.ctx.caps.subgroup_size >= 4;
-        if device {
+        if self.device_top_k(k) {
             let (p, res, _, pipes) = self.plan_parts(plan)?;
             p.top_tail(k, &res, pipes)?;
         }

@@ -502,8 +502,10 @@ impl Plan {
         // SAFETY: new objects owned by the tail (destroyed again if recording fails); the
         // command buffer is recorded once here.
         unsafe {
-            let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(9)];
-            let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(3).pool_sizes(&sizes);
+            let sets = passes.len() as u32;
+            let sizes =
+                [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(3 * sets)];
+            let dpinfo = vk::DescriptorPoolCreateInfo::default().max_sets(sets).pool_sizes(&sizes);
             let desc_pool = d.create_descriptor_pool(&dpinfo, None).vk("vkCreateDescriptorPool")?;
             let ainfo = vk::CommandBufferAllocateInfo::default()
                 .command_pool(self.cmd_pool)
