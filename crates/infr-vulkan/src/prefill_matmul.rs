@@ -44,13 +44,7 @@ impl RoundedCopy {
         bytes: u64,
         temp_bytes: &mut Vec<u64>,
     ) -> VkResult<(u32, Option<kernels::RoundParams>)> {
-        let buf = match self.held {
-            Some((b, _, _)) => b,
-            None => {
-                temp_bytes.push(0);
-                temp_bytes.len() as u32 - 1
-            }
-        };
+        let buf = temp_slot(&mut self.held.map(|(b, _, _)| b), temp_bytes);
         temp_bytes[buf as usize] = temp_bytes[buf as usize].max(bytes);
         if self.held == Some((buf, x, mode)) {
             return Ok((buf, None));
@@ -117,20 +111,23 @@ impl F16Buffers {
 
     /// The buffer of split-K partial products, at least `size` bytes.
     pub fn partials(&mut self, size: u64, temp_bytes: &mut Vec<u64>) -> u32 {
-        let i = *self.partials.get_or_insert_with(|| {
-            temp_bytes.push(0);
-            temp_bytes.len() as u32 - 1
-        });
+        let i = temp_slot(&mut self.partials, temp_bytes);
         temp_bytes[i as usize] = temp_bytes[i as usize].max(size);
         i
     }
 
     fn w16(&mut self, slot: usize, temp_bytes: &mut Vec<u64>) -> u32 {
-        *self.w16[slot].get_or_insert_with(|| {
-            temp_bytes.push(0);
-            temp_bytes.len() as u32 - 1
-        })
+        temp_slot(&mut self.w16[slot], temp_bytes)
     }
+}
+
+/// The temporary buffer `slot` names, added to the plan's (empty, sized by its users) on
+/// first use.
+fn temp_slot(slot: &mut Option<u32>, temp_bytes: &mut Vec<u64>) -> u32 {
+    *slot.get_or_insert_with(|| {
+        temp_bytes.push(0);
+        temp_bytes.len() as u32 - 1
+    })
 }
 
 /// The cooperative configuration when the product of `n` activation rows with `lw` should
