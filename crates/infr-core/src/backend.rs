@@ -231,13 +231,12 @@ pub trait Backend: Send {
     /// The device this backend runs on.
     fn device(&self) -> &DeviceInfo;
 
-    /// Whether this backend can run `op` as the graph gives it: `Err` says why not (which
-    /// shape or parameter). The engine asks before loading a model and refuses it up front,
-    /// naming the op, instead of failing at the first step. Ops not yet implemented by a
-    /// backend answer here; the default is that every op runs.
-    fn supports(&self, op: &crate::Op) -> Result<(), String> {
-        let _ = op;
-        Ok(())
+    /// Whether this backend can run `node` (its op, output type and shape) as the graph
+    /// gives it: `Err` says why not. The engine asks before loading a model and refuses it
+    /// up front, naming the op, instead of failing at the first step. The default runs every
+    /// op whose output is f32 ([`f32_outputs_only`]).
+    fn supports(&self, node: &crate::Node) -> Result<(), String> {
+        f32_outputs_only(node)
     }
 
     /// Bytes of memory this backend could still allocate for weights and the KV cache, if it
@@ -351,6 +350,17 @@ pub trait Backend: Send {
             Ok(())
         } else {
             Err(BackendError::Unsupported { backend: self.device().id.clone(), what: "recurrent state".into() })
+        }
+    }
+}
+
+/// The type rule of a backend whose activations are all f32 (both backends today): a node of
+/// another output type is refused, naming it.
+pub fn f32_outputs_only(node: &crate::Node) -> Result<(), String> {
+    match node.dtype {
+        crate::DType::F32 => Ok(()),
+        other => {
+            Err(format!("{} output of type {} (this backend holds f32 activations only)", node.op.name(), other.name()))
         }
     }
 }

@@ -312,14 +312,109 @@ impl Op {
     }
 }
 
-/// A node: an op and the shape of the tensor it produces.
+/// Element type of a graph tensor. Every op of today's models produces `F32` activations;
+/// the type travels with each node so that an op producing indices (expert ids) or half
+/// floats can be added without changing [`Node`], and a backend that cannot hold a type
+/// refuses the model up front ([`crate::Backend::supports`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    I32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 => 2,
+        }
+    }
+
+    /// The name errors and profiles print.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I32 => "i32",
+        }
+    }
+}
+
+/// The extent of a graph tensor: one to [`Shape::MAX_RANK`] dimensions, outermost first,
+/// the last one contiguous (ggml's `ne` read backwards). Ops that work on rows see the
+/// tensor as a matrix of [`Shape::rows`] x [`Shape::cols`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    dims: [usize; Shape::MAX_RANK],
+    rank: u8,
+}
+
+impl Shape {
+    /// Most dimensions a tensor has (ggml's `GGML_MAX_DIMS`).
+    pub const MAX_RANK: usize = 4;
+
+    /// A shape of `dims`, outermost first. Panics on no dimensions or more than
+    /// [`Shape::MAX_RANK`]: shapes come from model code, not from user input.
+    pub fn new(dims: &[usize]) -> Self {
+        assert!(!dims.is_empty() && dims.len() <= Self::MAX_RANK, "a tensor has 1 to 4 dimensions, not {}", dims.len());
+        let mut d = [1; Self::MAX_RANK];
+        d[..dims.len()].copy_from_slice(dims);
+        Self { dims: d, rank: dims.len() as u8 }
+    }
+
+    /// A `[rows, cols]` matrix.
+    pub fn matrix(rows: usize, cols: usize) -> Self {
+        Self::new(&[rows, cols])
+    }
+
+    /// The dimensions, outermost first.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims[..self.rank as usize]
+    }
+
+    /// The innermost (contiguous) dimension.
+    pub fn cols(&self) -> usize {
+        self.dims()[self.rank as usize - 1]
+    }
+
+    /// The product of all but the innermost dimension: the row count of the matrix view.
+    pub fn rows(&self) -> usize {
+        self.dims()[..self.rank as usize - 1].iter().product()
+    }
+
+    /// Elements in the tensor.
+    pub fn elements(&self) -> usize {
+        self.dims().iter().product()
+    }
+}
+
+/// A node: an op and the type and shape of the tensor it produces.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub op: Op,
-    pub rows: usize,
-    pub cols: usize,
+    pub shape: Shape,
+    pub dtype: DType,
     /// Optional label for profiles (`blk.3.attn_q`).
     pub label: Option<String>,
+}
+
+impl Node {
+    /// Rows of the output's matrix view (tokens, for the ops of today's models).
+    pub fn rows(&self) -> usize {
+        self.shape.rows()
+    }
+
+    /// Columns of the output's matrix view (its innermost dimension).
+    pub fn cols(&self) -> usize {
+        self.shape.cols()
+    }
+
+    /// Bytes of the output tensor.
+    pub fn bytes(&self) -> u64 {
+        (self.shape.elements() * self.dtype.size()) as u64
+    }
 }
 
 /// A step graph for a fixed step shape (token count and output-row count). The last node is
@@ -359,11 +454,11 @@ impl Graph {
         last
     }
 
-    /// Peak bytes of node outputs (f32) alive at once when each is freed after its last
+    /// Peak bytes of node outputs alive at once when each is freed after its last
     /// reader: a lower bound on a plan's activation memory, which the engine counts in its
     /// up-front memory check.
     pub fn activation_bytes(&self) -> u64 {
-        let size = |n: &Node| (n.rows * n.cols * 4) as u64;
+        let size = |n: &Node| n.bytes();
         let mut freed_after = vec![0u64; self.nodes.len()];
         for (n, &l) in self.nodes.iter().zip(&self.last_uses()) {
             if let Some(f) = freed_after.get_mut(l) {
@@ -410,14 +505,28 @@ impl<'w> GraphBuilder<'w> {
         self.label = Some(label.into());
     }
 
-    /// Shape `(rows, cols)` of a tensor.
+    /// Shape `(rows, cols)` of a tensor's matrix view. The ops of today's models read f32
+    /// activations, so this also checks that `t` is one (a model handing an index tensor to
+    /// a matmul is a bug in the model file).
     pub fn shape(&self, t: TensorId) -> (usize, usize) {
         let n = &self.nodes[t.0 as usize];
-        (n.rows, n.cols)
+        assert_eq!(n.dtype, DType::F32, "{} output read as f32 activations", n.op.name());
+        (n.rows(), n.cols())
+    }
+
+    /// The node behind a tensor id (its type, dims and op).
+    pub fn node(&self, t: TensorId) -> &Node {
+        &self.nodes[t.0 as usize]
     }
 
     fn push(&mut self, op: Op, rows: usize, cols: usize) -> TensorId {
-        self.nodes.push(Node { op, rows, cols, label: self.label.clone() });
+        self.push_typed(op, Shape::matrix(rows, cols), DType::F32)
+    }
+
+    /// Add a node of any type and shape: the entry point of an op whose output is not an
+    /// f32 matrix.
+    pub fn push_typed(&mut self, op: Op, shape: Shape, dtype: DType) -> TensorId {
+        self.nodes.push(Node { op, shape, dtype, label: self.label.clone() });
         TensorId(self.nodes.len() as u32 - 1)
     }
 
@@ -647,5 +756,48 @@ mod tests {
         let z = b.linear(y, WeightId(1), None);
         b.add(x, z);
         assert_eq!(b.finish().activation_bytes(), 3 * row);
+    }
+
+    /// The matrix view of a tensor folds every outer dimension into rows.
+    #[test]
+    fn shapes_of_every_rank_view_as_matrices() {
+        for (dims, rows, cols) in [(&[7][..], 1, 7), (&[3, 5], 3, 5), (&[2, 3, 4], 6, 4), (&[2, 3, 4, 5], 24, 5)] {
+            let s = Shape::new(dims);
+            assert_eq!((s.dims(), s.rows(), s.cols(), s.elements()), (dims, rows, cols, rows * cols));
+        }
+        assert_eq!(Shape::matrix(3, 5), Shape::new(&[3, 5]));
+    }
+
+    #[test]
+    #[should_panic(expected = "1 to 4 dimensions")]
+    fn five_dimensions_are_refused() {
+        Shape::new(&[1, 2, 3, 4, 5]);
+    }
+
+    /// A node's bytes follow its type: an i32 `[3, 2, 8]` and an f16 `[3, 8]` tensor.
+    #[test]
+    fn activation_bytes_count_each_type_at_its_size() {
+        let shape = |_: WeightId| vec![8, 100];
+        let mut b = GraphBuilder::new(3, 3, &shape);
+        let x = b.embed(WeightId(0));
+        let ids = b.push_typed(Op::OutputRows { x }, Shape::new(&[3, 2, 8]), DType::I32);
+        assert_eq!(b.node(ids).bytes(), 3 * 2 * 8 * 4);
+        let half = b.push_typed(Op::OutputRows { x }, Shape::matrix(3, 8), DType::F16);
+        assert_eq!(b.node(half).bytes(), 3 * 8 * 2);
+        // The embedding lives to the last node; the unread ids die after themselves, so the
+        // peak is the embedding beside the ids.
+        assert_eq!(b.finish().activation_bytes(), 3 * 8 * 4 + 3 * 2 * 8 * 4);
+    }
+
+    /// Ops that read activations refuse an index tensor (a model-file bug, caught as the
+    /// graph is built).
+    #[test]
+    #[should_panic(expected = "read as f32 activations")]
+    fn an_index_tensor_is_not_an_activation() {
+        let shape = |_: WeightId| vec![8, 8];
+        let mut b = GraphBuilder::new(3, 3, &shape);
+        let x = b.embed(WeightId(0));
+        let ids = b.push_typed(Op::OutputRows { x }, Shape::matrix(3, 8), DType::I32);
+        b.linear(ids, WeightId(1), None);
     }
 }

@@ -1,8 +1,8 @@
 //! The contract between models and backends.
 //!
 //! A model step (a prefill chunk, a decode batch, or both mixed) is described as a [`Graph`]:
-//! an ordered list of coarse semantic ops over 2-D activation tensors (`[rows, cols]`, rows are
-//! tokens). A [`Backend`] compiles a graph once into a plan and replays it with new
+//! an ordered list of coarse semantic ops over typed tensors of up to four dimensions (today's
+//! ops read and write f32 `[rows, cols]` matrices, rows are tokens). A [`Backend`] compiles a graph once into a plan and replays it with new
 //! [`StepInputs`] (token ids, positions, KV page tables). Weights come from a
 //! [`WeightSource`] and are uploaded once, in whatever layout the backend prefers.
 
@@ -13,13 +13,13 @@ mod top_k;
 mod weights;
 
 pub use backend::{
-    host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType, KvLayerSpec,
-    KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs, WeightPlace,
+    f32_outputs_only, host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType,
+    KvLayerSpec, KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs, WeightPlace,
 };
 pub use graph::{
-    Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating, MoeParams,
-    Node, Op, RopeMode, RopeParams, RopeScaling, SharedExpert, TempScaleParams, TensorId, WeightId, SWIGLU_OAI_ALPHA,
-    SWIGLU_OAI_LIMIT,
+    Activation, AttnParams, Conv1dParams, DType, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating,
+    MoeParams, Node, Op, RopeMode, RopeParams, RopeScaling, Shape, SharedExpert, TempScaleParams, TensorId, WeightId,
+    SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT,
 };
 pub use infr_quant::GgmlType;
 pub use profile::{prof_by_shape, prof_enabled, set_profiling, OpLabel, Profile, ProfileOnDrop};

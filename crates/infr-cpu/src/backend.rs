@@ -287,4 +287,32 @@ mod tests {
         assert!(b.device().features.contains(&want), "{:?}", b.device().features);
         assert_eq!(b.pool.current_num_threads(), MAX_THREADS_PER_CORE * cores);
     }
+
+    /// A graph with an output type the CPU plan cannot hold is refused by `supports` (which
+    /// the engine asks before loading) and by `compile`, naming the op and the type.
+    #[test]
+    fn non_f32_outputs_are_refused() {
+        use infr_core::{DType, GgmlType, GraphBuilder, Op, Shape, WeightData, WeightId, WeightInfo};
+        let mut b = CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).expect("backend");
+        let table: Vec<u8> = (0..4 * 8).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let info = WeightInfo { ty: GgmlType::F32, dims: vec![8, 4] };
+        let data = WeightData { name: "tok".into(), info, bytes: infr_gguf::TensorData::from_vec(table) };
+        b.load_weight(WeightId(0), &data).expect("load");
+        for (dtype, ok) in [(DType::F32, true), (DType::I32, false), (DType::F16, false)] {
+            let shape = |_: WeightId| vec![8, 4];
+            let mut g = GraphBuilder::new(2, 2, &shape);
+            let x = g.embed(WeightId(0));
+            let out = g.push_typed(Op::OutputRows { x }, Shape::matrix(2, 8), dtype);
+            let node = g.node(out).clone();
+            let graph = g.finish();
+            assert_eq!(b.supports(&node).is_ok(), ok, "{dtype:?}");
+            match b.compile(&graph) {
+                Ok(_) => assert!(ok),
+                Err(e) => {
+                    assert!(!ok, "{e}");
+                    assert!(e.to_string().contains(dtype.name()) && e.to_string().contains("output_rows"), "{e}");
+                }
+            }
+        }
+    }
 }

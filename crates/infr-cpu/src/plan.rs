@@ -33,17 +33,19 @@ impl Plan {
             }
         };
         for node in &graph.nodes {
+            infr_core::f32_outputs_only(node)
+                .map_err(|what| BackendError::Unsupported { backend: "cpu".into(), what })?;
             match &node.op {
                 Op::Embed { table } => {
                     let w = weights.get(table).ok_or_else(|| missing(*table))?;
-                    if w.cols != node.cols {
+                    if w.cols != node.cols() {
                         return Err(BackendError::InvalidInput("embedding width mismatch".into()));
                     }
                 }
                 Op::Linear { x, weight, bias } => {
                     let w = weights.get(weight).ok_or_else(|| missing(*weight))?;
-                    let k = graph.node(*x).cols;
-                    if w.cols != k || w.rows != node.cols {
+                    let k = graph.node(*x).cols();
+                    if w.cols != k || w.rows != node.cols() {
                         return Err(BackendError::InvalidInput(format!("linear weight {} has wrong shape", weight.0)));
                     }
                     if act_type_for(w.ty).row_bytes(k).is_none() {
@@ -53,7 +55,7 @@ impl Plan {
                         });
                     }
                     if let Some(b) = bias {
-                        need_vec(*b, node.cols)?;
+                        need_vec(*b, node.cols())?;
                     }
                 }
                 Op::RmsNorm { weight: Some(w), group, .. } => need_vec(*w, *group as usize)?,
@@ -68,7 +70,7 @@ impl Plan {
                     }
                 }
                 Op::Moe { x, params: p, .. } => {
-                    let cols = graph.node(*x).cols;
+                    let cols = graph.node(*x).cols();
                     for id in crate::backend::moe_matrices(p) {
                         let w = weights.get(&id).ok_or_else(|| missing(id))?;
                         let k = w.cols;
@@ -100,7 +102,7 @@ impl Plan {
                 }
                 Op::Conv1d { x, params } => {
                     let w = weights.get(&params.weight).ok_or_else(|| missing(params.weight))?;
-                    if w.ty != infr_quant::GgmlType::F32 || w.rows != graph.node(*x).cols {
+                    if w.ty != infr_quant::GgmlType::F32 || w.rows != graph.node(*x).cols() {
                         return Err(BackendError::InvalidInput("conv1d weight must be f32 {kernel, channels}".into()));
                     }
                 }
@@ -174,7 +176,7 @@ impl Plan {
                 }
                 Op::Rope { x, params } => {
                     let mut v = take(*x, &mut bufs);
-                    rope::rope(&mut v, node.cols, inp.positions, params, params.freq_factors.as_ref().map(vec_of));
+                    rope::rope(&mut v, node.cols(), inp.positions, params, params.freq_factors.as_ref().map(vec_of));
                     v
                 }
                 Op::Attention { q, k, v, params } => {
@@ -209,7 +211,7 @@ impl Plan {
                 }
                 Op::TempScale { x, params } => {
                     let mut v = take(*x, &mut bufs);
-                    for (row, &pos) in v.chunks_mut(node.cols).zip(inp.positions) {
+                    for (row, &pos) in v.chunks_mut(node.cols()).zip(inp.positions) {
                         let f = params.factor(pos);
                         row.iter_mut().for_each(|x| *x *= f);
                     }
@@ -229,7 +231,7 @@ impl Plan {
                 Op::Moe { x, logits, params } => {
                     let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
                     let lb = bufs[logits.0 as usize].as_deref().expect("buffer alive");
-                    moe::moe(weights, tier, xb, lb, params, node.cols)?
+                    moe::moe(weights, tier, xb, lb, params, node.cols())?
                 }
                 Op::SliceCols { x, period, offset, len } => {
                     let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
@@ -237,7 +239,7 @@ impl Plan {
                 }
                 Op::Conv1d { x, params } => {
                     let xb = bufs[x.0 as usize].as_deref().expect("buffer alive");
-                    recurrent::conv1d(&mut kv.state, xb, &self.taps[&params.weight], node.cols, params, inp)?
+                    recurrent::conv1d(&mut kv.state, xb, &self.taps[&params.weight], node.cols(), params, inp)?
                 }
                 Op::DeltaNet { q, k, v, alpha, beta, params } => {
                     let b = |t: &infr_core::TensorId| bufs[t.0 as usize].as_deref().expect("buffer alive");
@@ -253,7 +255,7 @@ impl Plan {
                 }
                 Op::OutputRows { x } => {
                     let src = bufs[x.0 as usize].as_deref().expect("buffer alive");
-                    let c = node.cols;
+                    let c = node.cols();
                     let mut out = Vec::with_capacity(inp.output_rows.len() * c);
                     for &r in inp.output_rows {
                         out.extend_from_slice(&src[r as usize * c..(r as usize + 1) * c]);
@@ -290,7 +292,7 @@ impl Plan {
                 let (kernel, shape) = match &n.op {
                     Op::Linear { x, weight, .. } => {
                         let w = &weights[weight];
-                        (format!("linear.{}", w.ty), Some(format!("{}x{} n={}", g.node(*x).cols, n.cols, n.rows)))
+                        (format!("linear.{}", w.ty), Some(format!("{}x{} n={}", g.node(*x).cols(), n.cols(), n.rows())))
                     }
                     Op::Embed { table } => (format!("embed.{}", weights[table].ty), None),
                     op => (op.name().to_owned(), None),
@@ -344,7 +346,7 @@ impl Plan {
             };
             prepared.push(acts);
         }
-        let mut outs: Vec<Vec<f32>> = run.iter().map(|&j| vec![0f32; g.nodes[j].rows * g.nodes[j].cols]).collect();
+        let mut outs: Vec<Vec<f32>> = run.iter().map(|&j| vec![0f32; g.nodes[j].rows() * g.nodes[j].cols()]).collect();
         let mut jobs: Vec<matmul::PackedJob<'_>> = run
             .iter()
             .zip(outs.iter_mut())
@@ -354,7 +356,7 @@ impl Plan {
                 matmul::PackedJob { w: w(weight), acts, out, bias: bias.as_ref().map(vec_of) }
             })
             .collect();
-        matmul::linear_many(tier, g.nodes[i].rows, &mut jobs);
+        matmul::linear_many(tier, g.nodes[i].rows(), &mut jobs);
         let bytes: Vec<f64> = jobs.iter().map(|j| (j.w.rows * j.w.row_bytes) as f64).collect();
         drop(jobs);
         let total = t_run.elapsed().as_nanos() as f64;

@@ -73,13 +73,13 @@ fn main() {
     };
     for &i in &nodes {
         let node = &full.nodes[i];
-        let g = Graph { nodes: full.nodes[..=i].to_vec(), n_tokens: n, n_outputs: node.rows };
-        let inp = StepInputs { output_rows: &positions[..node.rows], ..inp };
+        let g = Graph { nodes: full.nodes[..=i].to_vec(), n_tokens: n, n_outputs: node.rows() };
+        let inp = StepInputs { output_rows: &positions[..node.rows()], ..inp };
         let pc = cpu.compile(&g).unwrap();
         let pv = vk.compile(&g).unwrap();
         let c = cpu.execute(pc, &inp).unwrap();
         let v = vk.execute(pv, &inp).unwrap();
-        let cols = node.cols;
+        let cols = node.cols();
         if let Ok(dir) = std::env::var("DUMP") {
             let raw = |x: &[f32]| x.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
             std::fs::write(format!("{dir}/cpu_{i}.f32"), raw(&c)).unwrap();
@@ -89,7 +89,7 @@ fn main() {
             "node {i:4} {:<8} {:<11} {}x{}",
             node.label.as_deref().unwrap_or("-"),
             node.op.name(),
-            node.rows,
+            node.rows(),
             cols
         );
         for (r, (rc, rv)) in c.chunks(cols).zip(v.chunks(cols)).enumerate().take(3) {

@@ -193,7 +193,7 @@ impl Runner {
         // graph answers for all of them.
         let denoiser = model.denoiser_graph(1);
         for node in model.graph(1, 1).nodes.iter().chain(denoiser.iter().flat_map(|g| &g.nodes)) {
-            if let Err(why) = backend.supports(&node.op) {
+            if let Err(why) = backend.supports(node) {
                 return Err(EngineError::UnsupportedOp {
                     device: backend.device().id.clone(),
                     op: node.op.name(),

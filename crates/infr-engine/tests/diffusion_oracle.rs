@@ -317,8 +317,8 @@ impl Backend for HostSampled {
     fn device(&self) -> &infr_core::DeviceInfo {
         self.0.device()
     }
-    fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
-        self.0.supports(op)
+    fn supports(&self, node: &infr_core::Node) -> Result<(), String> {
+        self.0.supports(node)
     }
     fn memory_available(&self) -> Option<u64> {
         self.0.memory_available()

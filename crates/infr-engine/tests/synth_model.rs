@@ -113,11 +113,11 @@ impl infr_core::Backend for WithoutOp {
     fn device(&self) -> &infr_core::DeviceInfo {
         self.0.device()
     }
-    fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
-        if op.name() == self.1 {
+    fn supports(&self, node: &infr_core::Node) -> Result<(), String> {
+        if node.op.name() == self.1 {
             return Err("no kernel for it on this test device".into());
         }
-        self.0.supports(op)
+        self.0.supports(node)
     }
     fn load_weight(
         &mut self,

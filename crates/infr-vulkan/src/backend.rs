@@ -228,8 +228,8 @@ impl Backend for VulkanBackend {
         self.kv_spill.then(|| infr_core::host_meminfo_bytes("MemAvailable")).flatten()
     }
 
-    fn supports(&self, op: &infr_core::Op) -> Result<(), String> {
-        crate::lower::supports(op)
+    fn supports(&self, node: &infr_core::Node) -> Result<(), String> {
+        crate::lower::supports(node)
     }
 
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {

@@ -129,7 +129,7 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
     for (i, node) in graph.nodes.iter().enumerate() {
         match &node.op {
             Op::RmsNorm { x, group, .. } if opts.quantizing => {
-                let cols = node.cols;
+                let cols = node.cols();
                 if *group as usize != cols || cols % 32 != 0 || cols > NORM_Q8_MAX_COLS {
                     continue;
                 }
@@ -139,7 +139,7 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
                     Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] => {
                         let same = |t: TensorId| {
                             let m = graph.node(t);
-                            (m.rows, m.cols) == (node.rows, node.cols)
+                            (m.rows(), m.cols()) == (node.rows(), node.cols())
                         };
                         (same(a) && same(b)).then_some((a, b))
                     }
@@ -152,13 +152,13 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
                 }
                 fx.norm_q8.insert(i, NormQ8 { add, group: g });
             }
-            Op::Glu { .. } if opts.quantizing && node.cols % 32 == 0 => {
+            Op::Glu { .. } if opts.quantizing && node.cols() % 32 == 0 => {
                 if let Some(g) = quant_group(i) {
                     fx.glu_q8.insert(i, g);
                 }
             }
             Op::Attention { q, k, v, params } if opts.qk_rope || opts.quantizing => {
-                if opts.quantizing && node.cols % 32 == 0 && params.head_dim_v % 4 == 0 {
+                if opts.quantizing && node.cols() % 32 == 0 && params.head_dim_v % 4 == 0 {
                     if let Some(g) = quant_group(i) {
                         fx.attn_q8.insert(i, g);
                     }

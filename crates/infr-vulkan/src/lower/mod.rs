@@ -183,9 +183,11 @@ fn corr_dim(n_dims: f32, n_ctx_orig: f32, n_rot: f32, base: f32) -> f32 {
     n_dims * (n_ctx_orig / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
 }
 
-/// Whether the lowering can run `op` (the shape rules its kernels have, checked before a
-/// model is loaded; see `Backend::supports`).
-pub(crate) fn supports(op: &Op) -> Result<(), String> {
+/// Whether the lowering can run `node` (f32 outputs and the shape rules its kernels have,
+/// checked before a model is loaded; see `Backend::supports`).
+pub(crate) fn supports(node: &infr_core::Node) -> Result<(), String> {
+    infr_core::f32_outputs_only(node)?;
+    let op = &node.op;
     match op {
         Op::Rope { params, .. } => rope_gpu(params).map(|_| ()).map_err(|e| e.to_string()),
         Op::Attention { params: ap, .. } if ap.head_dim_k % 2 != 0 || ap.head_dim_v % 2 != 0 => {
@@ -247,8 +249,8 @@ pub(crate) fn lower(
     let fx = fusion::plan(graph, fopts, |j| {
         let node = &graph.nodes[j];
         match &node.op {
-            Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_info(lw, node.rows, feat)),
-            Op::Moe { x, params, .. } => moe::int8_input(params, node.rows, graph.node(*x).cols, feat, weights),
+            Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_info(lw, node.rows(), feat)),
+            Op::Moe { x, params, .. } => moe::int8_input(params, node.rows(), graph.node(*x).cols(), feat, weights),
             _ => None,
         }
     });
@@ -259,7 +261,7 @@ pub(crate) fn lower(
         .enumerate()
         .filter_map(|(i, node)| match &node.op {
             Op::Linear { weight, .. } if !fx.absorbed[i] => {
-                weights.get(weight).and_then(|lw| prefill_matmul::eligible(feat, lw, node.rows)).map(|_| (i, *weight))
+                weights.get(weight).and_then(|lw| prefill_matmul::eligible(feat, lw, node.rows())).map(|_| (i, *weight))
             }
             _ => None,
         })
@@ -284,7 +286,7 @@ pub(crate) fn lower(
         let mut push = |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| {
             push_with(spec, res, push, groups, shape, true)
         };
-        if let Err(why) = supports(&node.op) {
+        if let Err(why) = supports(node) {
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
         }
         match &node.op {
@@ -302,7 +304,7 @@ pub(crate) fn lower(
                     f16_bufs: &mut f16_bufs,
                 };
                 let node =
-                    matmul::LinearNode { index: i, x: *x, weight: *weight, bias: *bias, out: me, rows: node.rows };
+                    matmul::LinearNode { index: i, x: *x, weight: *weight, bias: *bias, out: me, rows: node.rows() };
                 emit_all(
                     &mut push_with,
                     matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)?,
@@ -315,13 +317,13 @@ pub(crate) fn lower(
                     weight: *weight,
                     eps: *eps,
                     group: *group,
-                    rows: node.rows,
-                    cols: node.cols,
+                    rows: node.rows(),
+                    cols: node.cols(),
                 };
                 emit_all(&mut push_with, norm::rms_norm(&n, &fx, weights, &mut temp_bytes, &mut qact_of)?)?;
             }
             Op::Rope { x, params: rp } => {
-                emit_all(&mut push_with, pointwise::rope(i, *x, rp, node.rows, node.cols, &st, weights)?)?
+                emit_all(&mut push_with, pointwise::rope(i, *x, rp, node.rows(), node.cols(), &st, weights)?)?
             }
             Op::Attention { q, k, v, params: ap } => {
                 let n = attention::AttnNode {
@@ -331,8 +333,8 @@ pub(crate) fn lower(
                     v: *v,
                     params: ap,
                     out: me,
-                    rows: node.rows,
-                    cols: node.cols,
+                    rows: node.rows(),
+                    cols: node.cols(),
                 };
                 let mut side =
                     attention::Side { scratch: &mut scratch, temp_bytes: &mut temp_bytes, qact_of: &mut qact_of };
@@ -346,7 +348,7 @@ pub(crate) fn lower(
             | Op::Glu { .. }
             | Op::OutputRows { .. } => {
                 let emits =
-                    pointwise::lower(i, &node.op, node.rows, node.cols, &st, &fx, &mut temp_bytes, &mut qact_of)?;
+                    pointwise::lower(i, &node.op, node.rows(), node.cols(), &st, &fx, &mut temp_bytes, &mut qact_of)?;
                 emit_all(&mut push_with, emits)?;
             }
             Op::Moe { x, logits, params } => {
@@ -354,9 +356,9 @@ pub(crate) fn lower(
                     x: *x,
                     logits: *logits,
                     p: params,
-                    n_tokens: node.rows,
-                    cols: graph.node(*x).cols,
-                    out_cols: node.cols,
+                    n_tokens: node.rows(),
+                    cols: graph.node(*x).cols(),
+                    out_cols: node.cols(),
                     out: me,
                 };
                 let side = moe::Side {
@@ -393,7 +395,7 @@ pub(crate) fn allocate_activations(graph: &Graph, last: &[usize], align: u64) ->
     let mut high = 0u64;
     for (i, node) in graph.nodes.iter().enumerate() {
         live.retain(|&(_, _, n)| last[n] >= i);
-        let size = ((node.rows * node.cols * 4) as u64).max(16).next_multiple_of(align);
+        let size = ((node.rows() * node.cols() * 4) as u64).max(16).next_multiple_of(align);
         live.sort_by_key(|&(o, _, _)| o);
         let mut at = 0u64;
         for &(o, s, _) in &live {

@@ -32,11 +32,11 @@ fn emit(spec: crate::pipeline::KernelSpec, res: Vec<Res>, push: Vec<u8>, groups:
 pub(super) fn slice_cols(graph: &Graph, i: usize, period: u32, offset: u32, len: u32) -> VkResult<Emit> {
     let node = &graph.nodes[i];
     let Op::SliceCols { x, .. } = node.op else { unreachable!("slice_cols lowering of another op") };
-    let cells = node.rows * node.cols;
+    let cells = node.rows() * node.cols();
     let p = rk::SliceColsParams {
         n: u32_of(cells, "elements")?,
-        in_cols: u32_of(graph.node(x).cols, "columns")?,
-        out_cols: u32_of(node.cols, "columns")?,
+        in_cols: u32_of(graph.node(x).cols(), "columns")?,
+        out_cols: u32_of(node.cols(), "columns")?,
         period,
         offset,
         len,
@@ -70,14 +70,14 @@ pub(super) fn conv1d(
     if let Some(why) = unsupported(&node.op) {
         return Err(VkError::Unsupported(why));
     }
-    let c = node.cols;
+    let c = node.cols();
     let w = weights.get(&p.weight).ok_or_else(|| VkError::Unsupported(format!("conv1d: weight {}", p.weight.0)))?;
     if w.vec_elems() != Some(c * p.kernel as usize) {
         return Err(VkError::Unsupported(format!("conv1d: weight {} is not {c} x {} floats", p.weight.0, p.kernel)));
     }
     let floats = state_floats(kv, p.state, (p.kernel as u64 - 1) * c as u64, "conv1d")?;
     let gp = rk::Conv1dParamsGpu {
-        n_tokens: u32_of(node.rows, "tokens")?,
+        n_tokens: u32_of(node.rows(), "tokens")?,
         channels: u32_of(c, "channels")?,
         kernel: p.kernel,
         silu: p.silu as u32,
@@ -87,7 +87,7 @@ pub(super) fn conv1d(
         slot_floats: floats,
     };
     let res = vec![Res::Act(x.0), Res::WeightVec(p.weight), Res::Step, Res::State(p.state), Res::Act(i as u32)];
-    let groups = threads_groups(node.rows * c)?;
+    let groups = threads_groups(node.rows() * c)?;
     Ok(vec![emit(rk::conv1d(false), res.clone(), bytes(&gp), groups), emit(rk::conv1d(true), res, bytes(&gp), groups)])
 }
 
@@ -113,7 +113,7 @@ pub(super) fn delta_net(
         return Err(VkError::Unsupported(format!("delta_net: decay {} is not {} floats", p.decay.0, p.n_v_head)));
     }
     let gp = rk::DeltaNetParamsGpu {
-        n_tokens: u32_of(node.rows, "tokens")?,
+        n_tokens: u32_of(node.rows(), "tokens")?,
         n_k_head: p.n_k_head,
         n_v_head: p.n_v_head,
         scale: p.scale,
@@ -122,7 +122,7 @@ pub(super) fn delta_net(
         state_off: st.tok_state,
         pad: 0,
     };
-    let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows as u64, p.n_v_head as u64);
+    let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows() as u64, p.n_v_head as u64);
     let groups = u32::try_from(groups).map_err(|_| VkError::Unsupported(format!("{groups} delta-rule workgroups")))?;
     let res = vec![
         Res::Act(q.0),
