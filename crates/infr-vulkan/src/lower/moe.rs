@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use infr_core::{ExpertGateUp, MoeGating, MoeParams, TensorId, WeightId};
+use infr_core::{ExpertGateUp, MoeGating, MoeParams, SharedExpert, TensorId, WeightId};
 
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
@@ -110,7 +110,8 @@ pub(super) fn int8_input(
     }
 }
 
-/// Emit the dispatches of one MoE node.
+/// Emit the dispatches of one MoE node: routing, the routed experts, the shared expert,
+/// the weighted sum (each stage a method of [`MoeLowering`]).
 pub(super) fn lower(
     m: &MoeNode<'_>,
     weights: &HashMap<WeightId, GpuWeight>,
@@ -122,273 +123,345 @@ pub(super) fn lower(
     if let Some(why) = unsupported(p) {
         return Err(VkError::Unsupported(why));
     }
-    let w =
-        |id: &WeightId| weights.get(id).ok_or_else(|| VkError::Unsupported(format!("moe: weight {} not loaded", id.0)));
-    let one_chunk = |id: &WeightId| -> VkResult<&GpuWeight> {
-        let gw = w(id)?;
+    let mut l = MoeLowering {
+        m,
+        p,
+        weights,
+        feat,
+        t: *temps.get_or_insert_with(|| MoeTemps::new(temp_bytes)),
+        path: ExpertPath::PerPair,
+        max_tiles: 0,
+        pairs: m.n_tokens * p.n_used as usize,
+        temp_bytes,
+        rounded,
+        emits: Vec::new(),
+    };
+    let (n, ff, out, pairs) = (m.n_tokens, p.n_ff as usize, m.out_cols, l.pairs);
+    let fs = match &p.shared {
+        Some(s) => l.weight(&s.gate)?.rows,
+        None => 0,
+    };
+    l.grow(l.t.route, 2 * pairs);
+    l.grow(l.t.gu, (pairs * 2 * ff).max(n * 2 * fs));
+    l.grow(l.t.h, (pairs * ff).max(n * fs));
+    l.grow(l.t.hr, (pairs * ff).max(n * fs));
+    l.grow(l.t.y, pairs * out);
+    l.grow(l.t.sy, n * out);
+    let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
+    l.path = ExpertPath::choose(p, n, m.cols, feat, &experts);
+    l.route()?;
+    l.routed_experts(qact_of)?;
+    let shared = match &p.shared {
+        Some(sh) => l.shared_expert(sh, fs)?,
+        None => (Res::Dummy, Res::Dummy),
+    };
+    l.combine(shared)?;
+    Ok(l.emits)
+}
+
+/// The state of lowering one MoE node: what every stage reads, and the dispatches so far.
+struct MoeLowering<'a, 'b> {
+    m: &'a MoeNode<'a>,
+    p: &'a MoeParams,
+    weights: &'a HashMap<WeightId, GpuWeight>,
+    feat: Features,
+    t: MoeTemps,
+    path: ExpertPath,
+    /// Upper bound of the tiled paths' work list (set by `route`).
+    max_tiles: u32,
+    /// Routed (token, slot) pairs.
+    pairs: usize,
+    temp_bytes: &'b mut Vec<u64>,
+    rounded: &'b mut RoundedCopy,
+    emits: Vec<Emit>,
+}
+
+impl<'a> MoeLowering<'a, '_> {
+    fn weight(&self, id: &WeightId) -> VkResult<&'a GpuWeight> {
+        self.weights.get(id).ok_or_else(|| VkError::Unsupported(format!("moe: weight {} not loaded", id.0)))
+    }
+
+    /// A weight the expert kernels read as one buffer.
+    fn one_chunk(&self, id: &WeightId) -> VkResult<&'a GpuWeight> {
+        let gw = self.weight(id)?;
         if gw.chunks.len() != 1 {
             return Err(VkError::Unsupported(format!("moe: weight {} spans {} buffers", id.0, gw.chunks.len())));
         }
         Ok(gw)
-    };
-    let vec_of = |id: &WeightId, len: usize| -> VkResult<Res> {
-        if w(id)?.vec_len() != Some(len) {
+    }
+
+    fn vec_of(&self, id: &WeightId, len: usize) -> VkResult<Res> {
+        if self.weight(id)?.vec_len() != Some(len) {
             return Err(VkError::Unsupported(format!("moe: weight {} is not a vector of {len}", id.0)));
         }
         Ok(Res::WeightVec(*id))
-    };
-    let (n, k, ff, cols, out) = (m.n_tokens, p.n_used as usize, p.n_ff as usize, m.cols, m.out_cols);
-    let pairs = n * k;
-    let t = *temps.get_or_insert_with(|| MoeTemps::new(temp_bytes));
-    let mut grow = |i: u32, b: usize| temp_bytes[i as usize] = temp_bytes[i as usize].max(b as u64 * 4);
-    let fs = p.shared.map_or(0, |s| w(&s.gate).map_or(0, |g| g.rows));
-    grow(t.route, 2 * pairs);
-    grow(t.gu, (pairs * 2 * ff).max(n * 2 * fs));
-    grow(t.h, (pairs * ff).max(n * fs));
-    grow(t.hr, (pairs * ff).max(n * fs));
-    grow(t.y, pairs * out);
-    grow(t.sy, n * out);
-    let expert_ids = expert_weights(p);
-    let weights_of = expert_ids.iter().map(&one_chunk).collect::<VkResult<Vec<_>>>()?;
-    let path = ExpertPath::choose(p, n, cols, feat, &weights_of);
-    let tiled = matches!(path, ExpertPath::Coop { .. } | ExpertPath::Tiled);
-    let tile_c = match path {
-        ExpertPath::Coop { tile, .. } => tile.bn,
-        _ => MOE_TILE_C,
-    };
-    if tiled {
-        grow(t.tiles, mk::moe_tile_words(pairs, p.n_expert as usize, tile_c));
-    }
-    let mut emits = Vec::new();
-    let emit = |emits: &mut Vec<Emit>, spec, res, push, groups, shape: Option<String>| {
-        emits.push(Emit { spec, res, push, groups, shape, barrier_after: true });
-    };
-
-    let rp = mk::MoeRouteParams {
-        n_tokens: u32_of(n, "tokens")?,
-        n_expert: p.n_expert,
-        k: p.n_used,
-        gating: match p.gating {
-            MoeGating::Softmax => 0,
-            MoeGating::Sigmoid => 1,
-            MoeGating::SoftmaxChosen => 2,
-        },
-        renorm: p.renorm as u32,
-        has_scale: p.expert_scale.is_some() as u32,
-    };
-    let scale = match &p.expert_scale {
-        Some(s) => vec_of(s, p.n_expert as usize)?,
-        None => Res::Dummy,
-    };
-    let res = vec![Res::Act(m.logits.0), scale, Res::Temp(t.route)];
-    emit(&mut emits, mk::moe_route(p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
-    let max_tiles = u32_of(mk::moe_max_tiles(pairs, p.n_expert as usize, tile_c), "expert tiles")?;
-    if tiled {
-        let tp = mk::MoeTilesParams { n_pairs: u32_of(pairs, "routed pairs")?, n_expert: p.n_expert, c: tile_c };
-        emit(&mut emits, mk::moe_tiles(), vec![Res::Temp(t.route), Res::Temp(t.tiles)], bytes(&tp), 1, None);
     }
 
-    // The input of a matmul with weight `gw` over `k_in` columns, rounded as llama.cpp's CPU
-    // rounds activations for that weight type.
-    let input = |emits: &mut Vec<Emit>, rounded: &mut RoundedCopy, temp_bytes: &mut Vec<u64>, gw: &GpuWeight| {
-        let elems = n * cols;
-        match kernels::act_round_mode(gw.layout.ty, cols) {
-            Some(mode) => {
-                let (ri, round) = rounded.prepare(m.x.0, mode, elems, (elems * 4) as u64, temp_bytes)?;
-                if let Some(rp) = round {
-                    let res = vec![Res::Act(m.x.0), Res::Temp(ri)];
-                    emit(emits, kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
-                }
-                VkResult::Ok(Res::Temp(ri))
-            }
-            None => Ok(Res::Act(m.x.0)),
-        }
-    };
-    // Round `elems` values of temp `from` into `hr` for a matmul over `k_in` columns of `gw`.
-    let round_h = |emits: &mut Vec<Emit>, gw: &GpuWeight, k_in: usize, elems: usize| -> VkResult<Res> {
-        Ok(match kernels::act_round_mode(gw.layout.ty, k_in) {
-            Some(mode) => {
-                let rp = kernels::RoundParams {
-                    n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
-                    n_vec4: u32_of(elems / 4, "activations")?,
-                    mode,
-                };
-                let res = vec![Res::Temp(t.h), Res::Temp(t.hr)];
-                emit(emits, kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
-                Res::Temp(t.hr)
-            }
-            None => Res::Temp(t.h),
-        })
-    };
+    /// Make temporary `i` hold at least `words` 4-byte words.
+    fn grow(&mut self, i: u32, words: usize) {
+        let b = &mut self.temp_bytes[i as usize];
+        *b = (*b).max(words as u64 * 4);
+    }
 
-    // Routed experts: gate and up (side by side in `gu`), activation, down.
-    let (gate_b, up_b) = match p.gate_up_bias {
-        Some(ExpertGateUp::Separate { gate, up }) => (Some(gate), Some(up)),
-        Some(ExpertGateUp::Fused(gu)) => (Some(gu), None),
-        None => (None, None),
-    };
-    let gate_up: Vec<(WeightId, Option<WeightId>, usize, usize, &str)> = match p.gate_up {
-        ExpertGateUp::Separate { gate, up } => {
-            vec![(gate, gate_b, ff, 0, "gate_exps"), (up, up_b, ff, ff, "up_exps")]
+    fn emit(&mut self, spec: KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>) {
+        self.emits.push(Emit { spec, res, push, groups, shape, barrier_after: true });
+    }
+
+    /// Top-k routing of every token (expert ids then weights in `route`), and the tiled
+    /// paths' per-expert work list.
+    fn route(&mut self) -> VkResult<()> {
+        let (p, n) = (self.p, self.m.n_tokens);
+        let tile_c = match self.path {
+            ExpertPath::Coop { tile, .. } => tile.bn,
+            _ => MOE_TILE_C,
+        };
+        let tiled = matches!(self.path, ExpertPath::Coop { .. } | ExpertPath::Tiled);
+        if tiled {
+            self.grow(self.t.tiles, mk::moe_tile_words(self.pairs, p.n_expert as usize, tile_c));
         }
-        ExpertGateUp::Fused(gu) => vec![(gu, gate_b, 2 * ff, 0, "gate_up_exps")],
-    };
-    // A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
-    let bias_res = |b: Option<WeightId>, m: u32| -> VkResult<Res> {
+        let rp = mk::MoeRouteParams {
+            n_tokens: u32_of(n, "tokens")?,
+            n_expert: p.n_expert,
+            k: p.n_used,
+            gating: match p.gating {
+                MoeGating::Softmax => 0,
+                MoeGating::Sigmoid => 1,
+                MoeGating::SoftmaxChosen => 2,
+            },
+            renorm: p.renorm as u32,
+            has_scale: p.expert_scale.is_some() as u32,
+        };
+        let scale = match &p.expert_scale {
+            Some(s) => self.vec_of(s, p.n_expert as usize)?,
+            None => Res::Dummy,
+        };
+        let res = vec![Res::Act(self.m.logits.0), scale, Res::Temp(self.t.route)];
+        self.emit(mk::moe_route(p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
+        self.max_tiles = u32_of(mk::moe_max_tiles(self.pairs, p.n_expert as usize, tile_c), "expert tiles")?;
+        if tiled {
+            let n_pairs = u32_of(self.pairs, "routed pairs")?;
+            let tp = mk::MoeTilesParams { n_pairs, n_expert: p.n_expert, c: tile_c };
+            let res = vec![Res::Temp(self.t.route), Res::Temp(self.t.tiles)];
+            self.emit(mk::moe_tiles(), res, bytes(&tp), 1, None);
+        }
+        Ok(())
+    }
+
+    /// The node's input for a matmul with weight `gw`, rounded as llama.cpp's CPU rounds
+    /// activations for that weight type.
+    fn input(&mut self, gw: &GpuWeight) -> VkResult<Res> {
+        let (x, cols) = (self.m.x.0, self.m.cols);
+        let elems = self.m.n_tokens * cols;
+        let Some(mode) = kernels::act_round_mode(gw.layout.ty, cols) else { return Ok(Res::Act(x)) };
+        let (ri, round) = self.rounded.prepare(x, mode, elems, (elems * 4) as u64, self.temp_bytes)?;
+        if let Some(rp) = round {
+            self.emit(kernels::round_act(), vec![Res::Act(x), Res::Temp(ri)], bytes(&rp), rp.n_groups, None);
+        }
+        Ok(Res::Temp(ri))
+    }
+
+    /// `elems` values of temporary `h`, rounded into `hr` for a matmul over `k_in` columns of
+    /// `gw` where its type asks for it.
+    fn round_h(&mut self, gw: &GpuWeight, k_in: usize, elems: usize) -> VkResult<Res> {
+        let Some(mode) = kernels::act_round_mode(gw.layout.ty, k_in) else { return Ok(Res::Temp(self.t.h)) };
+        let rp = kernels::RoundParams {
+            n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
+            n_vec4: u32_of(elems / 4, "activations")?,
+            mode,
+        };
+        let res = vec![Res::Temp(self.t.h), Res::Temp(self.t.hr)];
+        self.emit(kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
+        Ok(Res::Temp(self.t.hr))
+    }
+
+    /// A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
+    fn bias_res(&self, b: Option<WeightId>, m: u32) -> VkResult<Res> {
         let Some(b) = b else { return Ok(Res::Dummy) };
-        let bw = one_chunk(&b)?;
-        if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != p.n_expert as usize {
-            return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{}", b.0, p.n_expert)));
+        let bw = self.one_chunk(&b)?;
+        if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != self.p.n_expert as usize {
+            return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{}", b.0, self.p.n_expert)));
         }
         Ok(Res::WeightChunk(b, 0))
-    };
-    let expert_matmul = |emits: &mut Vec<Emit>,
-                         (id, bias): (WeightId, Option<WeightId>),
-                         second: Option<(WeightId, Option<WeightId>)>,
-                         x: Res,
-                         y: Res,
-                         mp: mk::MoeMatmulParams,
-                         role: &str| {
-        let gw = one_chunk(&id)?;
+    }
+
+    /// One expert matmul over the routed pairs (with a second weight of the same shape when
+    /// gate and up run as one dispatch).
+    fn expert_matmul(
+        &mut self,
+        (id, bias): (WeightId, Option<WeightId>),
+        second: Option<(WeightId, Option<WeightId>)>,
+        (x, y): (Res, Res),
+        mp: mk::MoeMatmulParams,
+        role: &str,
+    ) -> VkResult<()> {
+        let gw = self.one_chunk(&id)?;
         let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, has_bias: bias.is_some() as u32, ..mp };
         let second = match second {
             Some((id2, bias2)) => {
-                let gw2 = one_chunk(&id2)?;
-                Some((id2, gw2.chunks[0].soff_words, bias_res(bias2, mp.m)?, bias2.is_some()))
+                let gw2 = self.one_chunk(&id2)?;
+                Some((id2, gw2.chunks[0].soff_words, self.bias_res(bias2, mp.m)?, bias2.is_some()))
             }
             None => None,
         };
-        let d = ExpertDispatch { weight: id, gw, bias: bias_res(bias, mp.m)?, x, y, mp, max_tiles, second };
-        let (spec, res, push, groups) = d.lower(path, &t, feat)?;
+        let bias = self.bias_res(bias, mp.m)?;
+        let d = ExpertDispatch { weight: id, gw, bias, x, y, mp, max_tiles: self.max_tiles, second };
+        let (spec, res, push, groups) = d.lower(self.path, &self.t, self.feat)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
-        emit(emits, spec, res, push, groups, Some(shape));
-        VkResult::Ok(())
-    };
-    let n_pairs = u32_of(pairs, "routed pairs")?;
-    // The int8 input of the gate/up matmuls: the norm's quantized output, or quantized here.
-    let mut qx = Res::Temp(t.qx);
-    if let ExpertPath::Int8 { gx, .. } = path {
-        match qact_of.get(&(m.x.0, gx)) {
-            Some(&qi) => qx = Res::Temp(qi),
-            None => {
-                let q = &mut temp_bytes[t.qx as usize];
-                *q = (*q).max(kernels::qact_bytes(n, cols));
-                let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
-                let qp =
-                    kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (n * cols / 16) as u32, group: gx };
-                let res = vec![Res::Act(m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
-                emit(&mut emits, kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+        self.emit(spec, res, push, groups, Some(shape));
+        Ok(())
+    }
+
+    /// The routed experts: gate and up (side by side in `gu`), the activation, down (each
+    /// pair's output weighted by its routing weight, in `y`).
+    fn routed_experts(&mut self, qact_of: &HashMap<(u32, u32), u32>) -> VkResult<()> {
+        let (p, n, cols) = (self.p, self.m.n_tokens, self.m.cols);
+        let (ff, pairs, t) = (p.n_ff as usize, self.pairs, self.t);
+        let (gate_b, up_b) = match p.gate_up_bias {
+            Some(ExpertGateUp::Separate { gate, up }) => (Some(gate), Some(up)),
+            Some(ExpertGateUp::Fused(gu)) => (Some(gu), None),
+            None => (None, None),
+        };
+        let gate_up: Vec<(WeightId, Option<WeightId>, usize, usize, &str)> = match p.gate_up {
+            ExpertGateUp::Separate { gate, up } => {
+                vec![(gate, gate_b, ff, 0, "gate_exps"), (up, up_b, ff, ff, "up_exps")]
+            }
+            ExpertGateUp::Fused(gu) => vec![(gu, gate_b, 2 * ff, 0, "gate_up_exps")],
+        };
+        let n_pairs = u32_of(pairs, "routed pairs")?;
+        // The int8 input of the gate/up matmuls: the norm's quantized output, or quantized here.
+        let mut qx = Res::Temp(t.qx);
+        if let ExpertPath::Int8 { gx, .. } = self.path {
+            match qact_of.get(&(self.m.x.0, gx)) {
+                Some(&qi) => qx = Res::Temp(qi),
+                None => {
+                    let q = &mut self.temp_bytes[t.qx as usize];
+                    *q = (*q).max(kernels::qact_bytes(n, cols));
+                    let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
+                    let scale_off = (n * cols / 16) as u32;
+                    let qp = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off, group: gx };
+                    let res = vec![Res::Act(self.m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
+                    self.emit(kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+                }
             }
         }
-    }
-    // On the integer-dot path, separate gate and up weights of one type run as one dispatch.
-    let paired = matches!(path, ExpertPath::Int8 { .. })
-        && gate_up.len() == 2
-        && one_chunk(&gate_up[0].0)?.layout.ty == one_chunk(&gate_up[1].0)?.layout.ty;
-    let second = paired.then(|| (gate_up[1].0, gate_up[1].1));
-    let gate_up = if paired { &gate_up[..1] } else { &gate_up[..] };
-    for &(id, bias, rows, col0, role) in gate_up {
-        let x = match path {
-            ExpertPath::Int8 { .. } => qx,
-            _ => input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?,
+        // On the integer-dot path, separate gate and up weights of one type run as one dispatch.
+        let paired = matches!(self.path, ExpertPath::Int8 { .. })
+            && gate_up.len() == 2
+            && self.one_chunk(&gate_up[0].0)?.layout.ty == self.one_chunk(&gate_up[1].0)?.layout.ty;
+        let second = paired.then(|| (gate_up[1].0, gate_up[1].1));
+        let gate_up = if paired { &gate_up[..1] } else { &gate_up[..] };
+        for &(id, bias, rows, col0, role) in gate_up {
+            let x = match self.path {
+                ExpertPath::Int8 { .. } => qx,
+                _ => self.input(self.one_chunk(&id)?)?,
+            };
+            let role = if paired { "gate_up_exps" } else { role };
+            let mp = mk::MoeMatmulParams {
+                k: cols as u32,
+                m: rows as u32,
+                n_pairs,
+                out_stride: 2 * p.n_ff,
+                out_col0: col0 as u32,
+                soff: 0,
+                x_div: p.n_used,
+                scale: p.weight_before as u32,
+                tiles_m: 0,
+                has_bias: 0,
+            };
+            self.expert_matmul((id, bias), second, (x, Res::Temp(t.gu)), mp, role)?;
+        }
+        let h = if let ExpertPath::Int8 { gh, .. } = self.path {
+            let qh = &mut self.temp_bytes[t.qh as usize];
+            *qh = (*qh).max(kernels::qact_bytes(pairs, ff));
+            let n_words = u32_of(pairs * ff / 4, "activations")?;
+            let gp =
+                crate::fused_kernels::GluQ8Params { n_words, group: gh, scale_off: n_words / 4, ab_words: p.n_ff / 4 };
+            let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
+            self.emit(crate::fused_kernels::glu_q8(p.act), res, bytes(&gp), n_words.div_ceil(64), None);
+            Res::Temp(t.qh)
+        } else {
+            let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
+            let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
+            self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
+            self.round_h(self.one_chunk(&p.down)?, ff, pairs * ff)?
         };
-        let role = if paired { "gate_up_exps" } else { role };
         let mp = mk::MoeMatmulParams {
-            k: cols as u32,
-            m: rows as u32,
+            k: p.n_ff,
+            m: self.m.out_cols as u32,
             n_pairs,
-            out_stride: 2 * p.n_ff,
-            out_col0: col0 as u32,
+            out_stride: self.m.out_cols as u32,
+            out_col0: 0,
             soff: 0,
-            x_div: p.n_used,
-            scale: p.weight_before as u32,
+            x_div: 1,
+            scale: if p.weight_before { 0 } else { 2 },
             tiles_m: 0,
             has_bias: 0,
         };
-        expert_matmul(&mut emits, (id, bias), second, x, Res::Temp(t.gu), mp, role)?;
+        self.expert_matmul((p.down, p.down_bias), None, (h, Res::Temp(t.y)), mp, "down_exps")
     }
-    let h = if let ExpertPath::Int8 { gh, .. } = path {
-        let qh = &mut temp_bytes[t.qh as usize];
-        *qh = (*qh).max(kernels::qact_bytes(pairs, ff));
-        let n_words = u32_of(pairs * ff / 4, "activations")?;
-        let gp = crate::fused_kernels::GluQ8Params { n_words, group: gh, scale_off: n_words / 4, ab_words: p.n_ff / 4 };
-        let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
-        emit(&mut emits, crate::fused_kernels::glu_q8(p.act), res, bytes(&gp), n_words.div_ceil(64), None);
-        Res::Temp(t.qh)
-    } else {
-        let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
-        let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
-        emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
-        round_h(&mut emits, one_chunk(&p.down)?, ff, pairs * ff)?
-    };
-    let mp = mk::MoeMatmulParams {
-        k: p.n_ff,
-        m: out as u32,
-        n_pairs,
-        out_stride: out as u32,
-        out_col0: 0,
-        soff: 0,
-        x_div: 1,
-        scale: if p.weight_before { 0 } else { 2 },
-        tiles_m: 0,
-        has_bias: 0,
-    };
-    expert_matmul(&mut emits, (p.down, p.down_bias), None, h, Res::Temp(t.y), mp, "down_exps")?;
 
-    // Shared expert: dense matmuls over every token, on the kernel a plain linear node of
-    // that many rows would take over f32 activations (matrix-vector, cooperative, ...).
-    let mut shared = (Res::Dummy, Res::Dummy);
-    if let Some(sh) = &p.shared {
-        let dense = |emits: &mut Vec<Emit>, id: WeightId, x: Res, y: Res, k_in: usize, stride: usize, col0: usize| {
-            let gw = one_chunk(&id)?;
-            let (spec, c, r) = super::matmul::float_matmul_kernel(gw, n, feat);
-            let tiles_m = (gw.rows as u32).div_ceil(r);
-            let groups = tiles_m
-                .checked_mul((n as u32).div_ceil(c))
-                .ok_or_else(|| VkError::Unsupported("moe: shared expert grid".into()))?;
-            let mp = kernels::MatmulParams {
-                k: k_in as u32,
-                m: gw.rows as u32,
-                n: n as u32,
-                out_stride: stride as u32,
-                out_col0: col0 as u32,
-                soff: gw.chunks[0].soff_words,
-                has_bias: 0,
-                tiles_m,
-            };
-            let shape = format!("shexp {}x{k_in} n={n}", gw.rows);
-            let res = vec![Res::WeightChunk(id, 0), x, y, Res::Dummy, Res::Tables];
-            emit(emits, spec, res, bytes(&mp), groups, Some(shape));
-            VkResult::Ok(())
+    /// One dense matmul of the shared expert over every token, on the kernel a plain linear
+    /// node of that many rows would take over f32 activations (matrix-vector, cooperative, ...).
+    fn dense(&mut self, id: WeightId, (x, y): (Res, Res), k_in: usize, stride: usize, col0: usize) -> VkResult<()> {
+        let n = self.m.n_tokens;
+        let gw = self.one_chunk(&id)?;
+        let (spec, c, r) = super::matmul::float_matmul_kernel(gw, n, self.feat);
+        let tiles_m = (gw.rows as u32).div_ceil(r);
+        let groups = tiles_m
+            .checked_mul((n as u32).div_ceil(c))
+            .ok_or_else(|| VkError::Unsupported("moe: shared expert grid".into()))?;
+        let mp = kernels::MatmulParams {
+            k: k_in as u32,
+            m: gw.rows as u32,
+            n: n as u32,
+            out_stride: stride as u32,
+            out_col0: col0 as u32,
+            soff: gw.chunks[0].soff_words,
+            has_bias: 0,
+            tiles_m,
         };
+        let shape = format!("shexp {}x{k_in} n={n}", gw.rows);
+        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Dummy, Res::Tables];
+        self.emit(spec, res, bytes(&mp), groups, Some(shape));
+        Ok(())
+    }
+
+    /// The shared expert's gated FFN of `fs` hidden columns over every token, into `sy`;
+    /// returns its output and its sigmoid gate's weight (if it has one) for `combine`.
+    fn shared_expert(&mut self, sh: &SharedExpert, fs: usize) -> VkResult<(Res, Res)> {
+        let (n, cols, t) = (self.m.n_tokens, self.m.cols, self.t);
         for (id, col0) in [(sh.gate, 0), (sh.up, fs)] {
-            let x = input(&mut emits, rounded, temp_bytes, one_chunk(&id)?)?;
-            dense(&mut emits, id, x, Res::Temp(t.gu), cols, 2 * fs, col0)?;
+            let x = self.input(self.one_chunk(&id)?)?;
+            self.dense(id, (x, Res::Temp(t.gu)), cols, 2 * fs, col0)?;
         }
         let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
         let groups = u32_of((n * fs).div_ceil(64), "activations")?;
-        emit(&mut emits, mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
-        let h = round_h(&mut emits, one_chunk(&sh.down)?, fs, n * fs)?;
-        dense(&mut emits, sh.down, h, Res::Temp(t.sy), fs, out, 0)?;
+        self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
+        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
+        self.dense(sh.down, (h, Res::Temp(t.sy)), fs, self.m.out_cols, 0)?;
         let gate = match &sh.gate_inp {
-            Some(g) => vec_of(g, cols)?,
+            Some(g) => self.vec_of(g, cols)?,
             None => Res::Dummy,
         };
-        shared = (Res::Temp(t.sy), gate);
+        Ok((Res::Temp(t.sy), gate))
     }
 
-    let cp = mk::MoeCombineParams {
-        n_tokens: n as u32,
-        k: p.n_used,
-        out_cols: out as u32,
-        in_cols: cols as u32,
-        has_shared: p.shared.is_some() as u32,
-        gated: p.shared.is_some_and(|s| s.gate_inp.is_some()) as u32,
-    };
-    let res = vec![Res::Temp(t.y), shared.0, Res::Act(m.x.0), shared.1, m.out];
-    let groups = u32_of(n * out.div_ceil(64), "token column chunks")?;
-    emit(&mut emits, mk::moe_combine(), res, bytes(&cp), groups, None);
-    Ok(emits)
+    /// The node's output: each token's routed pairs summed, plus the (gated) shared expert.
+    fn combine(&mut self, (shared, shared_gate): (Res, Res)) -> VkResult<()> {
+        let (p, n, out) = (self.p, self.m.n_tokens, self.m.out_cols);
+        let cp = mk::MoeCombineParams {
+            n_tokens: n as u32,
+            k: p.n_used,
+            out_cols: out as u32,
+            in_cols: self.m.cols as u32,
+            has_shared: p.shared.is_some() as u32,
+            gated: p.shared.is_some_and(|s| s.gate_inp.is_some()) as u32,
+        };
+        let res = vec![Res::Temp(self.t.y), shared, Res::Act(self.m.x.0), shared_gate, self.m.out];
+        let groups = u32_of(n * out.div_ceil(64), "token column chunks")?;
+        self.emit(mk::moe_combine(), res, bytes(&cp), groups, None);
+        Ok(())
+    }
 }
 
 /// Which kernel a node's expert matmuls take.
