@@ -8,6 +8,7 @@
 
 mod backend;
 mod graph;
+mod params;
 mod profile;
 mod top_k;
 mod weights;
@@ -16,12 +17,12 @@ pub use backend::{
     f32_outputs_only, host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType,
     KvLayerSpec, KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs, WeightPlace,
 };
-pub use graph::{
-    Activation, AttnParams, Conv1dParams, DType, DeltaNetParams, ExpertGateUp, Graph, GraphBuilder, MoeGating,
-    MoeParams, Node, Op, RopeMode, RopeParams, RopeScaling, Shape, SharedExpert, TempScaleParams, TensorId, WeightId,
-    SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT,
-};
+pub use graph::{DType, Graph, GraphBuilder, Node, Op, Shape, TensorId, WeightId};
 pub use infr_quant::GgmlType;
+pub use params::{
+    Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, MoeGating, MoeParams, RopeMode, RopeParams,
+    RopeScaling, SharedExpert, TempScaleParams, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT,
+};
 pub use profile::{prof_by_shape, prof_enabled, set_profiling, OpLabel, Profile, ProfileOnDrop};
 pub use top_k::{adjust_rows, top_k, top_k_rows, top_k_rows_adjusted, LogitAdjust, MAX_LOGIT_ADJUST};
 pub use weights::{GgufWeights, WeightData, WeightInfo, WeightSource};
