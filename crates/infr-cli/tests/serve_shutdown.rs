@@ -44,7 +44,9 @@ fn start(dir: &std::path::Path, grace_s: u64) -> Server {
     Server { child, addr }
 }
 
-/// Start a long streamed completion and read its first chunk; the open stream.
+/// Start a long streamed completion and read until its first token arrived (so the request
+/// runs: headers alone can come while it is still queued, and a queued request is refused at
+/// the first signal); the open stream.
 fn stream(addr: &str) -> TcpStream {
     let body = r#"{"prompt": "aa ab ac", "max_tokens": 16000, "stream": true, "temperature": 0,
         "stream_options": {"include_usage": true}}"#;
@@ -56,9 +58,14 @@ fn stream(addr: &str) -> TcpStream {
     )
     .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut first = [0u8; 1024];
-    let n = s.read(&mut first).unwrap();
-    assert!(String::from_utf8_lossy(&first[..n]).contains("200 OK"));
+    let mut seen = String::new();
+    let mut buf = [0u8; 1024];
+    while !seen.contains("\"text\"") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "stream closed before its first token: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.contains("200 OK"), "{seen}");
     s
 }
 
