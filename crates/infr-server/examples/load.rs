@@ -1,4 +1,6 @@
-//! Load-test a running OpenAI-compatible server with concurrent streaming chat completions.
+//! Load-test a running OpenAI-compatible server with concurrent streaming chat completions
+//! (`--completions`: plain completions of a prompt, where a server's chat parser would refuse a
+//! random model's text).
 //!
 //! ```text
 //! cargo run --release -p infr-server --example load -- --url http://127.0.0.1:8080 --clients 16 --max-tokens 64
@@ -17,7 +19,7 @@ use load_client::{run, LoadOptions};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: load [--url URL] [--clients N] [--max-tokens N] [--api-key KEY] [--timeout SECS] [--no-baseline]"
+        "usage: load [--url URL] [--clients N] [--max-tokens N] [--api-key KEY] [--timeout SECS] [--no-baseline] [--completions]"
     );
     std::process::exit(2)
 }
@@ -29,6 +31,7 @@ fn main() {
         max_tokens: 64,
         api_key: std::env::var("INFR_API_KEY").ok(),
         timeout: Duration::from_secs(600),
+        completions: false,
     };
     let mut baseline = true;
     let mut args = std::env::args().skip(1);
@@ -41,6 +44,7 @@ fn main() {
             "--api-key" => opts.api_key = Some(val()),
             "--timeout" => opts.timeout = Duration::from_secs(val().parse().unwrap_or_else(|_| usage())),
             "--no-baseline" => baseline = false,
+            "--completions" => opts.completions = true,
             _ => usage(),
         }
     }

@@ -25,16 +25,18 @@ const DEADLINE: Duration = Duration::from_secs(90);
 async fn sixteen_streaming_clients() {
     // 16 slots of 256 tokens on 127.0.0.1.
     let Some(url) = server::start_server_with(MODEL, PARALLEL, PARALLEL * 256, None) else { return };
-    let opts = LoadOptions { url, clients: 1, max_tokens: MAX_TOKENS, api_key: None, timeout: DEADLINE };
+    let opts =
+        LoadOptions { url, clients: 1, max_tokens: MAX_TOKENS, api_key: None, timeout: DEADLINE, completions: false };
     let body = async {
         // Warm-up (first-use allocations), then 1 client, then 16.
         let warm = run(&opts).await;
         assert!(warm.all_ok(), "{:?}", warm.results);
         let one = run(&opts).await;
         let many = run(&LoadOptions { clients: PARALLEL, ..opts.clone() }).await;
-        (one, many)
+        let plain = run(&LoadOptions { clients: PARALLEL, completions: true, ..opts.clone() }).await;
+        (one, many, plain)
     };
-    let (one, many) = tokio::time::timeout(DEADLINE, body).await.expect("load test finished in time");
+    let (one, many, plain) = tokio::time::timeout(DEADLINE, body).await.expect("load test finished in time");
     println!("1 client:  {}", one.summary());
     println!("{PARALLEL} clients: {}", many.summary());
     println!(
@@ -43,12 +45,15 @@ async fn sixteen_streaming_clients() {
         many.tokens_per_s(),
         many.tokens_per_s() / one.tokens_per_s().max(1e-9)
     );
+    println!("{PARALLEL} clients, plain completions: {}", plain.summary());
     assert!(one.all_ok(), "{:?}", one.results);
-    for (i, r) in many.results.iter().enumerate() {
-        assert!(r.error.is_none(), "client {i}: {:?}", r.error);
-        assert!(r.done, "client {i}: stream ended without [DONE]");
-        assert!((1..=MAX_TOKENS).contains(&r.completion_tokens), "client {i}: {} tokens", r.completion_tokens);
-        assert!(!r.text.is_empty(), "client {i}: no text");
+    for report in [&many, &plain] {
+        for (i, r) in report.results.iter().enumerate() {
+            assert!(r.error.is_none(), "client {i}: {:?}", r.error);
+            assert!(r.done, "client {i}: stream ended without [DONE]");
+            assert!((1..=MAX_TOKENS).contains(&r.completion_tokens), "client {i}: {} tokens", r.completion_tokens);
+            assert!(!r.text.is_empty(), "client {i}: no text");
+        }
+        assert_eq!(report.results.len(), PARALLEL);
     }
-    assert_eq!(many.results.len(), PARALLEL);
 }

@@ -1,6 +1,7 @@
 //! A streaming load generator for an OpenAI-compatible server: N concurrent clients each stream
-//! one chat completion (greedy, `stream_options.include_usage`), and the run reports whether
-//! every stream ended with `[DONE]` and the aggregate completion tokens per second.
+//! one chat completion, or one plain completion (greedy, `stream_options.include_usage`), and
+//! the run reports whether every stream ended with `[DONE]` and the aggregate completion tokens
+//! per second.
 //!
 //! Shared by `tests/load.rs` and `examples/load.rs` (through `#[path]`).
 
@@ -23,6 +24,10 @@ pub struct LoadOptions {
     pub api_key: Option<String>,
     /// Longest a single request may take.
     pub timeout: Duration,
+    /// Stream `/v1/completions` with a plain prompt instead of a chat completion: no chat
+    /// template or reply parser on either side (a random model's text can fail a server's
+    /// chat-format parser, which then ends the stream with an error).
+    pub completions: bool,
 }
 
 /// One client's stream.
@@ -116,15 +121,22 @@ pub async fn run(opts: &LoadOptions) -> LoadReport {
 async fn one(http: &reqwest::Client, opts: &LoadOptions, i: usize) -> StreamResult {
     let start = Instant::now();
     let mut res = StreamResult::default();
-    let body = json!({
+    let ask = format!("Story number {i}: write a long story about a dragon who learns to fly.");
+    let mut body = json!({
         "model": "any",
-        "messages": [{"role": "user", "content": format!("Story number {i}: write a long story about a dragon who learns to fly.")}],
         "max_tokens": opts.max_tokens,
         "temperature": 0,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    let mut req = http.post(format!("{}/v1/chat/completions", opts.url.trim_end_matches('/'))).json(&body);
+    let path = if opts.completions {
+        body["prompt"] = json!(format!("{ask}\n\nOnce upon a time"));
+        "completions"
+    } else {
+        body["messages"] = json!([{"role": "user", "content": ask}]);
+        "chat/completions"
+    };
+    let mut req = http.post(format!("{}/v1/{path}", opts.url.trim_end_matches('/'))).json(&body);
     if let Some(k) = &opts.api_key {
         req = req.bearer_auth(k);
     }
@@ -168,7 +180,9 @@ async fn one(http: &reqwest::Client, opts: &LoadOptions, i: usize) -> StreamResu
                 if let Some(err) = v.get("error") {
                     res.error = Some(err.to_string());
                 }
-                if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+                let choice = &v["choices"][0];
+                let text = if opts.completions { &choice["text"] } else { &choice["delta"]["content"] };
+                if let Some(t) = text.as_str() {
                     if !t.is_empty() {
                         res.ttft.get_or_insert_with(|| start.elapsed());
                         res.text.push_str(t);
