@@ -6,7 +6,6 @@
 
 mod diffusion;
 mod error;
-mod generate;
 pub mod oracle;
 mod pages;
 pub mod placement;
@@ -21,7 +20,6 @@ pub use diffusion::{
     DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
-pub use generate::common_prefix;
 pub use pages::PagePool;
 pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,

@@ -31,9 +31,7 @@ use crate::request::{
     Usage,
 };
 use crate::sampling::Scores;
-use crate::{
-    common_prefix, event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem, TokenLogprob,
-};
+use crate::{event_channel, EngineError, Request, Runner, RunnerOptions, Sampler, SeqId, StepItem, TokenLogprob};
 
 /// Scheduler settings (the slot count and context come from the runner's options).
 #[derive(Debug, Clone)]
@@ -763,4 +761,9 @@ impl Scheduler {
             a.pending = Some(tok);
         }
     }
+}
+
+/// Length of the common prefix of two token lists (how much of a slot's cache a prompt reuses).
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

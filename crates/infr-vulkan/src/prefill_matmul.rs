@@ -45,7 +45,7 @@ impl RoundedCopy {
         temp_bytes: &mut Vec<u64>,
     ) -> VkResult<(u32, Option<kernels::RoundParams>)> {
         let buf = temp_slot(&mut self.held.map(|(b, _, _)| b), temp_bytes);
-        temp_bytes[buf as usize] = temp_bytes[buf as usize].max(bytes);
+        grow_temp(temp_bytes, buf, bytes);
         if self.held == Some((buf, x, mode)) {
             return Ok((buf, None));
         }
@@ -112,7 +112,7 @@ impl F16Buffers {
     /// The buffer of split-K partial products, at least `size` bytes.
     pub fn partials(&mut self, size: u64, temp_bytes: &mut Vec<u64>) -> u32 {
         let i = temp_slot(&mut self.partials, temp_bytes);
-        temp_bytes[i as usize] = temp_bytes[i as usize].max(size);
+        grow_temp(temp_bytes, i, size);
         i
     }
 
@@ -128,6 +128,12 @@ fn temp_slot(slot: &mut Option<u32>, temp_bytes: &mut Vec<u64>) -> u32 {
         temp_bytes.push(0);
         temp_bytes.len() as u32 - 1
     })
+}
+
+/// Make plan temporary `i` hold at least `bytes`.
+pub(crate) fn grow_temp(temp_bytes: &mut [u64], i: u32, bytes: u64) {
+    let b = &mut temp_bytes[i as usize];
+    *b = (*b).max(bytes);
 }
 
 /// The cooperative configuration when the product of `n` activation rows with `lw` should
@@ -216,7 +222,7 @@ pub(crate) fn lower(
         } else {
             let other = bufs.w16(1 - slot, temp_bytes);
             let nrows = nw.chunks[0].rows;
-            temp_bytes[other as usize] = temp_bytes[other as usize].max(nrows as u64 * nw.cols as u64 * 2);
+            grow_temp(temp_bytes, other, nrows as u64 * nw.cols as u64 * 2);
             prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other));
             bufs.prefetched = Some((nw_id, 1 - slot));
         }
@@ -226,7 +232,7 @@ pub(crate) fn lower(
         let mut r = 0;
         while r < ch.rows {
             let rows = slice.min(ch.rows - r);
-            temp_bytes[wi as usize] = temp_bytes[wi as usize].max(rows as u64 * k as u64 * 2);
+            grow_temp(temp_bytes, wi, rows as u64 * k as u64 * 2);
             if prefetched.is_none() {
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi));
             }

@@ -395,7 +395,7 @@ pub(crate) fn allocate_activations(graph: &Graph, last: &[usize], align: u64) ->
     let mut high = 0u64;
     for (i, node) in graph.nodes.iter().enumerate() {
         live.retain(|&(_, _, n)| last[n] >= i);
-        let size = ((node.rows() * node.cols() * 4) as u64).max(16).next_multiple_of(align);
+        let size = node.bytes().max(16).next_multiple_of(align);
         live.sort_by_key(|&(o, _, _)| o);
         let mut at = 0u64;
         for &(o, s, _) in &live {

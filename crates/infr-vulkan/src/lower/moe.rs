@@ -14,7 +14,7 @@ use crate::fusion::Q8Info;
 use crate::kernels::{self, CoopTile};
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
-use crate::prefill_matmul::{Emit, RoundedCopy};
+use crate::prefill_matmul::{grow_temp, Emit, RoundedCopy};
 use crate::weights::GpuWeight;
 
 /// The plan temporaries (`Res::Temp` indices) of the MoE nodes.
@@ -199,8 +199,7 @@ impl<'a> MoeLowering<'a, '_> {
 
     /// Make temporary `i` hold at least `words` 4-byte words.
     fn grow(&mut self, i: u32, words: usize) {
-        let b = &mut self.temp_bytes[i as usize];
-        *b = (*b).max(words as u64 * 4);
+        grow_temp(self.temp_bytes, i, words as u64 * 4);
     }
 
     fn emit(&mut self, spec: KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>) {
@@ -334,8 +333,7 @@ impl<'a> MoeLowering<'a, '_> {
             match qact_of.get(&(self.m.x.0, gx)) {
                 Some(&qi) => qx = Res::Temp(qi),
                 None => {
-                    let q = &mut self.temp_bytes[t.qx as usize];
-                    *q = (*q).max(kernels::qact_bytes(n, cols));
+                    grow_temp(self.temp_bytes, t.qx, kernels::qact_bytes(n, cols));
                     let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
                     let scale_off = (n * cols / 16) as u32;
                     let qp = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off, group: gx };
@@ -371,8 +369,7 @@ impl<'a> MoeLowering<'a, '_> {
             self.expert_matmul((id, bias), second, (x, Res::Temp(t.gu)), mp, role)?;
         }
         let h = if let ExpertPath::Int8 { gh, .. } = self.path {
-            let qh = &mut self.temp_bytes[t.qh as usize];
-            *qh = (*qh).max(kernels::qact_bytes(pairs, ff));
+            grow_temp(self.temp_bytes, t.qh, kernels::qact_bytes(pairs, ff));
             let n_words = u32_of(pairs * ff / 4, "activations")?;
             let gp =
                 crate::fused_kernels::GluQ8Params { n_words, group: gh, scale_off: n_words / 4, ab_words: p.n_ff / 4 };

@@ -106,7 +106,7 @@ impl Plan {
     pub fn needs(ctx: &Context, graph: &Graph, lowered: &Lowered) -> VkResult<(PoolNeeds, ActLayout)> {
         let align = ctx.caps.storage_offset_alignment.max(16);
         let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &lowered.last_uses, align);
-        let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| ((n.rows() * n.cols() * 4) as u64).max(4)).collect();
+        let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| n.bytes().max(4)).collect();
         if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
             return Err(VkError::Unsupported(format!(
                 "node {i} output ({s} bytes) exceeds one storage binding ({})",
@@ -154,7 +154,7 @@ impl Plan {
         let step_cap = (layout.pages as u64 + max_pages + 64) * 4;
         let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
         let out = graph.node(graph.output());
-        let readback = Buffer::new(ctx, (out.rows() * out.cols() * 4) as u64, MemKind::Readback, "output readback")?;
+        let readback = Buffer::new(ctx, out.bytes(), MemKind::Readback, "output readback")?;
         let vocab = graph
             .nodes
             .iter()
