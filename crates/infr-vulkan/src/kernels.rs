@@ -9,6 +9,7 @@ use crate::repack::GpuLayout;
 
 pub use crate::attn_kernels::*;
 pub use crate::coop_kernels::*;
+pub use crate::gemv_q8::*;
 
 /// Threads per workgroup of the generic matmul.
 pub const MATMUL_WG: u32 = 64;
@@ -144,131 +145,6 @@ pub struct MatmulJobParams {
     pub has_bias: u32,
     /// The job's first workgroup.
     pub tile0: u32,
-}
-
-/// Most weights one integer-dot matrix-vector dispatch multiplies (q, k and v).
-pub const MAX_GEMV_JOBS: usize = 3;
-
-/// The integer-dot matrix-vector kernel (needs subgroup arithmetic and packed int8 dot) for
-/// `jobs` weights of the layout at once (1 to [`MAX_GEMV_JOBS`]; see the shader).
-pub fn matmul_vec_q8(l: &GpuLayout, c: u32, r: u32, jobs: usize) -> Option<KernelSpec> {
-    let tpb = vec_q8_lanes(l.ty)?;
-    if !(1..=MAX_GEMV_JOBS).contains(&jobs) {
-        return None;
-    }
-    let extra = jobs as u32 - 1;
-    let mut fields = String::new();
-    let mut binds = String::new();
-    let mut wload = String::new();
-    let mut select = String::new();
-    let mut store = String::new();
-    for j in 1..jobs {
-        let b = 5 + 3 * (j - 1);
-        fields.push_str(&format!("    m{j}: u32,\n    soff{j}: u32,\n    bias{j}: u32,\n    tile{j}: u32,\n"));
-        binds.push_str(&format!(
-            "@group(0) @binding({b}) var<storage, read> W{j}: array<vec4<u32>>;\n\
-             @group(0) @binding({}) var<storage, read_write> Y{j}: array<f32>;\n\
-             @group(0) @binding({}) var<storage, read> BIAS{j}: array<f32>;\n",
-            b + 1,
-            b + 2
-        ));
-        wload.push_str(&format!("    if job == {j}u {{\n        return W{j}[i >> 2u];\n    }}\n"));
-        store.push_str(&format!(
-            "            if job == {j}u {{\n                if has_bias != 0u {{\n                    v += BIAS{j}[col];\n                }}\n                Y{j}[at] = v;\n            }} else "
-        ));
-    }
-    for j in (1..jobs).rev() {
-        let kw = if j + 1 == jobs { "    if" } else { " else if" };
-        select.push_str(&format!(
-            "{kw} lin0 >= pc.tile{j} {{\n        job = {j}u;\n        lin = lin0 - pc.tile{j};\n        m = pc.m{j};\n        soff = pc.soff{j};\n        has_bias = pc.bias{j};\n        out_stride = pc.m{j};\n        out_col0 = 0u;\n    }}"
-        ));
-    }
-    wload.push_str("    return W[i >> 2u];");
-    let plain = "if has_bias != 0u {\n                v += BIAS[col];\n            }\n            Y[at] = v;";
-    if jobs == 1 {
-        store = format!("            {plain}");
-    } else {
-        store.push_str(&format!(
-            "{{\n                {}\n            }}",
-            plain.replace("\n            ", "\n                ")
-        ));
-    }
-    let name = if jobs == 1 { format!("matmul_vec_q8.{}", l.ty) } else { format!("matmul_vec_q8.{}.x{jobs}", l.ty) };
-    let spec = KernelSpec {
-        name,
-        parts: vec!["common", "dequant", "matmul_vec_q8"],
-        defines: Vec::new(),
-        bindings: MATMUL_BINDINGS + 3 * extra,
-        push_bytes: push_size::<MatmulQ8Params>() + extra * push_size::<MatmulJobParams>(),
-    }
-    .define("JOB_FIELDS", fields)
-    .define("JOB_BINDINGS", binds)
-    .define("WLOAD4", wload)
-    .define("JOB_SELECT", select)
-    .define("GRID", "pc.tiles_m")
-    .define("STORE", store)
-    .define("WG", VEC_WG)
-    .define("R", r)
-    .define("C", c)
-    .define("RC", r * c)
-    .define("RED", VEC_WG * r * c)
-    .define("TPB", tpb)
-    .define("VDEQ", l.deq);
-    let spec = with_reduce(with_layout(spec, l), true);
-    Some(if c > 1 && unroll_q8_rows() { unrolled_q8_body(spec, r, c, l.deq) } else { spec.define("BODY", Q8_ROW_LOOP) })
-}
-
-/// The integer-dot kernel's block loop body as loops: weight row by weight row, each against
-/// every activation row (`vdot8`).
-const Q8_ROW_LOOP: &str = "        for (var r = 0u; r < R; r++) {
-            let blk = (wrow0 + min(r0 + r, m - 1u)) * bpr + b;
-            let v = vdot8(blk * QW, sbase + blk * SB, lane, xb0);
-            for (var c = 0u; c < C; c++) {
-                acc[r * C + c] += v[c];
-            }
-        }";
-
-/// Whether matrix-vector products of several activation rows take the unrolled body
-/// (`INFR_VK_Q8_UNROLL=0` keeps the loops, to compare).
-fn unroll_q8_rows() -> bool {
-    std::env::var("INFR_VK_Q8_UNROLL").map_or(true, |v| v != "0")
-}
-
-/// The block loop body and reduction written out for `r` weight rows x `c` activation rows:
-/// each lane's weight words are read once per weight row, each activation row's words once
-/// for all weight rows, and every accumulator has a constant index (a driver that does not
-/// unroll loops would otherwise keep them in memory).
-fn unrolled_q8_body(spec: KernelSpec, r: u32, c: u32, deq: &str) -> KernelSpec {
-    let mut body = String::new();
-    for ri in 0..r {
-        body.push_str(&format!(
-            "        let blk{ri} = (wrow0 + min(r0 + {ri}u, m - 1u)) * bpr + b;\n        \
-             let w{ri} = wprep_{deq}(blk{ri} * QW, sbase + blk{ri} * SB, lane);\n"
-        ));
-    }
-    for ci in 0..c {
-        body.push_str(&format!("        {{\n            let x = xload_{deq}({ci}u, xb0, lane);\n"));
-        for ri in 0..r {
-            body.push_str(&format!("            acc[{}] += wdot_{deq}(w{ri}, x);\n", ri * c + ci));
-        }
-        body.push_str("        }\n");
-    }
-    let mut reduce = String::new();
-    for j in 0..r * c {
-        reduce.push_str(&format!(
-            "    {{\n        let s = subgroupAdd(acc[{j}]);\n        if sgi == 0u {{\n            red[{j}u * WG + sgid] = s;\n        }}\n    }}\n"
-        ));
-    }
-    reduce.push_str(
-        "    workgroupBarrier();
-    var total = 0.0;
-    if t < R * C {
-        for (var i = 0u; i < nsg; i++) {
-            total += red[t * WG + i];
-        }
-    }",
-    );
-    spec.define("BODY", body).redefine("REDUCE", reduce)
 }
 
 /// Push constants of `embed.wgsl`.
@@ -673,6 +549,11 @@ mod tests {
                 for jobs in 1..=MAX_GEMV_JOBS {
                     if let Some(s) = matmul_vec_q8(&l, 2, 2, jobs) {
                         check(&s);
+                    }
+                    for (c, r, rt) in [(16, 8, 1), (8, 16, 2), (4, 8, 4)] {
+                        if let Some(s) = matmul_rows_q8(&l, c, r, rt, jobs) {
+                            check(&s);
+                        }
                     }
                 }
                 check(&embed(&l));

@@ -15,6 +15,7 @@ mod error;
 mod features;
 mod fused_kernels;
 mod fusion;
+mod gemv_q8;
 mod kernels;
 mod lower;
 pub mod memory;

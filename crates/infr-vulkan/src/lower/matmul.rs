@@ -72,10 +72,9 @@ pub(super) fn lower_linear(
     let single = [i];
     let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
     let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
-    let r = vec_q8_rows(jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows), n);
-    let q8_spec = q8_info(lw, n, feat)
-        .and_then(|q| Some((q.group, kernels::matmul_vec_q8(&lw.layout, n as u32, r, members.len())?)));
-    if let Some((group, spec)) = q8_spec {
+    let m_max = jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows);
+    let q8_spec = q8_info(lw, n, feat).and_then(|q| Some((q.group, q8_kernel(lw, m_max, n, members.len())?)));
+    if let Some((group, (spec, r))) = q8_spec {
         let qi = match side.qact_of.get(&(x.0, group)) {
             Some(&qi) => qi,
             None => {
@@ -198,6 +197,49 @@ pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
     } else {
         VEC_R
     }
+}
+
+/// The integer-dot kernel of `jobs` matmuls of weight `lw`'s type (at most `m` rows) over `n`
+/// activation rows, and its weight rows per workgroup: from [`rows_q8_min`] activation rows
+/// the tiled kernel (each activation word read once per tile of weight rows), below it the
+/// matrix-vector kernel.
+fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize) -> Option<(KernelSpec, u32)> {
+    if n >= rows_q8_min() {
+        let r = rows_q8_tile(n);
+        if let Some(spec) = kernels::matmul_rows_q8(&lw.layout, n as u32, r, rows_q8_per_thread(), jobs) {
+            return Some((spec, r));
+        }
+    }
+    let r = vec_q8_rows(m, n);
+    Some((kernels::matmul_vec_q8(&lw.layout, n as u32, r, jobs)?, r))
+}
+
+/// Fewest activation rows that take the tiled integer-dot kernel: 4 (H100, Qwen3-8B decode, ms
+/// per step, tiled against matrix-vector: 4 rows 7.28 / 8.17, 6 rows 9.25 / 10.21, 16 rows
+/// 20.43 / 26.32; 3 rows in tiles of 32 weight rows took 13.16 against 7.71, tiles of 8 were
+/// not measured there). `INFR_VK_Q8_TILED_MIN_ROWS` (tuning) overrides it; 17 turns the tiles
+/// off.
+fn rows_q8_min() -> usize {
+    std::env::var("INFR_VK_Q8_TILED_MIN_ROWS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(4)
+}
+
+/// Weight rows per thread of the tiled integer-dot kernel (`INFR_VK_Q8_TILE_RT`, tuning).
+fn rows_q8_per_thread() -> u32 {
+    std::env::var("INFR_VK_Q8_TILE_RT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&r| [1, 2, 4].contains(&r))
+        .unwrap_or(1)
+}
+
+/// Weight rows per workgroup of the tiled integer-dot kernel for `n` activation rows: 8 (H100,
+/// Qwen3-8B decode, ms per step at 8 / 16 rows: tiles of 4 rows 11.30 / 21.15, 8 rows 10.94 /
+/// 20.43, 16 rows - / 21.85, 32 rows 14.52 / 21.53; the matrix-vector kernel 12.88 / 26.32).
+/// `INFR_VK_Q8_TILE` (tuning) sets it, up to the most whose outputs the 256 threads hold.
+fn rows_q8_tile(n: usize) -> u32 {
+    let fit = (kernels::ROWS_Q8_WG / n.max(1) as u32).clamp(1, 32);
+    let fit = 1 << fit.ilog2();
+    std::env::var("INFR_VK_Q8_TILE").ok().and_then(|v| v.trim().parse().ok()).map_or(8, |r: u32| r).clamp(1, fit)
 }
 
 /// How a matmul with weight `lw` and `n` activation rows reads int8 activations, if it runs

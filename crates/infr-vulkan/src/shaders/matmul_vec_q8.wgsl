@@ -52,6 +52,8 @@ const QW: u32 = {{QW}}u;
 const SB: u32 = {{SB}}u;
 const BLOCK: u32 = {{BLOCK}}u;
 const TPB: u32 = {{TPB}}u;
+// Weight-row slots of the tiled layout (1 in the plain one).
+const S: u32 = {{S}}u;
 
 var<workgroup> red: array<f32, {{RED}}>;
 
@@ -379,6 +381,17 @@ fn wdot_q6_k(w: WQ6_K, x: XQ6_K) -> f32 {
     return x.x.x * (w.sc0 * (f32(s0) - 32.0 * x.x.y) + w.sc1 * (f32(s1) - 32.0 * x.x.z));
 }
 
+// The tiled layout (`matmul_rows_q8`, S slots of R / S weight rows each): thread t is lane
+// t % TPB of slot (t / TPB) % S, and walks the blocks b ≡ t / (TPB S) of its rows; a
+// subgroup's threads then read the same activation words for different weight rows.
+fn tile_slot(t: u32) -> u32 {
+    return (t / TPB) % S;
+}
+
+fn tile_group(t: u32) -> u32 {
+    return t / (TPB * S);
+}
+
 // One weight row's block against every activation row.
 fn vdot8(qb: u32, sb: u32, lane: u32, xb0: u32) -> array<f32, {{C}}> {
     var out: array<f32, {{C}}>;
@@ -404,11 +417,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var out_col0 = pc.out_col0;
 {{JOB_SELECT}}
     let r0 = lin * R;
-    var acc: array<f32, {{RC}}>;
+    var acc: array<f32, {{ACC}}>;
     let bpr = pc.k / BLOCK;
     let lane = t % TPB;
     let sbase = soff * 4u;
-    for (var b = t / TPB; b < bpr; b += WG / TPB) {
+{{LOOP_HEAD}} {
         let xb0 = b * (BLOCK / 32u);
 {{BODY}}
     }

@@ -85,7 +85,8 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
     assert_clean(vk);
 }
 
-/// Fast kernels where the device has them (matrix-vector for n ≤ VEC_MAX_COLS = 16), tiled or
+/// Fast kernels where the device has them (matrix-vector for n ≤ VEC_MAX_COLS = 16, from 4
+/// rows on integer-dot devices the weight-row tiles), tiled or
 /// generic otherwise; with cooperative matrices 17 rows take the split-K kernel (here in one k
 /// range: k is 256), 70 rows the kernel that dequantizes tiles on the fly and 260 rows
 /// the f16-operand path (every type's `dequant_f16`).
@@ -93,7 +94,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
-        check_linear(&mut vk, ty, 37, &[1, 3, 9, 16, 17, 70, 260], false, 100 + i as u64);
+        check_linear(&mut vk, ty, 37, &[1, 3, 4, 9, 16, 17, 70, 260], false, 100 + i as u64);
     }
 }
 
@@ -596,8 +597,9 @@ fn prefill_matmul_chain_in_small_slices() {
     }
 }
 
-/// Matmuls over 17 to 64 activation rows (batched decode) with inner dimensions long enough to
-/// be split where there are cooperative matrices: a 2048-wide product in eight k ranges (with
+/// Matmuls over 4 to 64 activation rows (batched decode) with inner dimensions long enough to
+/// be split where there are cooperative matrices (from 17 rows; 4 and 12 rows take the
+/// integer-dot weight-row tiles, their threads over several blocks each): a 2048-wide product in eight k ranges (with
 /// a bias, added by the reduction), a 1472-wide one whose last range is shorter, one that is
 /// not split (bias stored directly), and Q4_K, Q6_K, Q5_0 and Q8_0 weights. Each output must
 /// equal the CPU's; where the cooperative kernels run, the split products' reduction must
@@ -614,7 +616,7 @@ fn few_rows_take_split_k_products() {
     let back = w.add(weight("back", GgmlType::Q8_0, 1472, 136, &mut rng, 0.05));
     let opts = infr_vulkan::VulkanOptions { validation: true, profile: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts) else { return };
-    for n in [17usize, 40] {
+    for n in [4usize, 12, 17, 40] {
         let g = graph(&w, n, n, |g| {
             let x = g.embed(table);
             let h = g.linear(x, up, None);
