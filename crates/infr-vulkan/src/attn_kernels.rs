@@ -10,6 +10,10 @@ use crate::pipeline::KernelSpec;
 /// Threads per workgroup of the attention kernel (also its key tile).
 pub const ATTN_WG: u32 = 64;
 
+/// Tiles of keys whose scores the two-pass (f16-probability) attention rows keep in shared
+/// memory for their second pass (later tiles compute theirs again).
+pub const ATTN_SCORE_TILES: u32 = 4;
+
 /// Flag of the attention kernels' `window` word meaning "chunks of the low bits' size" rather
 /// than a sliding window (`attn_first_key` in `common.wgsl`).
 pub const ATTN_CHUNKED: u32 = 0x8000_0000;
@@ -200,6 +204,8 @@ pub fn attention(dtype: KvDType, dk: u32, dv: u32, subgroups: bool) -> KernelSpe
         .define("VSTEP", vstep)
         .define("RPT", dv.checked_div(vstep).unwrap_or(1))
         .define("VSUM", (ATTN_WG * vstep).max(1))
+        .define("SCORE_TILES", ATTN_SCORE_TILES)
+        .define("SCS", ATTN_SCORE_TILES * ATTN_WG)
         .define("VA", vstep.max(1))
         .define("VADD", vadd)
         .define("V1", v1)

@@ -92,6 +92,13 @@ pub fn matmul_rows_q8(l: &GpuLayout, c: u32, r: u32, rt: u32, jobs: usize) -> Op
     Some(spec)
 }
 
+/// First weight row and activation row of a dense product: constants, so that the addresses
+/// fold (the mixture-of-experts variant redefines them as variables, [`ROW0_PER_PAIR`]).
+const ROW0_ZERO: &str = "const wrow0: u32 = 0u;\nconst xrow0: u32 = 0u;";
+
+/// First weight row and activation row of an expert product, set per routed pair.
+pub(crate) const ROW0_PER_PAIR: &str = "var<private> wrow0: u32;\nvar<private> xrow0: u32;";
+
 /// The parts of an integer-dot kernel common to both layouts: `jobs` weights of one type
 /// reading the same activations, their bindings, job selection and stores.
 fn gemv_jobs_spec(l: &GpuLayout, kernel: &'static str, jobs: usize) -> Option<KernelSpec> {
@@ -150,6 +157,7 @@ fn gemv_jobs_spec(l: &GpuLayout, kernel: &'static str, jobs: usize) -> Option<Ke
     .define("JOB_SELECT", select)
     .define("GRID", "pc.tiles_m")
     .define("STORE", store)
+    .define("ROW0", ROW0_ZERO)
     .define("TPB", tpb)
     .define("VDEQ", l.deq);
     Some(with_layout(spec, l))

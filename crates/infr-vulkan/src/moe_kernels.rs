@@ -236,7 +236,8 @@ pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool) -> Option<KernelS
             .redefine("WLOAD4", wload)
             .redefine("JOB_SELECT", select)
             .redefine("GRID", grid)
-            .redefine("STORE", store),
+            .redefine("STORE", store)
+            .redefine("ROW0", crate::gemv_q8::ROW0_PER_PAIR),
     )
 }
 

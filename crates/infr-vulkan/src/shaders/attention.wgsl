@@ -22,6 +22,10 @@ var<workgroup> qs: array<f32, {{DK}}>;
 var<workgroup> red: array<f32, {{WG}}>;
 var<workgroup> ps: array<f32, {{WG}}>;
 var<workgroup> slots: array<u32, {{WG}}>;
+// Scores of the first SCORE_TILES tiles of a two-pass (exact) row, each invocation's own: the
+// second pass reads them instead of reading K again.
+const SCORE_TILES: u32 = {{SCORE_TILES}}u;
+var<workgroup> scs: array<f32, {{SCS}}>;
 // The key groups' partial outputs (VSTEP != 0), folded at the end.
 var<workgroup> vsum: array<f32, {{VSUM}}>;
 // This invocation's VSTEP output dims of its key group (VSTEP != 0).
@@ -143,12 +147,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // f16(exp(s - max) / sum). Split rows keep the one-pass online softmax.
     let exact = n_active == 1u && pc.round_q == 1u;
     if exact {
+        var tile = 0u;
         for (var base = begin; base < end; base += WG) {
             let j = base + t;
             var sc = -1e30;
             if j < end {
                 sc = score(j, pt, kvh);
             }
+            if tile < SCORE_TILES {
+                scs[tile * WG + t] = sc;
+            }
+            tile++;
             let m_new = max(m, reduce_max(t, sc));
             var p = 0.0;
             if j < end {
@@ -159,14 +168,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     let inv_exact = 1.0 / l;
+    var tile = 0u;
     for (var base = begin; base < end; base += WG) {
         let j = base + t;
         var sc = -1e30;
         var slot = 0u;
         if j < end {
             slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
-            sc = score(j, pt, kvh);
+            if exact && tile < SCORE_TILES {
+                sc = scs[tile * WG + t];
+            } else {
+                sc = score(j, pt, kvh);
+            }
         }
+        tile++;
         slots[t] = slot;
         if exact {
             // Max and sum are final: probabilities as the reference rounds them, no rescaling.

@@ -33,8 +33,7 @@ var<immediate> pc: Params;
 // Which weight this workgroup multiplies (0 without jobs).
 var<private> job: u32;
 // First weight row and activation row of this workgroup's product (0 but for experts).
-var<private> wrow0: u32;
-var<private> xrow0: u32;
+{{ROW0}}
 
 // Four consecutive weight words from word `i` (a multiple of 4).
 fn wload4(i: u32) -> vec4<u32> {

@@ -490,6 +490,43 @@ fn long_context_splits(max_splits: u32, with_sinks: bool) {
     p.check("long decode into a matmul", &proj, &dec, 2e-2, 2e-2);
 }
 
+/// Prefill rows in one key split with an f16 cache take two passes (probabilities rounded to
+/// f16 as llama.cpp's CPU rounds them); the second reads the first pass's scores of the first
+/// four tiles of keys and computes the later ones again: rows of up to 384 keys (six tiles).
+#[test]
+fn attention_exact_rows_past_the_kept_scores() {
+    let mut rng = Rng(23);
+    let mut w = Weights::default();
+    let (nh, nkv, d) = (4u32, 1u32, 32u32);
+    let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
+    let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let kv = kv_spec(1, nkv, d, d, 48, 8, KvDType::F16);
+    let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
+    let params = AttnParams {
+        kv_layer: 0,
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: d,
+        head_dim_v: d,
+        scale: 0.3,
+        softcap: None,
+        window: None,
+        chunk: None,
+        sinks: None,
+        write_kv: true,
+        bidirectional: false,
+    };
+    let g = graph(&w, 64, 64, |g| {
+        let (q, k, v) = embed_qkv(g, tq, tk, tv);
+        g.attention(q, k, v, params)
+    });
+    let pages: Vec<u32> = (0..48).collect();
+    let steps: Vec<Step> = (0..6).map(|i| Step::simple(tokens(64, i + 3), 64 * i, pages.clone())).collect();
+    p.check("prefill past the kept scores", &g, &steps, 2e-3, 2e-3);
+}
+
 fn build_proj(
     w: &Weights,
     tq: WeightId,
