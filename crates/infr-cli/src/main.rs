@@ -117,6 +117,7 @@ fn main() -> std::process::ExitCode {
         Command::Pull(a) => cmd::pull::run(a),
         Command::Config(a) => cmd::config::run(a),
     };
+    tracing::debug!("exiting");
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -366,7 +366,11 @@ impl Scheduler {
         let mut s = Scheduler { runner, slots, rx, shared, opts, clock: 0 };
         let h = std::thread::Builder::new()
             .name("infr-scheduler".into())
-            .spawn(move || s.run())
+            .spawn(move || {
+                s.run();
+                drop(s);
+                tracing::debug!("scheduler: stopped, its backend released");
+            })
             .map_err(|e| EngineError::Invalid(format!("cannot start the scheduler thread: {e}")))?;
         if let Ok(mut slot) = thread.0.lock() {
             *slot = Some(h);

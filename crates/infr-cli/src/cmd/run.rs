@@ -214,7 +214,30 @@ pub fn run(a: Args) -> Result<()> {
         r
     };
 
-    match (&a.prompt, &template) {
+    let outcome = converse(&a, template.as_ref(), &tok, n_ctx, &mut reply);
+    // The scheduler thread owns the GPU backend: a process that exits while it still tears
+    // the device down can crash in the driver (NVIDIA: a segfault or abort after the reply of
+    // a 30B model). Close its queue and wait for it, as `serve` does.
+    if let Engine::Scheduler(h) = engine {
+        let thread = h.thread();
+        drop(h);
+        if !thread.wait(std::time::Duration::from_secs(30)) {
+            tracing::warn!("the scheduler thread did not stop within 30 s");
+        }
+    }
+    outcome
+}
+
+/// The one-shot reply to the prompt, or the interactive chat, through `reply` (a prompt's
+/// token ids to the reply's text).
+fn converse(
+    a: &Args,
+    template: Option<&ChatTemplate>,
+    tok: &Tokenizer,
+    n_ctx: usize,
+    reply: &mut dyn FnMut(&[u32]) -> Result<String>,
+) -> Result<()> {
+    match (&a.prompt, template) {
         (Some(p), None) => {
             let ids = tok.encode(p, true, true);
             print!("{p}");
@@ -222,7 +245,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         (Some(p), Some(t)) => {
             let messages = initial_messages(&a.system, p);
-            let ids = encode_chat(&tok, t, &messages)?;
+            let ids = encode_chat(tok, t, &messages)?;
             reply(&ids)?;
         }
         (None, template) => {
@@ -246,7 +269,7 @@ pub fn run(a: Args) -> Result<()> {
                     continue;
                 }
                 messages.push(ChatMessage::new("user", line));
-                let ids = encode_chat(&tok, t, &messages)?;
+                let ids = encode_chat(tok, t, &messages)?;
                 if ids.len() >= n_ctx {
                     eprintln!("the conversation ({} tokens) no longer fits the context ({}); start again with a larger --ctx-size", ids.len(), n_ctx);
                     messages.pop();
