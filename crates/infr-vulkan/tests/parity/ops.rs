@@ -504,20 +504,7 @@ fn attention_exact_rows_past_the_kept_scores() {
     let kv = kv_spec(1, nkv, d, d, 48, 8, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-    let params = AttnParams {
-        kv_layer: 0,
-        n_head: nh,
-        n_kv_head: nkv,
-        head_dim_k: d,
-        head_dim_v: d,
-        scale: 0.3,
-        softcap: None,
-        window: None,
-        chunk: None,
-        sinks: None,
-        write_kv: true,
-        bidirectional: false,
-    };
+    let params = prefill_params(nh, nkv, d, None, None);
     let g = graph(&w, 64, 64, |g| {
         let (q, k, v) = embed_qkv(g, tq, tk, tv);
         g.attention(q, k, v, params)
