@@ -36,8 +36,8 @@ pub const ROWS_Q8_WG: u32 = 256;
 /// `slot + r / rt`, ...) and all `c` activation rows, so the threads of a subgroup read the
 /// same activation words (one load serves several weight rows) and nothing is reduced across
 /// threads until the end. `None` where the tile does not fit the workgroup (lanes x slots,
-/// `r * c` outputs, the partial sums in 32 KiB of shared memory).
-pub fn matmul_rows_q8(l: &GpuLayout, c: u32, r: u32, rt: u32, jobs: usize) -> Option<KernelSpec> {
+/// `r * c` outputs, the partial sums in `max_shared` bytes of shared memory).
+pub fn matmul_rows_q8(l: &GpuLayout, c: u32, r: u32, rt: u32, jobs: usize, max_shared: u32) -> Option<KernelSpec> {
     let tpb = vec_q8_lanes(l.ty)?;
     let wg = ROWS_Q8_WG;
     if r == 0 || rt == 0 || r % rt != 0 {
@@ -45,7 +45,7 @@ pub fn matmul_rows_q8(l: &GpuLayout, c: u32, r: u32, rt: u32, jobs: usize) -> Op
     }
     let slots = r / rt;
     let parts = wg / slots.max(1);
-    if slots * tpb > wg || wg % (slots * tpb) != 0 || r * c > wg || c * r * parts * 4 > 32768 {
+    if slots * tpb > wg || wg % (slots * tpb) != 0 || r * c > wg || c * r * parts * 4 > max_shared {
         return None;
     }
     let deq = l.deq;

@@ -537,6 +537,16 @@ mod tests {
         }
     }
 
+    /// The weight-row tiles of 16 activation rows need 16 KiB of partial sums with tiles of 8:
+    /// a device with less shared memory gets no tiled kernel (the caller falls back).
+    #[test]
+    fn row_tiles_respect_the_shared_memory_limit() {
+        let l = gpu_layout(GgmlType::Q4_K).unwrap();
+        assert!(matmul_rows_q8(&l, 16, 8, 1, 1, 16384).is_some());
+        assert!(matmul_rows_q8(&l, 16, 8, 1, 1, 16383).is_none());
+        assert!(matmul_rows_q8(&l, 16, 16, 2, 1, 16384).is_none());
+    }
+
     #[test]
     fn every_shader_compiles() {
         for ty in GgmlType::ALL {
@@ -551,7 +561,7 @@ mod tests {
                         check(&s);
                     }
                     for (c, r, rt) in [(16, 8, 1), (8, 16, 2), (4, 8, 4)] {
-                        if let Some(s) = matmul_rows_q8(&l, c, r, rt, jobs) {
+                        if let Some(s) = matmul_rows_q8(&l, c, r, rt, jobs, 32768) {
                             check(&s);
                         }
                     }

@@ -73,7 +73,8 @@ pub(super) fn lower_linear(
     let members = fx.gemv_jobs.get(&i).map_or(&single[..], |m| &m[..]);
     let jw = members.iter().map(|&j| job_weight(graph, j, weights)).collect::<VkResult<Vec<_>>>()?;
     let m_max = jw.iter().map(|(w, _)| w.rows).max().unwrap_or(lw.rows);
-    let q8_spec = q8_info(lw, n, feat).and_then(|q| Some((q.group, q8_kernel(lw, m_max, n, members.len())?)));
+    let q8_spec =
+        q8_info(lw, n, feat).and_then(|q| Some((q.group, q8_kernel(lw, m_max, n, members.len(), feat.shared_bytes)?)));
     if let Some((group, (spec, r))) = q8_spec {
         let qi = match side.qact_of.get(&(x.0, group)) {
             Some(&qi) => qi,
@@ -202,11 +203,12 @@ pub(super) fn vec_q8_rows(m: usize, n: usize) -> u32 {
 /// The integer-dot kernel of `jobs` matmuls of weight `lw`'s type (at most `m` rows) over `n`
 /// activation rows, and its weight rows per workgroup: from [`rows_q8_min`] activation rows
 /// the tiled kernel (each activation word read once per tile of weight rows), below it the
-/// matrix-vector kernel.
-fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize) -> Option<(KernelSpec, u32)> {
+/// matrix-vector kernel (also where the tile's partial sums would not fit `max_shared` bytes).
+fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize, max_shared: u32) -> Option<(KernelSpec, u32)> {
     if n >= rows_q8_min() {
         let r = rows_q8_tile(n);
-        if let Some(spec) = kernels::matmul_rows_q8(&lw.layout, n as u32, r, rows_q8_per_thread(), jobs) {
+        let spec = kernels::matmul_rows_q8(&lw.layout, n as u32, r, rows_q8_per_thread(), jobs, max_shared);
+        if let Some(spec) = spec {
             return Some((spec, r));
         }
     }
@@ -239,7 +241,7 @@ fn rows_q8_per_thread() -> u32 {
 fn rows_q8_tile(n: usize) -> u32 {
     let fit = (kernels::ROWS_Q8_WG / n.max(1) as u32).clamp(1, 32);
     let fit = 1 << fit.ilog2();
-    std::env::var("INFR_VK_Q8_TILE").ok().and_then(|v| v.trim().parse().ok()).map_or(8, |r: u32| r).clamp(1, fit)
+    std::env::var("INFR_VK_Q8_TILE").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(8u32).clamp(1, fit)
 }
 
 /// How a matmul with weight `lw` and `n` activation rows reads int8 activations, if it runs
