@@ -26,3 +26,47 @@ fn run_waits_for_the_scheduler_to_release_its_backend() {
         );
     }
 }
+
+/// Ctrl-C at the interactive chat's prompt ends `infr run` at once with status 130, as an
+/// unhandled SIGINT would, without running the exit handlers under the scheduler thread (the
+/// CPU here, and the first GPU where there is one).
+#[test]
+fn ctrl_c_at_the_chat_prompt_ends_with_130() {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
+    let devices: &[&str] = if common::vulkan_present() { &["cpu", "Vulkan0"] } else { &["cpu"] };
+    for &dev in devices {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_infr"))
+            .args(["run", model.to_str().unwrap(), "--dev", dev])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("runs infr");
+        // Wait for the chat's first prompt.
+        let mut err = child.stderr.take().unwrap();
+        let mut seen = String::new();
+        let mut buf = [0u8; 256];
+        while !seen.contains("> ") {
+            let n = err.read(&mut buf).unwrap();
+            assert!(n > 0, "{dev}: stderr closed before the prompt: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        let cmd = format!("kill -INT {}", child.id());
+        assert!(Command::new("sh").args(["-c", &cmd]).status().unwrap().success());
+        let t = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{dev}: still running 10 s after Ctrl-C at the prompt");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(130), "{dev}: {status:?} {seen}");
+    }
+}

@@ -164,7 +164,13 @@ pub fn run(a: Args) -> Result<()> {
                 interrupt.stop.store(true, Ordering::SeqCst);
             } else {
                 eprintln!();
-                std::process::exit(130);
+                let _ = std::io::stdout().flush();
+                // Ended as an unhandled SIGINT would end it: without the process's exit
+                // handlers, which would tear the GPU driver down under the scheduler thread
+                // that still owns the device (a crash on NVIDIA's). The normal end of `run`
+                // waits for that thread instead.
+                // SAFETY: `_exit` only ends the process; nothing runs after it.
+                unsafe { libc::_exit(130) };
             }
         })?;
     }
