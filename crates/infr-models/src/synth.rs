@@ -72,15 +72,17 @@
 use std::path::{Path, PathBuf};
 
 use infr_gguf::{GgmlType, GgufError, GgufStreamWriter, Metadata, TensorSpec, Value, ValueType};
-use infr_quant::blocks::{BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
+use infr_quant::blocks::{BlockIQ4_NL, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0};
 use infr_quant::float::f32_to_f16;
 
 mod gemma4;
 mod hybrid;
+mod mix;
 mod vocab;
 
 pub use gemma4::Gemma4Shape;
 pub use hybrid::HybridShape;
+pub use mix::{tensor_type, use_more_bits, MixModel, SynthQuant};
 
 /// Why a synthetic model could not be planned or written.
 #[derive(Debug, thiserror::Error)]
@@ -277,129 +279,6 @@ impl Shape {
     }
 }
 
-/// The quantization mixes `infr synth` writes, named like llama.cpp's `llama-quantize` types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(non_camel_case_types)]
-pub enum SynthQuant {
-    /// Q4_K with Q6_K for the output, and for `attn_v` / `ffn_down` of the "more bits" layers.
-    Q4_K_M,
-    /// Q8_0 everywhere.
-    Q8_0,
-    /// Q4_0, with a Q6_K output (as llama.cpp does).
-    Q4_0,
-    /// F16 everywhere.
-    F16,
-    /// MXFP4 experts, Q8_0 elsewhere (the form gpt-oss is published in).
-    MXFP4_MOE,
-}
-
-impl SynthQuant {
-    /// All mixes, in the order they are listed to users.
-    pub const ALL: [SynthQuant; 5] = [Self::Q4_K_M, Self::Q8_0, Self::Q4_0, Self::F16, Self::MXFP4_MOE];
-
-    /// Parse a name (case-insensitive): `Q4_K_M`, `Q8_0`, `Q4_0`, `F16`.
-    pub fn from_name(name: &str) -> Result<Self, SynthError> {
-        Self::ALL.into_iter().find(|q| q.name().eq_ignore_ascii_case(name)).ok_or_else(|| SynthError::UnknownQuant {
-            name: name.to_owned(),
-            valid: Self::ALL.map(|q| q.name()).join(", "),
-        })
-    }
-
-    /// The name as llama.cpp spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Q4_K_M => "Q4_K_M",
-            Self::Q8_0 => "Q8_0",
-            Self::Q4_0 => "Q4_0",
-            Self::F16 => "F16",
-            Self::MXFP4_MOE => "MXFP4_MOE",
-        }
-    }
-
-    /// `general.file_type` (`enum llama_ftype`).
-    pub fn file_type(self) -> u32 {
-        match self {
-            Self::Q4_K_M => 15,
-            Self::Q8_0 => 7,
-            Self::Q4_0 => 2,
-            Self::F16 => 1,
-            Self::MXFP4_MOE => 38,
-        }
-    }
-
-    /// The type most tensors get.
-    pub fn default_type(self) -> GgmlType {
-        match self {
-            Self::Q4_K_M => GgmlType::Q4_K,
-            Self::Q8_0 => GgmlType::Q8_0,
-            Self::Q4_0 => GgmlType::Q4_0,
-            Self::F16 => GgmlType::F16,
-            Self::MXFP4_MOE => GgmlType::Q8_0,
-        }
-    }
-}
-
-/// llama.cpp's `use_more_bits`: the first and last eighth of the layers and every third one
-/// in between get more bits in the `_M` mixes.
-pub fn use_more_bits(il: usize, n_layer: usize) -> bool {
-    il < n_layer / 8 || il >= 7 * n_layer / 8 || (il as i64 - (n_layer / 8) as i64).rem_euclid(3) == 2
-}
-
-/// The type llama.cpp's quantizer gives tensor `name` (layer `il` of `n_layer`, row length
-/// `ne0`, `dims` dimensions) in a `quant` file; `has_output` is false for tied embeddings,
-/// whose `token_embd` then gets the output's type.
-pub fn tensor_type(
-    quant: SynthQuant,
-    name: &str,
-    il: usize,
-    n_layer: usize,
-    has_output: bool,
-    dims: &[u64],
-) -> GgmlType {
-    let default = quant.default_type();
-    // llama-quantize leaves norms, biases, sinks, routers and conv taps in f32.
-    if dims.len() < 2
-        || name.ends_with("_norm.weight")
-        || name.ends_with(".bias")
-        || name.contains("ffn_gate_inp")
-        || name.contains("ssm_conv1d")
-    {
-        return GgmlType::F32;
-    }
-    if quant == SynthQuant::MXFP4_MOE && name.contains("_exps.weight") && dims[0] % 32 == 0 {
-        return GgmlType::MXFP4;
-    }
-    if !default.is_quantized() {
-        return default;
-    }
-    let ne0 = dims[0];
-    let mut ty = default;
-    if name == "output.weight" || (!has_output && name == "token_embd.weight") {
-        if ne0 % default.info().block_size as u64 != 0 {
-            ty = GgmlType::Q8_0;
-        } else if default != GgmlType::Q8_0 {
-            ty = GgmlType::Q6_K;
-        }
-    } else if quant == SynthQuant::Q4_K_M
-        && (name.contains("attn_v.weight") || name.contains("ffn_down"))
-        && use_more_bits(il, n_layer)
-    {
-        ty = GgmlType::Q6_K;
-    }
-    // `tensor_type_fallback`: rows that are not whole super-blocks.
-    if ne0 % ty.info().block_size as u64 != 0 {
-        ty = match ty {
-            GgmlType::Q4_K => GgmlType::Q5_0,
-            GgmlType::Q6_K => GgmlType::Q8_0,
-            other => other,
-        };
-        if ne0 % ty.info().block_size as u64 != 0 {
-            ty = GgmlType::F16;
-        }
-    }
-    ty
-}
-
 /// Everything about a synthetic file except its tensor data.
 #[derive(Debug, Clone)]
 pub struct SynthPlan {
@@ -492,10 +371,16 @@ impl SynthPlan {
         if !s.tied {
             raw.push(("output.weight".into(), vec![e, s.n_vocab as u64], 0));
         }
+        let mix = MixModel {
+            n_layer: s.n_layer,
+            n_gqa: s.n_head / s.n_head_kv.max(1),
+            n_expert: s.experts.map_or(0, |(n, _)| n),
+            has_output: !s.tied,
+        };
         let tensors = raw
             .into_iter()
             .map(|(name, dims, il)| {
-                let ty = tensor_type(quant, &name, il, s.n_layer, !s.tied, &dims);
+                let ty = tensor_type(quant, &name, il, mix, &dims);
                 TensorSpec { name, dims, ty }
             })
             .collect();
@@ -752,37 +637,30 @@ fn fill(ty: GgmlType, buf: &mut [u8], rng: &mut Rng) {
         // {e, qs[16]}: x = kvalue(q) * 2^(e - 128) with the E2M1 values (rms 5.85): e = 120.
         GgmlType::MXFP4 => buf.chunks_exact_mut(17).for_each(|b| b[0] = 120),
         // x = d * sc * (q - 32) with every int8 sc = 8, q uniform in 0..64 (sd 18.5).
+        // x = d sc q - dmin m with sc = m = 8 and dmin = 1.5 d: 8 d (q - 1.5), q uniform in
+        // 0..4 (sd 1.118).
+        GgmlType::Q2_K => buf.chunks_exact_mut(BlockQ2_K::SIZE).for_each(|b| {
+            let d = SIGMA / (8.0 * 1.118);
+            b[BlockQ2_K::OFF_SCALES..BlockQ2_K::OFF_SCALES + 16].fill(0x88);
+            patch(b, BlockQ2_K::OFF_D, d);
+            patch(b, BlockQ2_K::OFF_DMIN, 1.5 * d);
+        }),
+        // x = d (sc - 32) q, q uniform in -4..4 (sd 2.29, mean -0.5), with the 6-bit sc of the
+        // even groups 40 and of the odd ones 24 (low nibbles 8; high bits 2 and 1) so that the
+        // groups' means cancel.
+        GgmlType::Q3_K => buf.chunks_exact_mut(BlockQ3_K::SIZE).for_each(|b| {
+            b[BlockQ3_K::OFF_SCALES..BlockQ3_K::OFF_SCALES + 8].fill(0x88);
+            b[BlockQ3_K::OFF_SCALES + 8..BlockQ3_K::OFF_SCALES + 12].copy_from_slice(&[0xAA, 0x55, 0xAA, 0x55]);
+            patch(b, BlockQ3_K::OFF_D, SIGMA / (8.0 * 2.29));
+        }),
+        // x = d kvalues_iq4nl[q] (rms 67.4).
+        GgmlType::IQ4_NL => {
+            buf.chunks_exact_mut(BlockIQ4_NL::SIZE).for_each(|b| patch(b, BlockIQ4_NL::OFF_D, SIGMA / 67.4))
+        }
         GgmlType::Q6_K => buf.chunks_exact_mut(BlockQ6_K::SIZE).for_each(|b| {
             b[BlockQ6_K::OFF_SCALES..BlockQ6_K::OFF_SCALES + 16].fill(8);
             patch(b, BlockQ6_K::OFF_D, SIGMA / (8.0 * 18.5));
         }),
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn more_bits_layers_match_llama_cpp() {
-        // 36 layers: n/8 = 4, 7n/8 = 31.
-        let more: Vec<usize> = (0..36).filter(|&i| use_more_bits(i, 36)).collect();
-        assert_eq!(more, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35]);
-        // 2 layers: n/8 = 0, 7n/8 = 1.
-        assert_eq!((0..2).map(|i| use_more_bits(i, 2)).collect::<Vec<_>>(), [false, true]);
-    }
-
-    #[test]
-    fn fallback_types_for_narrow_rows() {
-        let t = |q, name, ne0| tensor_type(q, name, 5, 36, true, &[ne0, 64]);
-        assert_eq!(t(SynthQuant::Q4_K_M, "blk.5.attn_q.weight", 128), GgmlType::Q5_0);
-        assert_eq!(t(SynthQuant::Q4_K_M, "blk.5.attn_q.weight", 256), GgmlType::Q4_K);
-        assert_eq!(t(SynthQuant::Q4_K_M, "output.weight", 128), GgmlType::Q8_0);
-        assert_eq!(t(SynthQuant::Q4_0, "output.weight", 256), GgmlType::Q6_K);
-        assert_eq!(t(SynthQuant::Q4_0, "output.weight", 96), GgmlType::Q8_0);
-        assert_eq!(t(SynthQuant::Q8_0, "output.weight", 256), GgmlType::Q8_0);
-        assert_eq!(t(SynthQuant::F16, "output.weight", 256), GgmlType::F16);
-        assert_eq!(tensor_type(SynthQuant::F16, "blk.0.attn_norm.weight", 0, 2, true, &[256]), GgmlType::F32);
     }
 }
