@@ -129,7 +129,7 @@ pub fn vec_q8_lanes(ty: infr_quant::GgmlType) -> Option<u32> {
     use infr_quant::GgmlType::*;
     match ty {
         Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | MXFP4 => Some(1),
-        Q4_K | Q5_K => Some(4),
+        Q2_K | Q3_K | Q4_K | Q5_K => Some(4),
         Q6_K => Some(8),
         _ => None,
     }

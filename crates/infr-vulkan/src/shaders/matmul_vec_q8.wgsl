@@ -334,6 +334,100 @@ fn wdot_q5_k(w: WQ4_K, x: XQ4_K) -> f32 {
     return wdot_q4_k(w, x);
 }
 
+// Q2_K and Q3_K, 4 lanes per super-block as Q4_K: lane c covers activation blocks 2c and
+// 2c+1, i.e. quant half n = c / 2 at crumb positions j0 = 2 (c % 2) and j0 + 1, and the
+// 16-element groups 4c..4c+3 (one scale each). The 2-bit (Q3_K: 3-bit, with the hmask bit)
+// values go through the int8 dot unsigned; the offsets come out through the activation
+// sums (ggml_vec_dot_q2_K_q8_K, _q3_K_q8_K).
+struct WK16 {
+    la: vec4<u32>,
+    lb: vec4<u32>,
+    ha: vec4<u32>,
+    hb: vec4<u32>,
+    // Each group's scale (times d).
+    sc: vec4<f32>,
+    // Each group's minimum (times dmin; Q3_K: 4 x its scale, the offset of -4).
+    mn: vec4<f32>,
+}
+
+fn wprep_q2_k(qb: u32, sb: u32, lane: u32) -> WK16 {
+    let n = lane >> 1u;
+    let s0 = 4u * (lane & 1u);
+    let s1 = vec4<u32>(s0);
+    let s2 = vec4<u32>(s0 + 2u);
+    let wa = wload4(qb + 8u * n);
+    let wb = wload4(qb + 8u * n + 4u);
+    let m2 = vec4<u32>(0x03030303u);
+    let d = sf16(sb, 16u);
+    let dmin = sf16(sb, 18u);
+    let g = 4u * lane;
+    let sc = vec4<u32>(sbyte(sb, g), sbyte(sb, g + 1u), sbyte(sb, g + 2u), sbyte(sb, g + 3u));
+    return WK16(
+        (wa >> s1) & m2,
+        (wb >> s1) & m2,
+        (wa >> s2) & m2,
+        (wb >> s2) & m2,
+        d * vec4<f32>(sc & vec4<u32>(0xfu)),
+        dmin * vec4<f32>(sc >> vec4<u32>(4u)),
+    );
+}
+
+fn xload_q2_k(c: u32, xb0: u32, lane: u32) -> XQ4_K {
+    return xload_q4_k(c, xb0, lane);
+}
+
+fn wdot_q2_k(w: WK16, x: XQ4_K) -> f32 {
+    let s = vec4<f32>(f32(idot4(w.la, x.la)), f32(idot4(w.lb, x.lb)), f32(idot4(w.ha, x.ha)), f32(idot4(w.hb, x.hb)));
+    let xa = x.xa;
+    let xb = x.xb;
+    return xa.x * (w.sc.x * s.x + w.sc.y * s.y - w.mn.x * xa.y - w.mn.y * xa.z)
+        + xb.x * (w.sc.z * s.z + w.sc.w * s.w - w.mn.z * xb.y - w.mn.w * xb.z);
+}
+
+// Q3_K's 6-bit scale of group g (packed as in `deq4_q3_k`), minus 32.
+fn q3_k_scale(sb: u32, g: u32) -> f32 {
+    let lo = (sbyte(sb, g & 7u) >> (4u * (g >> 3u))) & 0xfu;
+    let hi = (sbyte(sb, 8u + (g & 3u)) >> (2u * (g >> 2u))) & 3u;
+    return f32(i32(lo | (hi << 4u)) - 32);
+}
+
+// Q3_K: quant words 0..7 the hmask (bit 4n + j of byte l for element l of half n, crumb j),
+// words 8..23 the low two bits as Q2_K's; values q + 4 h - 4, the -4 through the sums.
+fn wprep_q3_k(qb: u32, sb: u32, lane: u32) -> WK16 {
+    let n = lane >> 1u;
+    let j0 = 2u * (lane & 1u);
+    let wa = wload4(qb + 8u + 8u * n);
+    let wb = wload4(qb + 12u + 8u * n);
+    let ha = wload4(qb);
+    let hb = wload4(qb + 4u);
+    let m2 = vec4<u32>(0x03030303u);
+    let one = vec4<u32>(0x01010101u);
+    let c0 = vec4<u32>(2u * j0);
+    let c1 = vec4<u32>(2u * j0 + 2u);
+    let h0 = vec4<u32>(4u * n + j0);
+    let h1 = vec4<u32>(4u * n + j0 + 1u);
+    let two = vec4<u32>(2u);
+    let d = sf16(sb, 12u);
+    let g = 4u * lane;
+    let sc = d * vec4<f32>(q3_k_scale(sb, g), q3_k_scale(sb, g + 1u), q3_k_scale(sb, g + 2u), q3_k_scale(sb, g + 3u));
+    return WK16(
+        ((wa >> c0) & m2) | (((ha >> h0) & one) << two),
+        ((wb >> c0) & m2) | (((hb >> h0) & one) << two),
+        ((wa >> c1) & m2) | (((ha >> h1) & one) << two),
+        ((wb >> c1) & m2) | (((hb >> h1) & one) << two),
+        sc,
+        4.0 * sc,
+    );
+}
+
+fn xload_q3_k(c: u32, xb0: u32, lane: u32) -> XQ4_K {
+    return xload_q4_k(c, xb0, lane);
+}
+
+fn wdot_q3_k(w: WK16, x: XQ4_K) -> f32 {
+    return wdot_q2_k(w, x);
+}
+
 fn sc_i8(sb: u32, j: u32) -> f32 {
     return f32(i32(sbyte(sb, j) << 24u) >> 24u);
 }
