@@ -6,13 +6,27 @@ use std::process::Command;
 
 mod common;
 
+/// The tiny synthetic Qwen3 of the oracle tests (it has a chat template).
+fn model() -> String {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
+    p.to_string_lossy().into_owned()
+}
+
+/// The CPU, and the first GPU where there is one (lavapipe in CI).
+fn devices() -> &'static [&'static str] {
+    if common::vulkan_present() {
+        &["cpu", "Vulkan0"]
+    } else {
+        &["cpu"]
+    }
+}
+
 #[test]
 fn run_waits_for_the_scheduler_to_release_its_backend() {
-    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
-    let devices: &[&str] = if common::vulkan_present() { &["cpu", "Vulkan0"] } else { &["cpu"] };
-    for &dev in devices {
+    let model = model();
+    for &dev in devices() {
         let out = Command::new(env!("CARGO_BIN_EXE_infr"))
-            .args(["run", model.to_str().unwrap(), "--raw", "hi", "-n", "2", "--dev", dev, "--log", "debug"])
+            .args(["run", &model, "--raw", "hi", "-n", "2", "--dev", dev, "--log", "debug"])
             .output()
             .expect("runs infr");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -28,18 +42,15 @@ fn run_waits_for_the_scheduler_to_release_its_backend() {
 }
 
 /// Ctrl-C at the interactive chat's prompt ends `infr run` at once with status 130, as an
-/// unhandled SIGINT would, without running the exit handlers under the scheduler thread (the
-/// CPU here, and the first GPU where there is one).
+/// unhandled SIGINT would, without running the exit handlers under the scheduler thread.
 #[test]
 fn ctrl_c_at_the_chat_prompt_ends_with_130() {
     use std::io::Read;
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
-    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/oracle/synth/qwen3.gguf");
-    let devices: &[&str] = if common::vulkan_present() { &["cpu", "Vulkan0"] } else { &["cpu"] };
-    for &dev in devices {
+    let model = model();
+    for &dev in devices() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_infr"))
-            .args(["run", model.to_str().unwrap(), "--dev", dev])
+            .args(["run", &model, "--dev", dev])
             .stdin(Stdio::piped())
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -54,19 +65,8 @@ fn ctrl_c_at_the_chat_prompt_ends_with_130() {
             assert!(n > 0, "{dev}: stderr closed before the prompt: {seen}");
             seen.push_str(&String::from_utf8_lossy(&buf[..n]));
         }
-        let cmd = format!("kill -INT {}", child.id());
-        assert!(Command::new("sh").args(["-c", &cmd]).status().unwrap().success());
-        let t = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if t.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                panic!("{dev}: still running 10 s after Ctrl-C at the prompt");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        common::signal(&child, "-INT");
+        let status = common::wait_exit(&mut child, std::time::Duration::from_secs(10));
         assert_eq!(status.code(), Some(130), "{dev}: {status:?} {seen}");
     }
 }

@@ -9,7 +9,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{signal, wait_exit};
+
+mod common;
 
 struct Server {
     child: Child,
@@ -67,26 +71,6 @@ fn stream(addr: &str) -> TcpStream {
     }
     assert!(seen.contains("200 OK"), "{seen}");
     s
-}
-
-/// Send a signal with the shell's `kill` builtin (no procps needed).
-fn signal(child: &Child, sig: &str) {
-    let cmd = format!("kill {sig} {}", child.id());
-    assert!(Command::new("sh").args(["-c", &cmd]).status().unwrap().success());
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if t.elapsed() > within {
-            let _ = child.kill();
-            panic!("infr serve still running {within:?} after the signal");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -636,7 +636,6 @@ fn fill(ty: GgmlType, buf: &mut [u8], rng: &mut Rng) {
         }),
         // {e, qs[16]}: x = kvalue(q) * 2^(e - 128) with the E2M1 values (rms 5.85): e = 120.
         GgmlType::MXFP4 => buf.chunks_exact_mut(17).for_each(|b| b[0] = 120),
-        // x = d * sc * (q - 32) with every int8 sc = 8, q uniform in 0..64 (sd 18.5).
         // x = d sc q - dmin m with sc = m = 8 and dmin = 1.5 d: 8 d (q - 1.5), q uniform in
         // 0..4 (sd 1.118).
         GgmlType::Q2_K => buf.chunks_exact_mut(BlockQ2_K::SIZE).for_each(|b| {
@@ -657,6 +656,7 @@ fn fill(ty: GgmlType, buf: &mut [u8], rng: &mut Rng) {
         GgmlType::IQ4_NL => {
             buf.chunks_exact_mut(BlockIQ4_NL::SIZE).for_each(|b| patch(b, BlockIQ4_NL::OFF_D, SIGMA / 67.4))
         }
+        // x = d * sc * (q - 32) with every int8 sc = 8, q uniform in 0..64 (sd 18.5).
         GgmlType::Q6_K => buf.chunks_exact_mut(BlockQ6_K::SIZE).for_each(|b| {
             b[BlockQ6_K::OFF_SCALES..BlockQ6_K::OFF_SCALES + 16].fill(8);
             patch(b, BlockQ6_K::OFF_D, SIGMA / (8.0 * 18.5));

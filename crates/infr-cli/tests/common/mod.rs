@@ -1,6 +1,9 @@
-//! Helpers of the memory tests: run the `infr` binary, ask whether a Vulkan device is there.
+//! Helpers of the CLI tests: run the `infr` binary, ask whether a Vulkan device is there,
+//! signal a running `infr` and wait for it to end. Each test file uses some of them.
+#![allow(dead_code)]
 
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 /// Run `infr` with `args`, the variables of `unset` removed and `env` set: (success, stdout,
 /// stderr).
@@ -31,4 +34,25 @@ pub fn vulkan_present() -> bool {
     assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {devices}");
     eprintln!("skipping: no Vulkan device");
     false
+}
+
+/// Send a signal (`-INT`, `-TERM`) with the shell's `kill` builtin (no procps needed).
+pub fn signal(child: &Child, sig: &str) {
+    let cmd = format!("kill {sig} {}", child.id());
+    assert!(Command::new("sh").args(["-c", &cmd]).status().unwrap().success());
+}
+
+/// Wait up to `within` for `child` to end; past it, kill it and fail.
+pub fn wait_exit(child: &mut Child, within: Duration) -> ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t.elapsed() > within {
+            let _ = child.kill();
+            panic!("infr still running {within:?} after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

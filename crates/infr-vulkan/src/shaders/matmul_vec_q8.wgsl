@@ -350,26 +350,25 @@ struct WK16 {
     mn: vec4<f32>,
 }
 
-fn wprep_q2_k(qb: u32, sb: u32, lane: u32) -> WK16 {
+// Lane `lane`'s 2-bit values of a Q2_K-layout quant run from word `qw` (32 bytes per half):
+// quant half lane / 2 at crumb positions 2 (lane % 2) (la, lb) and the next (ha, hb).
+fn k16_crumbs(qw: u32, lane: u32) -> array<vec4<u32>, 4> {
     let n = lane >> 1u;
-    let s0 = 4u * (lane & 1u);
-    let s1 = vec4<u32>(s0);
-    let s2 = vec4<u32>(s0 + 2u);
-    let wa = wload4(qb + 8u * n);
-    let wb = wload4(qb + 8u * n + 4u);
+    let s1 = vec4<u32>(4u * (lane & 1u));
+    let s2 = s1 + vec4<u32>(2u);
+    let wa = wload4(qw + 8u * n);
+    let wb = wload4(qw + 8u * n + 4u);
     let m2 = vec4<u32>(0x03030303u);
+    return array<vec4<u32>, 4>((wa >> s1) & m2, (wb >> s1) & m2, (wa >> s2) & m2, (wb >> s2) & m2);
+}
+
+fn wprep_q2_k(qb: u32, sb: u32, lane: u32) -> WK16 {
+    let q = k16_crumbs(qb, lane);
     let d = sf16(sb, 16u);
     let dmin = sf16(sb, 18u);
     let g = 4u * lane;
     let sc = vec4<u32>(sbyte(sb, g), sbyte(sb, g + 1u), sbyte(sb, g + 2u), sbyte(sb, g + 3u));
-    return WK16(
-        (wa >> s1) & m2,
-        (wb >> s1) & m2,
-        (wa >> s2) & m2,
-        (wb >> s2) & m2,
-        d * vec4<f32>(sc & vec4<u32>(0xfu)),
-        dmin * vec4<f32>(sc >> vec4<u32>(4u)),
-    );
+    return WK16(q[0], q[1], q[2], q[3], d * vec4<f32>(sc & vec4<u32>(0xfu)), dmin * vec4<f32>(sc >> vec4<u32>(4u)));
 }
 
 fn xload_q2_k(c: u32, xb0: u32, lane: u32) -> XQ4_K {
@@ -394,27 +393,22 @@ fn q3_k_scale(sb: u32, g: u32) -> f32 {
 // Q3_K: quant words 0..7 the hmask (bit 4n + j of byte l for element l of half n, crumb j),
 // words 8..23 the low two bits as Q2_K's; values q + 4 h - 4, the -4 through the sums.
 fn wprep_q3_k(qb: u32, sb: u32, lane: u32) -> WK16 {
-    let n = lane >> 1u;
-    let j0 = 2u * (lane & 1u);
-    let wa = wload4(qb + 8u + 8u * n);
-    let wb = wload4(qb + 12u + 8u * n);
+    let q = k16_crumbs(qb + 8u, lane);
+    // The hmask bit 4n + j of each byte, n = lane / 2 and j = 2 (lane % 2) or the next.
+    let h0 = vec4<u32>(2u * lane);
+    let h1 = h0 + vec4<u32>(1u);
     let ha = wload4(qb);
     let hb = wload4(qb + 4u);
-    let m2 = vec4<u32>(0x03030303u);
     let one = vec4<u32>(0x01010101u);
-    let c0 = vec4<u32>(2u * j0);
-    let c1 = vec4<u32>(2u * j0 + 2u);
-    let h0 = vec4<u32>(4u * n + j0);
-    let h1 = vec4<u32>(4u * n + j0 + 1u);
     let two = vec4<u32>(2u);
     let d = sf16(sb, 12u);
     let g = 4u * lane;
     let sc = d * vec4<f32>(q3_k_scale(sb, g), q3_k_scale(sb, g + 1u), q3_k_scale(sb, g + 2u), q3_k_scale(sb, g + 3u));
     return WK16(
-        ((wa >> c0) & m2) | (((ha >> h0) & one) << two),
-        ((wb >> c0) & m2) | (((hb >> h0) & one) << two),
-        ((wa >> c1) & m2) | (((ha >> h1) & one) << two),
-        ((wb >> c1) & m2) | (((hb >> h1) & one) << two),
+        q[0] | (((ha >> h0) & one) << two),
+        q[1] | (((hb >> h0) & one) << two),
+        q[2] | (((ha >> h1) & one) << two),
+        q[3] | (((hb >> h1) & one) << two),
         sc,
         4.0 * sc,
     );
