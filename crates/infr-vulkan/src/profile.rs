@@ -13,6 +13,9 @@ pub struct OpLabel {
     pub kernel: String,
     /// Shape key for matmuls (`4096x4096 n=1`), if any.
     pub shape: Option<String>,
+    /// Weight bytes the dispatch reads (a dense matmul's whole weight; 0 where not known),
+    /// for the achieved bandwidth column.
+    pub weight_bytes: u64,
 }
 
 impl OpLabel {
@@ -28,8 +31,8 @@ impl OpLabel {
 /// Totals per key.
 #[derive(Debug, Default, Clone)]
 pub struct Profile {
-    /// key → (dispatches, total nanoseconds).
-    pub totals: BTreeMap<String, (u64, f64)>,
+    /// key → (dispatches, total nanoseconds, weight bytes read).
+    pub totals: BTreeMap<String, (u64, f64, u64)>,
     /// Submits recorded.
     pub submits: u64,
 }
@@ -45,11 +48,12 @@ impl Profile {
         }
         for (l, &t) in labels.iter().zip(ns) {
             if print {
-                eprintln!("  {:>10.1} us  {:<28} {}", t / 1e3, l.node, l.key(true));
+                eprintln!("  {:>10.1} us  {:<28} {}{}", t / 1e3, l.node, l.key(true), gbps(l.weight_bytes, t));
             }
-            let e = self.totals.entry(l.key(shapes)).or_insert((0, 0.0));
+            let e = self.totals.entry(l.key(shapes)).or_insert((0, 0.0, 0));
             e.0 += 1;
             e.1 += t;
+            e.2 += l.weight_bytes;
         }
     }
 
@@ -59,10 +63,36 @@ impl Profile {
         let mut rows: Vec<_> = self.totals.iter().collect();
         rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
         let mut out = vec![format!("[infr-vulkan prof] {} submits, {:.3} ms GPU time", self.submits, total / 1e6)];
-        for (k, (n, t)) in rows {
+        for (k, (n, t, b)) in rows {
             let pct = if total > 0.0 { 100.0 * t / total } else { 0.0 };
-            out.push(format!("  {:>10.3} ms {:>5.1}% {:>8} x  {k}", t / 1e6, pct, n));
+            out.push(format!("  {:>10.3} ms {:>5.1}% {:>8} x  {k}{}", t / 1e6, pct, n, gbps(*b, *t)));
         }
         out
+    }
+}
+
+/// ` (N GB/s)`: weight bytes over GPU time, the share of memory bandwidth a matmul reached;
+/// empty where the bytes are not known.
+fn gbps(bytes: u64, ns: f64) -> String {
+    if bytes == 0 || ns <= 0.0 {
+        return String::new();
+    }
+    format!("  ({:.0} GB/s of weights)", bytes as f64 / ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_gives_weight_bandwidth_where_bytes_are_known() {
+        let label =
+            |kernel: &str, weight_bytes| OpLabel { node: "n".into(), kernel: kernel.into(), shape: None, weight_bytes };
+        let mut p = Profile::default();
+        p.add_submit(&[label("gemv", 2_000_000), label("norm", 0)], &[1_000.0, 500.0], false);
+        p.add_submit(&[label("gemv", 2_000_000), label("norm", 0)], &[1_000.0, 500.0], false);
+        let r = p.report();
+        assert!(r[1].contains("gemv") && r[1].contains("(2000 GB/s of weights)"), "{r:?}");
+        assert!(r[2].contains("norm") && !r[2].contains("GB/s"), "{r:?}");
     }
 }

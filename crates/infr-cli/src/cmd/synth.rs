@@ -19,7 +19,8 @@ pub struct Args {
     /// tiny-diffusiongemma for tests).
     #[arg(long)]
     pub shape: String,
-    /// Quantization mix as llama-quantize makes it: Q4_K_M, Q8_0, Q4_0, F16 or MXFP4_MOE.
+    /// Quantization mix as llama-quantize makes it: Q4_K_M, Q8_0, Q4_0, Q2_K, F16 or
+    /// MXFP4_MOE.
     #[arg(long, default_value = "Q4_K_M")]
     pub quant: String,
     /// Random seed (the file is a deterministic function of shape, quant, layers and seed).

@@ -279,7 +279,17 @@ pub(crate) fn lower(
                              shape: Option<String>,
                              barrier_after: bool| {
             let pipeline = pipes.get(spec)?;
-            let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape };
+            let weight_bytes = match node.op {
+                Op::Linear { .. } => res
+                    .iter()
+                    .map(|r| match r {
+                        Res::WeightChunk(id, c) => weights.get(id).map_or(0, |w| w.chunks[*c].buf.size),
+                        _ => 0,
+                    })
+                    .sum(),
+                _ => 0,
+            };
+            let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape, weight_bytes };
             out.push(Dispatch { pipeline, res, push, groups, label, barrier_after });
             VkResult::Ok(())
         };
