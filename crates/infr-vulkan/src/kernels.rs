@@ -587,9 +587,9 @@ mod tests {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, false));
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
                 }
-                for r in [2, 4] {
+                for (r, tiled) in [(2, None), (4, None), (8, Some(49152)), (32, Some(32768))] {
                     for gate_up in [false, true] {
-                        if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r, gate_up) {
+                        if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r, gate_up, tiled) {
                             check(&s);
                         }
                     }

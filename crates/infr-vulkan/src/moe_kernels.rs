@@ -161,9 +161,16 @@ pub struct MoeQ8Params {
 /// way). Bindings: W, XQ, Y, bias (per expert), XS, route. `gate_up`: a second weight of
 /// the same shape and type (the up weight, bindings W1 and BIAS1, push constants
 /// [`MoeQ8GateUpParams`]) in the same dispatch, its rows written after the first one's.
-/// `None` where the weight type has no integer-dot form.
-pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool) -> Option<KernelSpec> {
-    let dense = crate::kernels::matmul_vec_q8(l, 1, r, 1)?;
+/// `None` where the weight type has no integer-dot form. `tiled`: the tiled layout's kernel
+/// (`crate::gemv_q8::matmul_rows_q8`, `r` weight rows a tile, one per thread slot) within
+/// that many bytes of shared memory, for expert rows whose blocks fill the matrix-vector
+/// kernel's block slots poorly (Qwen3-30B-A3B's 768-column down product: 3 Q4_K blocks over
+/// 16 slots).
+pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32>) -> Option<KernelSpec> {
+    let (dense, kernel) = match tiled {
+        Some(max_shared) => (crate::gemv_q8::matmul_rows_q8(l, 1, r, 1, 1, max_shared)?, "matmul_rows_q8_moe"),
+        None => (crate::kernels::matmul_vec_q8(l, 1, r, 1)?, "matmul_vec_q8_moe"),
+    };
     // Bias value of the row this lane stores, from the job's bias rows.
     let bias = if gate_up {
         "            var bias = 0.0;
@@ -206,7 +213,7 @@ pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool) -> Option<KernelS
     parts.insert(parts.len() - 1, "moe_weigh");
     let (name, extra) = if gate_up { (".x2", 2) } else { ("", 0) };
     let spec = KernelSpec {
-        name: format!("matmul_vec_q8_moe.{}{name}", l.ty),
+        name: format!("{kernel}.{}{name}", l.ty),
         parts,
         bindings: crate::kernels::MATMUL_BINDINGS + 1 + extra,
         push_bytes: if gate_up { push_size::<MoeQ8GateUpParams>() } else { push_size::<MoeQ8Params>() },

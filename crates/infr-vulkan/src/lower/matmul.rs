@@ -212,8 +212,58 @@ fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize, max_shared: u32) -
             return Some((spec, r));
         }
     }
+    if let Some(fitted) = fitted_tile(lw, n, jobs, max_shared) {
+        return Some(fitted);
+    }
     let r = vec_q8_rows(m, n);
     Some((kernels::matmul_vec_q8(&lw.layout, n as u32, r, jobs)?, r))
+}
+
+/// Share of a row's passes' block slots that hold a block: `blocks` per row taken `slots` at
+/// a time (20 blocks over 16 slots: two passes, 20 of 32 slots used).
+fn slot_use(blocks: usize, slots: usize) -> f64 {
+    blocks as f64 / (blocks.div_ceil(slots.max(1)) * slots.max(1)) as f64
+}
+
+/// The tiled kernel for fewer rows than [`rows_q8_min`] where [`fitted_rows`] finds a tile
+/// that fills the weight rows' blocks better than the matrix-vector kernel.
+fn fitted_tile(lw: &GpuWeight, n: usize, jobs: usize, max_shared: u32) -> Option<(KernelSpec, u32)> {
+    let r = fitted_rows(&lw.layout, lw.cols)?;
+    Some((kernels::matmul_rows_q8(&lw.layout, n as u32, r, 1, jobs, max_shared)?, r))
+}
+
+/// Weight rows of a tile of the tiled integer-dot kernel for one to three activation rows,
+/// where a weight row's blocks (`k` columns of `layout`) fill the matrix-vector kernel's block
+/// slots poorly and a tile has fewer slots per row that fill it better: Qwen3-14B's 5,120
+/// columns are 20 Q4_K blocks over the matrix-vector kernel's 16 slots (two passes, the second
+/// with 4 of 16 slots busy), and over a 16-row tile's 4 slots (five full passes). H100, decode
+/// t/s with tiles / without: Qwen3-14B 143 / 118, Qwen3-0.6B 552 / 479, Qwen3-30B-A3B 180 /
+/// 169, Qwen3-8B (16 blocks) unchanged. `None` where the matrix-vector kernel uses 80% of its
+/// slots (at 85%, Qwen3-14B's down product, the tile was 10% slower) or no tile does better.
+/// `INFR_VK_Q8_FIT_SLOTS=0` (tuning) keeps the matrix-vector kernel.
+pub(super) fn fitted_rows(layout: &crate::repack::GpuLayout, k: usize) -> Option<u32> {
+    if std::env::var("INFR_VK_Q8_FIT_SLOTS").is_ok_and(|v| v.trim() == "0") {
+        return None;
+    }
+    let lanes = kernels::vec_q8_lanes(layout.ty)? as usize;
+    fitted_tile_rows(k / layout.ty.info().block_size, lanes)
+}
+
+/// The tile rows of [`fitted_tile`] for `blocks` per weight row of `lanes` threads each.
+fn fitted_tile_rows(blocks: usize, lanes: usize) -> Option<u32> {
+    let vec_use = slot_use(blocks, kernels::VEC_WG as usize / lanes);
+    if vec_use >= 0.8 {
+        return None;
+    }
+    let mut best: Option<(u32, f64)> = None;
+    for r in [4u32, 8, 16, 32] {
+        let slots = kernels::ROWS_Q8_WG as usize / (lanes * r as usize);
+        let u = slot_use(blocks, slots);
+        if slots > 0 && u > best.map_or(vec_use, |b| b.1) + 1e-9 {
+            best = Some((r, u));
+        }
+    }
+    best.map(|b| b.0)
 }
 
 /// Fewest activation rows that take the tiled integer-dot kernel: 4 (H100, Qwen3-8B decode, ms
@@ -348,5 +398,27 @@ fn chunk_params(lw: &GpuWeight, ch: &WeightChunk, n: usize, has_bias: bool, tile
         soff: ch.soff_words,
         has_bias: has_bias as u32,
         tiles_m,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_that_fill_the_gemv_slots_poorly_take_a_fitted_tile() {
+        assert_eq!(slot_use(20, 16), 20.0 / 32.0);
+        // Q4_K (4 lanes a block): Qwen3-8B's 4,096 columns fill 16 slots; 14B's 5,120 do not.
+        assert_eq!(fitted_tile_rows(16, 4), None);
+        assert_eq!(fitted_tile_rows(20, 4), Some(16));
+        assert_eq!(fitted_tile_rows(68, 4), None);
+        assert_eq!(fitted_tile_rows(4, 4), Some(16));
+        // Q6_K (8 lanes): 12 blocks over 8 slots, or over a tile of 8 rows' 4 slots.
+        assert_eq!(fitted_tile_rows(12, 8), Some(8));
+        // Q8_0 (1 lane, 32-element blocks): 4,096 columns fill 64 slots, 2,880 (90 blocks) do not.
+        assert_eq!(fitted_tile_rows(128, 1), None);
+        assert_eq!(fitted_tile_rows(90, 1), Some(8));
+        // One block per row: no tile reaches 90%, the best one halves the idle slots.
+        assert_eq!(fitted_tile_rows(1, 4), Some(32));
     }
 }

@@ -533,10 +533,20 @@ impl ExpertDispatch<'_> {
         };
         Ok(match path {
             ExpertPath::Int8 { .. } => {
-                let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
-                let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, self.second.is_some()).ok_or_else(|| {
-                    VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
-                })?;
+                let gate_up = self.second.is_some();
+                let fitted = super::matmul::fitted_rows(&self.gw.layout, mp.k as usize).and_then(|r| {
+                    Some((mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, Some(feat.shared_bytes))?, r))
+                });
+                let (spec, r) = match fitted {
+                    Some(hit) => hit,
+                    None => {
+                        let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
+                        let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, None).ok_or_else(|| {
+                            VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
+                        })?;
+                        (spec, r)
+                    }
+                };
                 let tiles_m = mp.m.div_ceil(r);
                 let mm = kernels::MatmulParams {
                     k: mp.k,
