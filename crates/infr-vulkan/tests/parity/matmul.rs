@@ -24,11 +24,24 @@ fn reference(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, bias: Option<&[
 }
 
 fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns: &[usize], with_bias: bool, seed: u64) {
+    check_linear_k(vk, ty, K, m, ns, with_bias, seed);
+}
+
+/// [`check_linear`] with `k` columns.
+fn check_linear_k(
+    vk: &mut infr_vulkan::VulkanBackend,
+    ty: GgmlType,
+    k: usize,
+    m: usize,
+    ns: &[usize],
+    with_bias: bool,
+    seed: u64,
+) {
     let mut rng = Rng(seed);
     let mut w = Weights::default();
     let vocab = 8;
-    let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
-    let wt = w.add(weight("w", ty, K, m, &mut rng, 0.5));
+    let table = w.add(weight("tok", GgmlType::F32, k, vocab, &mut rng, 1.0));
+    let wt = w.add(weight("w", ty, k, m, &mut rng, 0.5));
     let bias = with_bias.then(|| w.add(weight("b", GgmlType::F32, m, 1, &mut rng, 1.0)));
     let mut cpu = cpu();
     w.load(vk);
@@ -45,7 +58,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
             g.linear(x, wt, bias)
         });
         let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % vocab as u32).collect();
-        let x: Vec<f32> = tokens.iter().flat_map(|&t| table_f[t as usize * K..(t as usize + 1) * K].to_vec()).collect();
+        let x: Vec<f32> = tokens.iter().flat_map(|&t| table_f[t as usize * k..(t as usize + 1) * k].to_vec()).collect();
         // Activations are rounded as on llama.cpp's (and our) CPU for this weight type
         // (`vec_dot_type`): Q8_K for 256-element blocks, Q8_0 for the legacy quants (Q8_1's
         // values are the same), f16/bf16 for float weights.
@@ -62,7 +75,7 @@ fn check_linear(vk: &mut infr_vulkan::VulkanBackend, ty: GgmlType, m: usize, ns:
             }
             None => x.clone(),
         };
-        let want = reference(&x_ref, &w_f, n, K, m, b_f.as_deref());
+        let want = reference(&x_ref, &w_f, n, k, m, b_f.as_deref());
         let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16).max(8)]);
         let pv = vk.compile(&g).unwrap();
         let got = step.run(vk, pv);
@@ -95,6 +108,18 @@ fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     for (i, ty) in all_types().into_iter().enumerate() {
         check_linear(&mut vk, ty, 37, &[1, 3, 4, 9, 16, 17, 70, 260], false, 100 + i as u64);
+    }
+}
+
+/// One to three rows over weights whose rows fill the integer-dot GEMV's block slots (16
+/// 256-element blocks, 64 of 32 elements) stay on the GEMV; `linear_every_type`'s 256
+/// columns take the tiles fitted to short rows.
+#[test]
+fn linear_gemv_full_rows() {
+    let Some(mut vk) = vulkan() else { return };
+    for (i, ty) in all_types().into_iter().filter(|t| t.is_quantized()).enumerate() {
+        let k = if ty.info().block_size == infr_quant::QK_K { 4096 } else { 2048 };
+        check_linear_k(&mut vk, ty, k, 24, &[1, 2, 3], i % 2 == 0, 400 + i as u64);
     }
 }
 
