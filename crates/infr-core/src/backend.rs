@@ -213,6 +213,41 @@ pub struct CanvasDraw {
     pub sample: u32,
 }
 
+/// What [`Backend::submit`] reads back when its step finishes.
+#[derive(Debug, Clone, Copy)]
+pub enum Readback<'a> {
+    /// Whole output rows, as [`Backend::execute`] returns them.
+    Rows,
+    /// Each output row's `k` best after its `adjust`ments, as [`Backend::execute_top_k`]
+    /// returns them.
+    TopK { k: usize, adjust: &'a [Vec<crate::LogitAdjust>] },
+}
+
+/// A finished step's results ([`Backend::wait`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepOutput {
+    /// Output rows, row-major f32 (`n_outputs × cols`).
+    Rows(Vec<f32>),
+    /// Per output row, its best `(column, value)` pairs, best first.
+    TopK(Vec<Vec<(u32, f32)>>),
+}
+
+/// A step [`Backend::submit`] started; [`Backend::wait`] takes it back for the results.
+#[derive(Debug)]
+#[must_use = "a submitted step must be waited for"]
+pub struct Submitted {
+    /// The plan that runs.
+    pub plan: PlanId,
+    /// The results, for a backend that finished the step before `submit` returned.
+    pub done: Option<StepOutput>,
+    /// Adjustments and `k` of a top-k readback the backend selects on the host at `wait`.
+    pub host_top_k: Option<(usize, Vec<Vec<crate::LogitAdjust>>)>,
+    /// Whether the step reads back top-k candidates (else whole rows).
+    pub top_k: Option<usize>,
+    /// The step's output rows.
+    pub rows: usize,
+}
+
 /// Where a weight's bytes live on a backend with memory of its own (see
 /// [`Backend::load_weight_placed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +325,23 @@ pub trait Backend: Send {
 
     /// Run a plan; returns the output tensor (`n_outputs × cols`, row-major f32).
     fn execute(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<Vec<f32>, BackendError>;
+
+    /// Start a step and return before it finishes, so that the host can prepare the next
+    /// one (admit requests, plan prompt chunks) while the device runs it; [`Backend::wait`]
+    /// returns its results. One step at a time: anything else that runs plans waits for it
+    /// first or refuses. The default runs the step to completion here.
+    fn submit(&mut self, plan: PlanId, inputs: &StepInputs<'_>, read: Readback<'_>) -> Result<Submitted, BackendError> {
+        let (done, top_k) = match read {
+            Readback::Rows => (StepOutput::Rows(self.execute(plan, inputs)?), None),
+            Readback::TopK { k, adjust } => (StepOutput::TopK(self.execute_top_k(plan, inputs, k, adjust)?), Some(k)),
+        };
+        Ok(Submitted { plan, done: Some(done), host_top_k: None, top_k, rows: inputs.output_rows.len() })
+    }
+
+    /// Wait for a step [`Backend::submit`] started and return its results.
+    fn wait(&mut self, step: Submitted) -> Result<StepOutput, BackendError> {
+        step.done.ok_or_else(|| BackendError::InvalidInput("waiting for a step this backend did not start".into()))
+    }
 
     /// Run a plan and return, per output row, the `k` largest values with their column
     /// indices as [`crate::top_k`] orders them, after the row's `adjust`ments (a sampler's

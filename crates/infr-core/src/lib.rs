@@ -15,7 +15,7 @@ mod weights;
 
 pub use backend::{
     f32_outputs_only, host_meminfo_bytes, Backend, BackendError, CanvasDraw, CanvasSampleInputs, DeviceInfo, KvDType,
-    KvLayerSpec, KvSpec, PlanId, SeqPages, StateLayerSpec, StepInputs, WeightPlace,
+    KvLayerSpec, KvSpec, PlanId, Readback, SeqPages, StateLayerSpec, StepInputs, StepOutput, Submitted, WeightPlace,
 };
 pub use graph::{DType, Graph, GraphBuilder, Node, Op, Shape, TensorId, WeightId};
 pub use infr_quant::GgmlType;

@@ -25,7 +25,7 @@ pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
     Timings, TokenConstraint, TokenLogprob, Usage, MAX_LOGPROBS,
 };
-pub use runner::{max_context, Candidates, CanvasDraws, Runner, RunnerOptions, SeqId, StepItem};
+pub use runner::{max_context, Candidates, CanvasDraws, PendingStep, Runner, RunnerOptions, SeqId, StepItem};
 pub use sampling::{argmax as argmax_token, Sampler, SamplingParams};
 pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,

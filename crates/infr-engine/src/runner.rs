@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use infr_core::{
-    Backend, BackendError, KvDType, KvSpec, LogitAdjust, PlanId, SeqPages, StepInputs, WeightPlace, WeightSource,
+    Backend, KvDType, KvSpec, LogitAdjust, PlanId, Readback, SeqPages, StepInputs, StepOutput, WeightPlace,
+    WeightSource,
 };
 use infr_models::Model;
 
@@ -139,6 +140,49 @@ pub fn top_k_request(k: usize) -> usize {
 
 /// The best logits of one output row as `(token, logit)`, best first ([`infr_core::top_k`]).
 pub type Candidates = Vec<(u32, f32)>;
+
+/// A step whose last piece the device is running ([`Runner::submit_step_top_k`]);
+/// [`Runner::wait_step`] finishes it.
+#[must_use = "a submitted step must be waited for"]
+pub struct PendingStep<R> {
+    /// Per item, the results of the pieces already finished.
+    results: Vec<Vec<R>>,
+    /// The last piece: its submission and the item of each output row.
+    last: Option<(infr_core::Submitted, Vec<Option<usize>>)>,
+    split: SplitRows<R>,
+}
+
+/// What a step piece reads back (the owned form of [`Readback`]).
+enum StepRead {
+    Rows,
+    TopK(usize, Vec<Vec<LogitAdjust>>),
+}
+
+/// One result per output row from a piece's readback (`n_vocab` wide rows).
+type SplitRows<R> = fn(StepOutput, usize) -> Result<Vec<R>, EngineError>;
+
+fn split_rows(out: StepOutput, n_vocab: usize) -> Result<Vec<Vec<f32>>, EngineError> {
+    match out {
+        StepOutput::Rows(rows) => Ok(rows.chunks(n_vocab.max(1)).map(<[f32]>::to_vec).collect()),
+        StepOutput::TopK(_) => Err(EngineError::Invalid("the backend read back candidates, not rows".into())),
+    }
+}
+
+fn split_top_k(out: StepOutput, _: usize) -> Result<Vec<Candidates>, EngineError> {
+    match out {
+        StepOutput::TopK(rows) => Ok(rows),
+        StepOutput::Rows(_) => Err(EngineError::Invalid("the backend read back rows, not candidates".into())),
+    }
+}
+
+/// Keep the results of the real output rows (`row_items`, `None` for padding), in row order.
+fn place_rows<R>(results: &mut [Vec<R>], rows: Vec<R>, row_items: &[Option<usize>]) {
+    for (res, item) in rows.into_iter().zip(row_items) {
+        if let Some(i) = item {
+            results[*i].push(res);
+        }
+    }
+}
 
 /// Work for one sequence in a step.
 #[derive(Debug, Clone, Copy)]
@@ -506,10 +550,8 @@ impl Runner {
     /// One forward step over several sequences. Returns, per item, its logits rows
     /// (`tokens.len()` rows if `all_logits`, else one), each `n_vocab` wide.
     pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let v = self.n_vocab();
-        let rows = self.run_step(items, |b, plan, inputs, _| {
-            Ok(b.execute(plan, inputs)?.chunks(v).map(<[f32]>::to_vec).collect())
-        })?;
+        let pending = self.start_step(items, |_| StepRead::Rows, split_rows)?;
+        let rows = self.wait_step(pending)?;
         // One row (the usual case) moves as it is; several are joined.
         Ok(rows.into_iter().map(|mut r| if r.len() == 1 { r.pop().unwrap_or_default() } else { r.concat() }).collect())
     }
@@ -524,22 +566,51 @@ impl Runner {
         k: usize,
         adjust: &[Vec<LogitAdjust>],
     ) -> Result<Vec<Vec<Candidates>>, EngineError> {
-        self.run_step(items, |b, plan, inputs, row_items| {
-            let rows: Vec<Vec<LogitAdjust>> =
-                row_items.iter().map(|it| it.and_then(|i| adjust.get(i)).cloned().unwrap_or_default()).collect();
-            b.execute_top_k(plan, inputs, k, &rows)
-        })
+        let pending = self.submit_step_top_k(items, k, adjust)?;
+        self.wait_step(pending)
+    }
+
+    /// [`Runner::step_top_k`] up to the device's work: the step's last piece is submitted and
+    /// [`Runner::wait_step`] waits for it, so the caller can do host work (admit requests)
+    /// while the device runs. The items' tokens count as appended from here on.
+    pub fn submit_step_top_k(
+        &mut self,
+        items: &[StepItem<'_>],
+        k: usize,
+        adjust: &[Vec<LogitAdjust>],
+    ) -> Result<PendingStep<Candidates>, EngineError> {
+        self.start_step(
+            items,
+            |row_items| {
+                let rows = row_items.iter().map(|it| it.and_then(|i| adjust.get(i)).cloned().unwrap_or_default());
+                StepRead::TopK(k, rows.collect())
+            },
+            split_top_k,
+        )
+    }
+
+    /// Wait for a step's last piece and return, per item, the results of its output rows.
+    pub fn wait_step<R>(&mut self, pending: PendingStep<R>) -> Result<Vec<Vec<R>>, EngineError> {
+        let mut results = pending.results;
+        if let Some((submitted, row_items)) = pending.last {
+            let out = self.backend.wait(submitted)?;
+            let rows = (pending.split)(out, self.n_vocab())?;
+            place_rows(&mut results, rows, &row_items);
+        }
+        Ok(results)
     }
 
     /// Run the items' rows as steps of the ladder's shapes (see [`ShapeLadder`]): build each
-    /// piece's inputs, run `exec` (given the item of each output row of the plan, `None` for
-    /// padding; one result per output row), record the tokens. Returns, per item, the results
-    /// of its output rows.
-    fn run_step<R>(
+    /// piece's inputs, submit it with the readback `read` asks for (given the item of each
+    /// output row of the plan, `None` for padding), record the tokens; every piece but the
+    /// last is waited for here, its rows `split` into one result per output row. Returns the
+    /// step with the last piece in flight.
+    fn start_step<R>(
         &mut self,
         items: &[StepItem<'_>],
-        exec: impl Fn(&mut dyn Backend, PlanId, &StepInputs<'_>, &[Option<usize>]) -> Result<Vec<R>, BackendError>,
-    ) -> Result<Vec<Vec<R>>, EngineError> {
+        read: impl Fn(&[Option<usize>]) -> StepRead,
+        split: SplitRows<R>,
+    ) -> Result<PendingStep<R>, EngineError> {
         if items.is_empty() || items.iter().any(|i| i.tokens.is_empty()) {
             return Err(EngineError::Invalid("a step item has no tokens".into()));
         }
@@ -569,6 +640,7 @@ impl Runner {
             }
         }
         let mut results: Vec<Vec<R>> = items.iter().map(|_| Vec::new()).collect();
+        let mut last = None;
         let mut at = 0;
         while at < rows.len() {
             let n = self.ladder.piece(rows.len() - at);
@@ -619,18 +691,23 @@ impl Runner {
                     wanted.then(|| piece[output_rows[k] as usize].0)
                 })
                 .collect();
-            let out = exec(self.backend.as_mut(), plan, &inputs, &row_items)?;
-            // Keep the results of the real output rows, in row order.
-            for (res, item) in out.into_iter().zip(&row_items) {
-                if let Some(i) = item {
-                    results[*i].push(res);
-                }
-            }
+            let wanted = read(&row_items);
+            let readback = match &wanted {
+                StepRead::Rows => Readback::Rows,
+                StepRead::TopK(k, adjust) => Readback::TopK { k: *k, adjust },
+            };
+            let submitted = self.backend.submit(plan, &inputs, readback)?;
             for r in piece {
                 self.seqs.get_mut(&items[r.0].seq).expect("reserved above").tokens.push(r.1);
             }
+            if at < rows.len() {
+                let out = self.backend.wait(submitted)?;
+                place_rows(&mut results, split(out, self.n_vocab())?, &row_items);
+            } else {
+                last = Some((submitted, row_items));
+            }
         }
-        Ok(results)
+        Ok(PendingStep { results, last, split })
     }
 
     /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every

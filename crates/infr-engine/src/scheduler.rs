@@ -328,6 +328,8 @@ pub struct Scheduler {
     shared: Arc<Shared>,
     opts: SchedulerOptions,
     clock: u64,
+    /// Every handle is gone: no request can arrive any more.
+    handles_gone: bool,
 }
 
 impl Scheduler {
@@ -363,7 +365,7 @@ impl Scheduler {
             n_vocab: runner.n_vocab(),
             queue_capacity: opts.queue_capacity,
         };
-        let mut s = Scheduler { runner, slots, rx, shared, opts, clock: 0 };
+        let mut s = Scheduler { runner, slots, rx, shared, opts, clock: 0, handles_gone: false };
         let h = std::thread::Builder::new()
             .name("infr-scheduler".into())
             .spawn(move || {
@@ -383,7 +385,6 @@ impl Scheduler {
     }
 
     fn run(&mut self) {
-        let mut disconnected = false;
         loop {
             if self.shared.draining.load(Ordering::SeqCst) {
                 self.refuse_queued();
@@ -393,12 +394,12 @@ impl Scheduler {
                     self.finish(i, Finish::ShutDown);
                 }
             }
-            if !disconnected {
-                disconnected = self.admit();
+            if !self.handles_gone {
+                self.handles_gone = self.admit();
             }
             self.reap();
             if self.n_active() == 0 {
-                if disconnected {
+                if self.handles_gone {
                     tracing::debug!("scheduler: every handle dropped, stopping");
                     return;
                 }
@@ -642,7 +643,13 @@ impl Scheduler {
         }
         let t0 = std::time::Instant::now();
         let result = match top_k {
-            Some(k) => self.runner.step_top_k(&items, crate::runner::top_k_request(k), &adjust).and_then(|rows| {
+            Some(k) => self.runner.submit_step_top_k(&items, crate::runner::top_k_request(k), &adjust).and_then(|p| {
+                // While the device runs the step, requests that arrived take idle slots (not
+                // in this step): their prefix matching and page copies overlap it.
+                if !self.handles_gone && !self.shared.draining.load(Ordering::SeqCst) {
+                    self.handles_gone = self.admit();
+                }
+                let rows = self.runner.wait_step(p)?;
                 rows.into_iter().map(|r| Scores::top(r.into_iter().next())).collect::<Result<Vec<_>, _>>()
             }),
             None => self.runner.step(&items).map(|rows| rows.into_iter().map(Scores::Full).collect()),

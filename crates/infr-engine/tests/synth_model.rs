@@ -175,3 +175,38 @@ fn a_context_that_cannot_fit_is_refused_with_numbers() {
     let msg = refusal("hugectx", cpu, opts);
     assert!(msg.contains("MiB available") && msg.contains("--ctx-size") && msg.contains("2147483647"), "{msg}");
 }
+
+/// A step submitted with `submit_step_top_k` and waited for after other work that needs the
+/// device (another sequence's prefill) gives the candidates of the plain `step_top_k`, on the
+/// CPU and on Vulkan (where the submission returns before the step finishes).
+#[test]
+fn submitted_steps_give_the_same_candidates() {
+    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_K_M, None).unwrap();
+    let path = std::env::temp_dir().join(format!("infr-synth-submit-{}.gguf", std::process::id()));
+    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
+    let w = GgufWeights::open(&path).unwrap();
+    let mut backends: Vec<Box<dyn infr_core::Backend>> =
+        vec![Box::new(CpuBackend::new(CpuOptions { threads: 2, tier: KernelTier::Fast }).unwrap())];
+    match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
+        Ok(vk) => backends.push(Box::new(vk)),
+        Err(e) => assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {e}"),
+    }
+    for backend in backends {
+        let dev = backend.device().id.clone();
+        let model = infr_models::load_model(&w).unwrap();
+        let opts = RunnerOptions { n_ctx: 64, n_seq: 3, ubatch: 64, ..Default::default() };
+        let mut r = Runner::new(model, &w, backend, opts).unwrap();
+        let (a, b, c) = (r.add_sequence(), r.add_sequence(), r.add_sequence());
+        r.prefill(a, &[1, 2, 300, 4, 5], false).unwrap();
+        r.prefill(b, &[1, 2, 300, 4, 5], false).unwrap();
+        let items = |s| [StepItem { seq: s, tokens: &[7, 8], all_logits: true }];
+        let want = r.step_top_k(&items(a), 8, &[]).unwrap();
+        let pending = r.submit_step_top_k(&items(b), 8, &[]).unwrap();
+        r.prefill(c, &[9, 10, 11], false).unwrap();
+        let got = r.wait_step(pending).unwrap();
+        assert_eq!(got, want, "{dev}");
+        assert_eq!(got[0].len(), 2, "{dev}: one candidate list per output row");
+    }
+    drop(w);
+    let _ = std::fs::remove_file(&path);
+}

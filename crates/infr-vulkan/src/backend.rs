@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use infr_core::{Backend, BackendError, DeviceInfo, Graph, KvSpec, PlanId, StepInputs, WeightData, WeightId};
+use infr_core::{
+    Backend, BackendError, DeviceInfo, Graph, KvSpec, PlanId, Readback, StepInputs, StepOutput, Submitted, WeightData,
+    WeightId,
+};
 
 use crate::device::{validation_requested, Context, DeviceCaps};
 use crate::error::{VkError, VkResult};
@@ -63,8 +66,20 @@ pub struct VulkanBackend {
     generation: u64,
     features: crate::lower::Features,
     kv_spill: bool,
+    /// The step [`Backend::submit`] started and nothing has waited for yet.
+    in_flight: Option<InFlight>,
+    /// Results of a step finished early (another call needed the device), for its `wait`.
+    finished: Option<(PlanId, StepOutput)>,
     info: DeviceInfo,
     ctx: Arc<Context>,
+}
+
+/// A submitted step: its plan and what it reads back.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    plan: PlanId,
+    /// `k` of a device top-k readback; `None` for whole rows.
+    top_k: Option<usize>,
 }
 
 impl VulkanBackend {
@@ -104,6 +119,8 @@ impl VulkanBackend {
             .with_max_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes),
             kv_spill: opts.kv_spill_to_host,
+            in_flight: None,
+            finished: None,
             info,
             ctx,
         })
@@ -191,6 +208,7 @@ impl VulkanBackend {
         &mut self,
         id: PlanId,
     ) -> Result<(&mut Plan, Resources<'_>, Option<&mut Profile>, &mut Pipelines), BackendError> {
+        self.settle()?;
         let plan =
             self.plans.get_mut(id.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
         let res = Resources {
@@ -202,6 +220,29 @@ impl VulkanBackend {
             generation: self.generation,
         };
         Ok((plan, res, self.profile.as_mut(), &mut self.pipelines))
+    }
+
+    /// Finish the step in flight, if any, keeping its results for its `wait`: whatever runs
+    /// next may reuse the activation pool or the plan's buffers.
+    fn settle(&mut self) -> Result<(), BackendError> {
+        if let Some(f) = self.in_flight.take() {
+            let out = self.complete(f)?;
+            if self.finished.replace((f.plan, out)).is_some() {
+                tracing::warn!("{}: a submitted step was never waited for; its results are dropped", self.info.id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for `f`'s step and read its results.
+    fn complete(&mut self, f: InFlight) -> Result<StepOutput, BackendError> {
+        let plan =
+            self.plans.get_mut(f.plan.0 as usize).ok_or_else(|| BackendError::InvalidInput("unknown plan".into()))?;
+        plan.complete(self.profile.as_mut())?;
+        Ok(match f.top_k {
+            Some(k) => StepOutput::TopK(plan.read_top_k(k)),
+            None => StepOutput::Rows(plan.read_rows()),
+        })
     }
 
     fn err(&self, e: VkError) -> BackendError {
@@ -242,6 +283,7 @@ impl Backend for VulkanBackend {
         weight: &WeightData,
         place: infr_core::WeightPlace,
     ) -> Result<(), BackendError> {
+        self.settle()?;
         // Replacing a weight frees buffers that recorded plans may bind: wait, then re-record lazily.
         if self.weights.contains_key(&id) {
             self.ctx.wait_idle();
@@ -257,6 +299,7 @@ impl Backend for VulkanBackend {
     }
 
     fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError> {
+        self.settle()?;
         self.ctx.wait_idle();
         self.kv = None;
         let kv = KvCache::new(&self.ctx, &mut self.one, spec, self.kv_spill).map_err(|e| self.err(e))?;
@@ -277,6 +320,7 @@ impl Backend for VulkanBackend {
     }
 
     fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
+        self.settle()?;
         let id = self.info.id.clone();
         let plan = match self.plan(graph, self.features) {
             // The f16 prefill path's buffers (dequantized weights, f16 activations) are
@@ -315,6 +359,48 @@ impl Backend for VulkanBackend {
         }
         let (p, res, prof, pipes) = self.plan_parts(plan)?;
         p.execute_top_k(inputs, &res, prof, k, adjust, pipes)
+    }
+
+    fn submit(&mut self, plan: PlanId, inputs: &StepInputs<'_>, read: Readback<'_>) -> Result<Submitted, BackendError> {
+        let (top_k, host_top_k) = match read {
+            Readback::TopK { k, .. } if self.device_top_k(k) => (Some(k), None),
+            // A selection the device cannot make: whole rows back, selected at `wait`.
+            Readback::TopK { k, adjust } => (None, Some((k, adjust.to_vec()))),
+            Readback::Rows => (None, None),
+        };
+        let (p, res, _, pipes) = self.plan_parts(plan)?;
+        match (read, top_k) {
+            (Readback::TopK { adjust, .. }, Some(k)) => p.launch_top_k(inputs, &res, k, adjust, pipes)?,
+            _ => p.launch_rows(inputs, &res)?,
+        }
+        self.in_flight = Some(InFlight { plan, top_k });
+        let top_k = top_k.or(host_top_k.as_ref().map(|h| h.0));
+        Ok(Submitted { plan, done: None, host_top_k, top_k, rows: inputs.output_rows.len() })
+    }
+
+    fn wait(&mut self, step: Submitted) -> Result<StepOutput, BackendError> {
+        if let Some(done) = step.done {
+            return Ok(done);
+        }
+        let out = match self.in_flight {
+            Some(f) if f.plan == step.plan => {
+                self.in_flight = None;
+                self.complete(f)?
+            }
+            _ => match self.finished.take() {
+                Some((plan, out)) if plan == step.plan => out,
+                other => {
+                    self.finished = other;
+                    return Err(BackendError::InvalidInput("waiting for a step that is not in flight".into()));
+                }
+            },
+        };
+        Ok(match (out, step.host_top_k) {
+            (StepOutput::Rows(rows), Some((k, adjust))) => {
+                StepOutput::TopK(infr_core::top_k_rows_adjusted(rows, step.rows, k, &adjust))
+            }
+            (out, _) => out,
+        })
     }
 
     fn prepare_top_k(&mut self, plan: PlanId, k: usize) -> Result<(), BackendError> {

@@ -96,6 +96,8 @@ pub(crate) struct Plan {
     /// for (the scheduler's k changes with the requests in a step), built on first use.
     tops: Vec<TopKTail>,
     fence: vk::Fence,
+    /// Whether a submission launched on `fence` has not been waited for.
+    in_flight: bool,
     queries: Option<vk::QueryPool>,
     recorded_generation: Option<u64>,
 }
@@ -213,6 +215,7 @@ impl Plan {
             tail_logits: cmds[1],
             tops: Vec::new(),
             fence,
+            in_flight: false,
             queries,
             recorded_generation: None,
         };
@@ -385,11 +388,22 @@ impl Plan {
         res: &Resources<'_>,
         prof: Option<&mut Profile>,
     ) -> Result<Vec<f32>, infr_core::BackendError> {
+        self.launch_rows(inp, res)?;
+        self.complete(prof)?;
+        Ok(self.read_rows())
+    }
+
+    /// Start the plan with the whole output rows as its readback; [`Plan::complete`] waits.
+    pub fn launch_rows(&mut self, inp: &StepInputs<'_>, res: &Resources<'_>) -> Result<(), infr_core::BackendError> {
         self.refresh(res)?;
-        self.submit(inp, res, prof, self.tail_logits, false)?;
+        self.launch(inp, res, self.tail_logits, false)
+    }
+
+    /// The output rows of the last finished run (`n_outputs × cols`).
+    pub fn read_rows(&self) -> Vec<f32> {
         let mut out = vec![0f32; self.n_outputs * self.out_cols];
         self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
-        Ok(out)
+        out
     }
 
     /// Run the plan once and read back each output row's `k` best (see `TopKTail`).
@@ -402,6 +416,21 @@ impl Plan {
         adjust: &[Vec<LogitAdjust>],
         pipes: &mut Pipelines,
     ) -> Result<Vec<Vec<(u32, f32)>>, infr_core::BackendError> {
+        self.launch_top_k(inp, res, k, adjust, pipes)?;
+        self.complete(prof)?;
+        Ok(self.read_top_k(k))
+    }
+
+    /// Start the plan with each output row's `k` best after `adjust` as its readback;
+    /// [`Plan::complete`] waits.
+    pub fn launch_top_k(
+        &mut self,
+        inp: &StepInputs<'_>,
+        res: &Resources<'_>,
+        k: usize,
+        adjust: &[Vec<LogitAdjust>],
+        pipes: &mut Pipelines,
+    ) -> Result<(), infr_core::BackendError> {
         let rows = self.n_outputs.max(1);
         if adjust.len() > rows || adjust.iter().any(|a| a.len() > MAX_LOGIT_ADJUST) {
             return Err(infr_core::BackendError::InvalidInput(format!(
@@ -421,14 +450,18 @@ impl Plan {
         for (r, a) in adjust.iter().enumerate().filter(|(_, a)| !a.is_empty()) {
             top.adjust.write(((head + r * MAX_LOGIT_ADJUST) * 16) as u64, bytemuck::cast_slice(a));
         }
-        self.submit(inp, res, prof, self.tops[ti].cmd, false)?;
-        let top = &self.tops[ti];
+        self.launch(inp, res, self.tops[ti].cmd, false)
+    }
+
+    /// Each output row's `k` best from the last finished top-`k` run.
+    pub fn read_top_k(&self, k: usize) -> Vec<Vec<(u32, f32)>> {
+        let Some(top) = self.tops.iter().find(|t| t.k == k) else { return Vec::new() };
         let mut pairs = vec![[0u32; 2]; self.n_outputs * k];
         top.readback.read(0, bytemuck::cast_slice_mut(&mut pairs));
-        Ok(pairs
+        pairs
             .chunks(k)
             .map(|row| row.iter().filter(|p| p[1] != u32::MAX).map(|p| (p[1], f32::from_bits(p[0]))).collect())
-            .collect())
+            .collect()
     }
 
     /// Record again against `res` if weights, the KV cache or the pool's buffers changed since
@@ -436,6 +469,9 @@ impl Plan {
     pub fn refresh(&mut self, res: &Resources<'_>) -> Result<(), infr_core::BackendError> {
         if self.recorded_generation == Some(res.generation) {
             return Ok(());
+        }
+        if self.in_flight {
+            return Err(infr_core::BackendError::InvalidInput("re-recording a plan whose run is in flight".into()));
         }
         while !self.tops.is_empty() {
             self.drop_top(0);
@@ -575,8 +611,7 @@ impl Plan {
         }
     }
 
-    /// Write the step inputs, (re-)record if needed, submit the mixture's prologue (unless the
-    /// step reuses the device mixture), the dispatches and `tail`, wait.
+    /// [`Plan::launch`], then [`Plan::complete`].
     fn submit(
         &mut self,
         inp: &StepInputs<'_>,
@@ -585,6 +620,22 @@ impl Plan {
         tail: vk::CommandBuffer,
         reuse_mix: bool,
     ) -> Result<(), infr_core::BackendError> {
+        self.launch(inp, res, tail, reuse_mix)?;
+        self.complete(prof)
+    }
+
+    /// Write the step inputs, (re-)record if needed, submit the mixture's prologue (unless the
+    /// step reuses the device mixture), the dispatches and `tail`; [`Plan::complete`] waits.
+    fn launch(
+        &mut self,
+        inp: &StepInputs<'_>,
+        res: &Resources<'_>,
+        tail: vk::CommandBuffer,
+        reuse_mix: bool,
+    ) -> Result<(), infr_core::BackendError> {
+        if self.in_flight {
+            return Err(infr_core::BackendError::InvalidInput("the plan's previous run is still in flight".into()));
+        }
         let dev = self.ctx.caps.id.clone();
         let e = |err: VkError| err.into_backend(&dev);
         match res.kv {
@@ -632,9 +683,26 @@ impl Plan {
         // SAFETY: the command buffer is fully recorded and idle; the fence is unsignalled.
         unsafe {
             d.queue_submit(self.ctx.queue, &submit, self.fence).vk("vkQueueSubmit").map_err(e)?;
+        }
+        self.in_flight = true;
+        Ok(())
+    }
+
+    /// Wait for the run [`Plan::launch`] started (nothing to do if none is in flight) and add
+    /// its timings to `prof`.
+    pub fn complete(&mut self, prof: Option<&mut Profile>) -> Result<(), infr_core::BackendError> {
+        if !self.in_flight {
+            return Ok(());
+        }
+        let dev = self.ctx.caps.id.clone();
+        let e = |err: VkError| err.into_backend(&dev);
+        let d = &self.ctx.device;
+        // SAFETY: the fence belongs to the submission in flight.
+        unsafe {
             d.wait_for_fences(&[self.fence], true, u64::MAX).vk("vkWaitForFences").map_err(e)?;
             d.reset_fences(&[self.fence]).vk("vkResetFences").map_err(e)?;
         }
+        self.in_flight = false;
         if let (Some(q), Some(p)) = (self.queries, prof) {
             let n = self.dispatches.len() + 1;
             let mut ts = vec![0u64; n];
@@ -694,6 +762,9 @@ fn host_read_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
 
 impl Drop for Plan {
     fn drop(&mut self) {
+        if self.complete(None).is_err() {
+            tracing::warn!("a plan dropped while its run failed to finish");
+        }
         while !self.tops.is_empty() {
             self.drop_top(0);
         }

@@ -185,7 +185,7 @@ impl Step {
     }
 
     /// The step as backend inputs, for `f`.
-    fn with_inputs<T>(&self, f: impl FnOnce(&StepInputs<'_>) -> T) -> T {
+    pub fn with_inputs<T>(&self, f: impl FnOnce(&StepInputs<'_>) -> T) -> T {
         let seqs: Vec<SeqPages<'_>> = self
             .seqs
             .iter()

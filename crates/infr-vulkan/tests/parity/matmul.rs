@@ -562,6 +562,51 @@ fn device_top_k_matches_full_rows() {
     assert_clean(&vk);
 }
 
+/// `submit` returns before the step finishes and `wait` gives what `execute` /
+/// `execute_top_k` give: whole rows, device top-k with adjustments, a top-k too wide for the
+/// device (selected on the host at `wait`); a step in flight when another call needs the
+/// device is finished first and keeps its results; waiting for nothing is an error.
+#[test]
+fn submitted_steps_match_executed_ones() {
+    use infr_core::{Readback, StepOutput, Submitted};
+    let Some(mut vk) = vulkan() else { return };
+    let (vocab, width) = (8, 3000);
+    let mut rng = Rng(92);
+    let mut w = Weights::default();
+    let table = w.add(weight("tok", GgmlType::F32, K, vocab, &mut rng, 1.0));
+    let wt = w.add(weight("head", GgmlType::Q8_0, K, width, &mut rng, 0.5));
+    w.load(&mut vk);
+    vk.init_kv(&kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32)).unwrap();
+    let g = graph(&w, 3, 3, |g| {
+        let x = g.embed(table);
+        g.linear(x, wt, None)
+    });
+    let plan = vk.compile(&g).unwrap();
+    let (one, two) = (Step::simple(vec![1, 5, 2], 0, vec![0; 8]), Step::simple(vec![3, 4, 6], 0, vec![0; 8]));
+    let (full1, full2) = (one.run(&mut vk, plan), two.run(&mut vk, plan));
+    assert_ne!(full1, full2);
+    let top = |full: &[f32], k: usize| -> Vec<Vec<(u32, f32)>> {
+        (0..3).map(|r| infr_core::top_k(&full[r * width..(r + 1) * width], k)).collect()
+    };
+    let sub = one.with_inputs(|inp| vk.submit(plan, inp, Readback::Rows)).unwrap();
+    assert_eq!(vk.wait(sub).unwrap(), StepOutput::Rows(full1.clone()));
+    let adjust = vec![vec![LogitAdjust { token: 7, bias: 1000.0, repeat: 1.0, sub: 0.0 }]];
+    let sub = one.with_inputs(|inp| vk.submit(plan, inp, Readback::TopK { k: 5, adjust: &adjust })).unwrap();
+    let StepOutput::TopK(got) = vk.wait(sub).unwrap() else { panic!("rows for a top-k readback") };
+    assert_eq!(got[0][0].0, 7);
+    assert_eq!(got[1..], top(&full1, 5)[1..]);
+    // Wider than the device selection: whole rows back, selected on the host.
+    let sub = two.with_inputs(|inp| vk.submit(plan, inp, Readback::TopK { k: 100, adjust: &[] })).unwrap();
+    assert_eq!(vk.wait(sub).unwrap(), StepOutput::TopK(top(&full2, 100)));
+    // Another step while one is in flight: the first finishes first and keeps its rows.
+    let sub = one.with_inputs(|inp| vk.submit(plan, inp, Readback::Rows)).unwrap();
+    assert_eq!(two.run(&mut vk, plan), full2);
+    assert_eq!(vk.wait(sub).unwrap(), StepOutput::Rows(full1));
+    let stray = Submitted { plan, done: None, host_top_k: None, top_k: None, rows: 3 };
+    assert!(vk.wait(stray).is_err());
+    assert_clean(&vk);
+}
+
 /// Residual add + RMS norm feeding int8 matmuls over rows wider than one workgroup's slice
 /// (`norm_q8` splits a row over workgroups that each sum the whole row): k-quant (one scale
 /// per 256) and Q8_0 (per 32) activations, 1 and 3 rows, 4096 and 2560 columns.
