@@ -382,11 +382,20 @@ impl Pipelines {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = path.with_extension(unique_tmp_extension());
         if std::fs::write(&tmp, &data).is_ok() {
             let _ = std::fs::rename(&tmp, path);
         }
     }
+}
+
+/// A temporary-file extension no other save uses at the same time: backends of one process
+/// (two models of `infr multi` on one GPU, parallel tests) save the same cache file, and a
+/// shared temporary name would let two writes interleave into a torn file.
+fn unique_tmp_extension() -> String {
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("tmp{}-{n}", std::process::id())
 }
 
 impl Drop for Pipelines {
@@ -469,5 +478,15 @@ unsafe fn write_internal_representations(
             };
             let _ = std::fs::write(dir.join(format!("{stem}.{n}.txt")), format!("# {label}\n{text}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cache_saves_of_one_process_use_distinct_temporary_files() {
+        let (a, b) = (super::unique_tmp_extension(), super::unique_tmp_extension());
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("tmp{}-", std::process::id())), "{a}");
     }
 }
