@@ -25,6 +25,12 @@ oracle=$(cargo test --release --locked -p infr-engine --test oracle_synth --no-r
     grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
 [ -n "$oracle" ] || { echo "test.sh: no synth oracle test binary was built" >&2; exit 1; }
 scripts/coopmat-lavapipe.sh "$oracle" vulkan
+# And the real-model oracle with a q8_0 KV cache there: its SmolLM2 chat case has a clear row
+# that the summation order of the cooperative (split-K) prompt products can tip.
+oracle_real=$(cargo test --release --locked -p infr-engine --test oracle_vulkan --no-run --message-format=json |
+    grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
+[ -n "$oracle_real" ] || { echo "test.sh: no real-model oracle test binary was built" >&2; exit 1; }
+scripts/coopmat-lavapipe.sh "$oracle_real" q8_0_cache
 # The official SDKs against `infr serve` (builds target/release/infr, starts it on a free
 # loopback port with smollm2, stops it afterwards).
 crates/infr-server/tests/clients/run.sh
