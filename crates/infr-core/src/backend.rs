@@ -242,8 +242,6 @@ pub struct Submitted {
     pub done: Option<StepOutput>,
     /// Adjustments and `k` of a top-k readback the backend selects on the host at `wait`.
     pub host_top_k: Option<(usize, Vec<Vec<crate::LogitAdjust>>)>,
-    /// Whether the step reads back top-k candidates (else whole rows).
-    pub top_k: Option<usize>,
     /// The step's output rows.
     pub rows: usize,
 }
@@ -331,11 +329,11 @@ pub trait Backend: Send {
     /// returns its results. One step at a time: anything else that runs plans waits for it
     /// first or refuses. The default runs the step to completion here.
     fn submit(&mut self, plan: PlanId, inputs: &StepInputs<'_>, read: Readback<'_>) -> Result<Submitted, BackendError> {
-        let (done, top_k) = match read {
-            Readback::Rows => (StepOutput::Rows(self.execute(plan, inputs)?), None),
-            Readback::TopK { k, adjust } => (StepOutput::TopK(self.execute_top_k(plan, inputs, k, adjust)?), Some(k)),
+        let done = match read {
+            Readback::Rows => StepOutput::Rows(self.execute(plan, inputs)?),
+            Readback::TopK { k, adjust } => StepOutput::TopK(self.execute_top_k(plan, inputs, k, adjust)?),
         };
-        Ok(Submitted { plan, done: Some(done), host_top_k: None, top_k, rows: inputs.output_rows.len() })
+        Ok(Submitted { plan, done: Some(done), host_top_k: None, rows: inputs.output_rows.len() })
     }
 
     /// Wait for a step [`Backend::submit`] started and return its results.

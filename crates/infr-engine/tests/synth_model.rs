@@ -6,12 +6,18 @@ use infr_cpu::{CpuBackend, CpuOptions, KernelTier};
 use infr_engine::{Runner, RunnerOptions, StepItem};
 use infr_models::synth::{self, Shape, SynthPlan, SynthQuant};
 
+/// Write the tiny synth shape `shape` in `quant` with `seed` to a temporary file named by
+/// `tag` (unique per test); returns its plan and path.
+fn write_tiny(shape: &str, quant: SynthQuant, seed: u64, tag: &str) -> (SynthPlan, std::path::PathBuf) {
+    let plan = SynthPlan::new(Shape::by_name(shape).unwrap(), quant, None).unwrap();
+    let path = std::env::temp_dir().join(format!("infr-synth-{}-{shape}-{tag}.gguf", std::process::id()));
+    synth::write(&plan, seed, &path, &mut |_, _| {}).unwrap();
+    (plan, path)
+}
+
 /// Write a tiny synth file, prefill 5 tokens and step once; returns the step's logits.
 fn run_tiny(shape: &str, quant: SynthQuant, tier: KernelTier) -> Vec<f32> {
-    let plan = SynthPlan::new(Shape::by_name(shape).unwrap(), quant, None).unwrap();
-    let name = format!("infr-synth-{}-{shape}-{}-{tier:?}.gguf", std::process::id(), quant.name());
-    let path = std::env::temp_dir().join(name);
-    synth::write(&plan, 42, &path, &mut |_, _| {}).unwrap();
+    let (plan, path) = write_tiny(shape, quant, 42, &format!("{}-{tier:?}", quant.name()));
     let w = GgufWeights::open(&path).unwrap();
     let model = infr_models::load_model(&w).unwrap();
     let backend = Box::new(CpuBackend::new(CpuOptions { threads: 2, tier }).unwrap());
@@ -63,9 +69,7 @@ fn synth_tiny_hybrid_and_gemma4_shapes_run_on_cpu() {
 /// tokens inside the vocabulary, the same ones twice.
 #[test]
 fn synth_tiny_diffusiongemma_generates() {
-    let plan = SynthPlan::new(Shape::by_name("tiny-diffusiongemma").unwrap(), SynthQuant::Q4_K_M, None).unwrap();
-    let path = std::env::temp_dir().join(format!("infr-synth-{}-tiny-diffusiongemma.gguf", std::process::id()));
-    synth::write(&plan, 42, &path, &mut |_, _| {}).unwrap();
+    let (plan, path) = write_tiny("tiny-diffusiongemma", SynthQuant::Q4_K_M, 42, "generates");
     let w = GgufWeights::open(&path).unwrap();
     let run_ctx = |n_ctx: usize, max_new_tokens: usize| {
         let model = infr_models::load_model(&w).unwrap();
@@ -147,9 +151,7 @@ impl infr_core::Backend for WithoutOp {
 /// The message of `Runner::new`'s error for the tiny Qwen3 synth model on `backend` with
 /// `opts` (the runner must refuse it).
 fn refusal(tag: &str, backend: Box<dyn infr_core::Backend>, opts: RunnerOptions) -> String {
-    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_0, None).unwrap();
-    let path = std::env::temp_dir().join(format!("infr-synth-{tag}-{}.gguf", std::process::id()));
-    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
+    let (_, path) = write_tiny("tiny-qwen3", SynthQuant::Q4_0, 7, tag);
     let w = GgufWeights::open(&path).unwrap();
     let model = infr_models::load_model(&w).unwrap();
     let msg = Runner::new(model, &w, backend, opts).err().expect("the runner must refuse the model").to_string();
@@ -181,9 +183,7 @@ fn a_context_that_cannot_fit_is_refused_with_numbers() {
 /// CPU and on Vulkan (where the submission returns before the step finishes).
 #[test]
 fn submitted_steps_give_the_same_candidates() {
-    let plan = SynthPlan::new(Shape::by_name("tiny-qwen3").unwrap(), SynthQuant::Q4_K_M, None).unwrap();
-    let path = std::env::temp_dir().join(format!("infr-synth-submit-{}.gguf", std::process::id()));
-    synth::write(&plan, 7, &path, &mut |_, _| {}).unwrap();
+    let (_, path) = write_tiny("tiny-qwen3", SynthQuant::Q4_K_M, 7, "submit");
     let w = GgufWeights::open(&path).unwrap();
     let mut backends: Vec<Box<dyn infr_core::Backend>> =
         vec![Box::new(CpuBackend::new(CpuOptions { threads: 2, tier: KernelTier::Fast }).unwrap())];

@@ -374,8 +374,7 @@ impl Backend for VulkanBackend {
             _ => p.launch_rows(inputs, &res)?,
         }
         self.in_flight = Some(InFlight { plan, top_k });
-        let top_k = top_k.or(host_top_k.as_ref().map(|h| h.0));
-        Ok(Submitted { plan, done: None, host_top_k, top_k, rows: inputs.output_rows.len() })
+        Ok(Submitted { plan, done: None, host_top_k, rows: inputs.output_rows.len() })
     }
 
     fn wait(&mut self, step: Submitted) -> Result<StepOutput, BackendError> {

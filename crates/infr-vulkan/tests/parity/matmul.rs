@@ -602,7 +602,7 @@ fn submitted_steps_match_executed_ones() {
     let sub = one.with_inputs(|inp| vk.submit(plan, inp, Readback::Rows)).unwrap();
     assert_eq!(two.run(&mut vk, plan), full2);
     assert_eq!(vk.wait(sub).unwrap(), StepOutput::Rows(full1));
-    let stray = Submitted { plan, done: None, host_top_k: None, top_k: None, rows: 3 };
+    let stray = Submitted { plan, done: None, host_top_k: None, rows: 3 };
     assert!(vk.wait(stray).is_err());
     assert_clean(&vk);
 }
