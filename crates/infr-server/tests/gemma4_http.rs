@@ -83,3 +83,45 @@ async fn history_with_calls_completes() {
         assert!(v["usage"]["completion_tokens"].as_u64().unwrap() > 0, "{v}");
     }
 }
+
+/// `tool_choice` required / named on Gemma 4 is grammar-enforced in its own call syntax: even
+/// the random-weight synth model answers with exactly one call of the tool, its required
+/// arguments present and typed (an enum string between `<|"|>` markers, an integer), parsed
+/// back into JSON arguments. (Without the grammar it writes no call at all.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_calls_follow_the_gemma4_grammar() {
+    let Some(base) = start_server_custom("synth:gemma4", 1, 2048, Some(&template()), |_| {}) else { return };
+    let forecast = json!({"type": "function", "function": {
+        "name": "forecast",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Berlin"]},
+            "days": {"type": "integer"},
+            "metric": {"type": "boolean"},
+        }, "required": ["city", "days"]},
+    }});
+    // Bounded value types: a random-weight model must still end the call (a free string, as
+    // get_weather's city, it would go on to max_tokens), so `required` offers forecast alone;
+    // the named choice offers both.
+    let named = json!({"type": "function", "function": {"name": "forecast"}});
+    for (choice, tools) in [(json!("required"), json!([forecast])), (named, json!([weather_tool(), forecast]))] {
+        let body = json!({
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": tools,
+            "tool_choice": choice,
+            "chat_template_kwargs": {"enable_thinking": false},
+            "max_tokens": 200,
+            "temperature": 0,
+        });
+        let (status, v) = post(format!("{base}/v1/chat/completions"), &body).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+        let calls = v["choices"][0]["message"]["tool_calls"].as_array().expect("tool calls");
+        assert_eq!(calls.len(), 1, "{v}");
+        let f = &calls[0]["function"];
+        assert_eq!(f["name"], "forecast", "{v}");
+        let args: Value = serde_json::from_str(f["arguments"].as_str().unwrap()).unwrap();
+        assert!(["Paris", "Berlin"].contains(&args["city"].as_str().unwrap_or("")), "{args}");
+        assert!(args["days"].is_i64(), "{args}");
+        assert!(args.get("metric").is_none_or(Value::is_boolean), "{args}");
+    }
+}

@@ -11,7 +11,7 @@ pub const OPEN: &str = "<|tool_call>";
 /// The marker that closes a call.
 pub const CLOSE: &str = "<tool_call|>";
 /// The marker around string values.
-const QUOTE: &str = "<|\"|>";
+pub const QUOTE: &str = "<|\"|>";
 
 /// Split `text` into content and Gemma 4 calls; a block that does not parse stays text.
 pub fn parse(text: &str) -> Parsed {

@@ -4,9 +4,10 @@
 //!
 //! Enforced for the JSON dialects (`<tool_call>` JSON, which the polyfill also asks for,
 //! Llama 3 JSON), Qwen3-Coder XML (required parameters present, values typed by their
-//! schema: text without `<`, numerals, literals, JSON) and gpt-oss's harmony messages (its
-//! markers are control tokens, written as llguidance special tokens). Mistral, Gemma and
-//! Gemma 4 forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
+//! schema: text without `<`, numerals, literals, JSON), gpt-oss's harmony messages (its
+//! markers are control tokens, written as llguidance special tokens) and Gemma 4's
+//! `<|tool_call>call:f{key:value}` form (the same typing in its own value syntax). Mistral and
+//! Gemma 3 forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
 
 use std::sync::Arc;
 
@@ -142,10 +143,103 @@ pub fn tool_grammar(setup: &ToolSetup, control: &dyn Fn(&str) -> bool) -> Option
         Dialect::Llama3 => Some(format!("start: call\ncall: %json {}\n", json_calls("parameters"))),
         Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
         Dialect::Harmony => harmony_grammar(&setup.tools, params, control),
-        // Gemma 4 quotes string values with a control token inside its call syntax, which
-        // would need a JSON-like grammar of its own: not enforced.
-        Dialect::Mistral | Dialect::Gemma | Dialect::Gemma4 => None,
+        Dialect::Gemma4 => gemma4_grammar(&setup.tools, params, control),
+        Dialect::Mistral | Dialect::Gemma => None,
     }
+}
+
+/// Gemma 4's call of one of `tools` in its own syntax (see `gemma4.rs`):
+/// `<|tool_call>call:NAME{key:value,...}<tool_call|>`, the schema's properties in schema order,
+/// the required ones present, values by type -- strings between `<|"|>` markers (text without
+/// `<`), numerals, literals, string enums, and other values in the dialect's nested
+/// `{key:value}` / `[...]` form. Markers that are control tokens are written as llguidance
+/// special tokens (`control`).
+fn gemma4_grammar(tools: &[Value], params: impl Fn(&Value) -> Value, control: &dyn Fn(&str) -> bool) -> Option<String> {
+    use super::gemma4::{CLOSE, OPEN, QUOTE};
+    let mark = |m: &str| if control(m) { m.to_owned() } else { lit(m) };
+    let (open, close, quote) = (mark(OPEN), mark(CLOSE), mark(QUOTE));
+    let mut rules = vec![
+        format!("gstr: {quote} /[^<]+/ {quote}"),
+        format!("gnum: {}", NUMBER_RE),
+        "gval: gstr | gnum | \"true\" | \"false\" | \"null\" | gobj | garr".to_owned(),
+        "gobj: \"{\" (gkey \":\" gval (\",\" gkey \":\" gval)*)? \"}\"".to_owned(),
+        "garr: \"[\" (gval (\",\" gval)*)? \"]\"".to_owned(),
+        "gkey: /[A-Za-z0-9_.-]+/".to_owned(),
+    ];
+    let mut calls = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let Some(name) = tool_name(t) else { continue };
+        let schema = params(t);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+        let mut props: Vec<bool> = Vec::new();
+        if let Some(map) = schema.get("properties").and_then(Value::as_object) {
+            for (j, (key, ps)) in map.iter().enumerate() {
+                rules.push(format!("p{i}_{j}: {} {}", lit(&format!("{key}:")), gemma4_value(ps, &quote)));
+                props.push(required.contains(&key.as_str()));
+            }
+        }
+        let body = gemma4_members(i, &props, &mut rules);
+        rules.push(format!("call{i}: {open} {} \"{{\" {body} \"}}\" {close}", lit(&format!("call:{name}"))));
+        calls.push(format!("call{i}"));
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
+}
+
+/// A JSON-style number.
+const NUMBER_RE: &str = "/-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?/";
+
+/// The grammar of one Gemma 4 argument value for its JSON schema.
+fn gemma4_value(schema: &Value, quote: &str) -> String {
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(lit).collect();
+        if !alts.is_empty() && alts.len() == options.len() {
+            return format!("{quote} ({}) {quote}", alts.join(" | "));
+        }
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => "gstr".into(),
+        Some("integer") => "/-?(0|[1-9][0-9]{0,17})/".into(),
+        Some("number") => "gnum".into(),
+        Some("boolean") => "(\"true\" | \"false\")".into(),
+        Some("object") => "gobj".into(),
+        Some("array") => "garr".into(),
+        _ => "gval".into(),
+    }
+}
+
+/// The members of call `i`'s object for its properties (`required[j]` per property, rules
+/// `p{i}_{j}`), comma-separated in order with the required ones present; adds the rules it
+/// needs and returns the expression (empty for no properties). `f{i}_{j}`: members from `j`
+/// on, the first of the object; `n{i}_{j}`: from `j` on after a member; both non-empty, made
+/// optional where every property from `j` on is.
+fn gemma4_members(i: usize, required: &[bool], rules: &mut Vec<String>) -> String {
+    let n = required.len();
+    let use_at = |kind: char, j: usize| -> String {
+        if j >= n {
+            String::new()
+        } else if required[j..].iter().any(|&r| r) {
+            format!("{kind}{i}_{j}")
+        } else {
+            format!("{kind}{i}_{j}?")
+        }
+    };
+    for j in 0..n {
+        let mut first = vec![format!("p{i}_{j} {}", use_at('n', j + 1))];
+        let mut next = vec![format!("\",\" p{i}_{j} {}", use_at('n', j + 1))];
+        if !required[j] && j + 1 < n {
+            first.push(format!("f{i}_{}", j + 1));
+            next.push(format!("n{i}_{}", j + 1));
+        }
+        rules.push(format!("f{i}_{j}: {}", first.join(" | ")));
+        rules.push(format!("n{i}_{j}: {}", next.join(" | ")));
+    }
+    use_at('f', 0)
 }
 
 /// gpt-oss's harmony call of one of `tools`, as the model writes it after the template's
@@ -206,7 +300,7 @@ fn xml_value(schema: &Value) -> String {
     match schema.get("type").and_then(Value::as_str) {
         Some("string") => "/[^<]+/".into(),
         Some("integer") => "/-?(0|[1-9][0-9]{0,17})/".into(),
-        Some("number") => "/-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?/".into(),
+        Some("number") => NUMBER_RE.into(),
         Some("boolean") => "(\"true\" | \"false\")".into(),
         _ => format!("%json {schema}"),
     }
@@ -279,5 +373,29 @@ mod tests {
         assert!(g.starts_with("start: call0\n"), "{g}");
         let want = r#"call0: "<|channel|>" "commentary to=functions.get_weather " "<|constrain|>" "json" "<|message|>" args0 <|call|>"#;
         assert!(g.contains(want), "{g}");
+    }
+
+    #[test]
+    fn gemma4_members_keep_order_and_required_ones() {
+        let q = |m: &str| m == super::super::gemma4::QUOTE;
+        let g = super::tool_grammar(&setup("<|tool_call>", ToolChoice::Required), &q).unwrap();
+        assert!(g.starts_with("start: call0 | call1\n"), "{g}");
+        assert!(g.contains(r#"call0: "<|tool_call>" "call:get_weather" "{" f0_0 "}" "<tool_call|>""#), "{g}");
+        assert!(g.contains(r#"p0_0: "city:" gstr"#) && g.contains(r#"gstr: <|"|> /[^<]+/ <|"|>"#), "{g}");
+        // A tool without parameters takes an empty object.
+        assert!(g.contains(r#"call1: "<|tool_call>" "call:noop" "{"  "}""#), "{g}");
+        // Optional, required, optional: the required one is always there, commas between.
+        let mut rules = Vec::new();
+        assert_eq!(super::gemma4_members(3, &[false, true, false], &mut rules), "f3_0");
+        let want = [
+            "f3_0: p3_0 n3_1 | f3_1",
+            "n3_0: \",\" p3_0 n3_1 | n3_1",
+            "f3_1: p3_1 n3_2?",
+            "n3_1: \",\" p3_1 n3_2?",
+            "f3_2: p3_2 ",
+            "n3_2: \",\" p3_2 ",
+        ];
+        assert_eq!(rules, want);
+        assert_eq!(super::gemma4_members(0, &[false, false], &mut Vec::new()), "f0_0?");
     }
 }
