@@ -6,8 +6,9 @@
 //! Llama 3 JSON), Qwen3-Coder XML (required parameters present, values typed by their
 //! schema: text without `<`, numerals, literals, JSON), gpt-oss's harmony messages (its
 //! markers are control tokens, written as llguidance special tokens) and Gemma 4's
-//! `<|tool_call>call:f{key:value}` form (the same typing in its own value syntax). Mistral and
-//! Gemma 3 forms are not enforced: the tools are offered and the reply parsed, as with `auto`.
+//! `<|tool_call>call:f{key:value}` form (the same typing in its own value syntax), Mistral's
+//! `[TOOL_CALLS]` JSON list and the Python-style `[f(key=value)]` list of Gemma and other
+//! pythonic templates.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use llguidance::toktrie::{ApproximateTokEnv, TokRxInfo, TokTrie, TokenizerEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 
-use super::llama_json::tool_name;
+use super::llama_json::{tool_name, TOOL_CALLS};
 use super::{Dialect, ToolChoice, ToolSetup};
 
 /// Builds grammar matchers over one tokenizer (made once per model, on first use).
@@ -144,8 +145,86 @@ pub fn tool_grammar(setup: &ToolSetup, control: &dyn Fn(&str) -> bool) -> Option
         Dialect::QwenXml => qwen_xml_grammar(&setup.tools, params),
         Dialect::Harmony => harmony_grammar(&setup.tools, params, control),
         Dialect::Gemma4 => gemma4_grammar(&setup.tools, params, control),
-        Dialect::Mistral | Dialect::Gemma => None,
+        Dialect::Mistral => {
+            let marker = if control(TOOL_CALLS) { TOOL_CALLS.to_owned() } else { lit(TOOL_CALLS) };
+            let one: Value = serde_json::from_str(&json_calls("arguments")).ok()?;
+            // As json.dumps writes it (Mistral's own calls): fixed separators, no free
+            // whitespace, which a weak model would pad until max_tokens.
+            let list = json!({"type": "array", "items": one, "minItems": 1, "maxItems": 1,
+                "x-guidance": {"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}});
+            Some(format!("start: {marker} call\ncall: %json {list}\n"))
+        }
+        Dialect::Gemma => pythonic_grammar(&setup.tools, params),
     }
+}
+
+/// The Python-style call list of one of `tools` opening the reply (`gemma.rs`):
+/// `[NAME(key=value, ...)]`, keyword arguments in schema order with the required ones, values
+/// typed as Python literals -- double-quoted strings without quotes or backslashes inside,
+/// string enums, integers, numbers, `True` / `False`, and other values as Python literals.
+fn pythonic_grammar(tools: &[Value], params: impl Fn(&Value) -> Value) -> Option<String> {
+    let mut rules = vec![
+        "pstr: /\"[^\"\\\\\\n]*\"/".to_owned(),
+        format!("pnum: {NUMBER_RE}"),
+        "pval: pstr | pnum | \"True\" | \"False\" | \"None\" | pdict | plist".to_owned(),
+        "pdict: \"{\" (pstr \": \" pval (\", \" pstr \": \" pval)*)? \"}\"".to_owned(),
+        "plist: \"[\" (pval (\", \" pval)*)? \"]\"".to_owned(),
+    ];
+    let mut calls = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let Some(name) = tool_name(t) else { continue };
+        let required = property_rules(i, &params(t), &mut rules, |key, ps| {
+            format!("{} {}", lit(&format!("{key}=")), pythonic_value(ps))
+        });
+        let body = ordered_members(i, &required, &lit(", "), &mut rules);
+        rules.push(format!("call{i}: {} {body} \")\"", lit(&format!("{name}("))));
+        calls.push(format!("call{i}"));
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some(format!("start: \"[\" ({}) \"]\"\n{}\n", calls.join(" | "), rules.join("\n")))
+}
+
+/// The grammar of one Python keyword-argument value for its JSON schema.
+fn pythonic_value(schema: &Value) -> String {
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(|o| lit(&format!("\"{o}\""))).collect();
+        if !alts.is_empty() && alts.len() == options.len() {
+            return format!("({})", alts.join(" | "));
+        }
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => "pstr".into(),
+        Some("integer") => INTEGER_RE.into(),
+        Some("number") => "pnum".into(),
+        Some("boolean") => "(\"True\" | \"False\")".into(),
+        Some("object") => "pdict".into(),
+        Some("array") => "plist".into(),
+        _ => "pval".into(),
+    }
+}
+
+/// Rules `p{i}_{j}` for the properties of `schema` in order (`member(key, property schema)`
+/// writes one); returns whether each is required.
+fn property_rules(
+    i: usize,
+    schema: &Value,
+    rules: &mut Vec<String>,
+    member: impl Fn(&str, &Value) -> String,
+) -> Vec<bool> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+    let mut flags = Vec::new();
+    if let Some(map) = schema.get("properties").and_then(Value::as_object) {
+        for (j, (key, ps)) in map.iter().enumerate() {
+            rules.push(format!("p{i}_{j}: {}", member(key, ps)));
+            flags.push(required.contains(&key.as_str()));
+        }
+    }
+    flags
 }
 
 /// Gemma 4's call of one of `tools` in its own syntax (see `gemma4.rs`):
@@ -169,19 +248,10 @@ fn gemma4_grammar(tools: &[Value], params: impl Fn(&Value) -> Value, control: &d
     let mut calls = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         let Some(name) = tool_name(t) else { continue };
-        let schema = params(t);
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
-        let mut props: Vec<bool> = Vec::new();
-        if let Some(map) = schema.get("properties").and_then(Value::as_object) {
-            for (j, (key, ps)) in map.iter().enumerate() {
-                rules.push(format!("p{i}_{j}: {} {}", lit(&format!("{key}:")), gemma4_value(ps, &quote)));
-                props.push(required.contains(&key.as_str()));
-            }
-        }
-        let body = gemma4_members(i, &props, &mut rules);
+        let required = property_rules(i, &params(t), &mut rules, |key, ps| {
+            format!("{} {}", lit(&format!("{key}:")), gemma4_value(ps, &quote))
+        });
+        let body = ordered_members(i, &required, "\",\"", &mut rules);
         rules.push(format!("call{i}: {open} {} \"{{\" {body} \"}}\" {close}", lit(&format!("call:{name}"))));
         calls.push(format!("call{i}"));
     }
@@ -190,6 +260,9 @@ fn gemma4_grammar(tools: &[Value], params: impl Fn(&Value) -> Value, control: &d
     }
     Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
 }
+
+/// A JSON-style integer.
+const INTEGER_RE: &str = "/-?(0|[1-9][0-9]{0,17})/";
 
 /// A JSON-style number.
 const NUMBER_RE: &str = "/-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?/";
@@ -204,7 +277,7 @@ fn gemma4_value(schema: &Value, quote: &str) -> String {
     }
     match schema.get("type").and_then(Value::as_str) {
         Some("string") => "gstr".into(),
-        Some("integer") => "/-?(0|[1-9][0-9]{0,17})/".into(),
+        Some("integer") => INTEGER_RE.into(),
         Some("number") => "gnum".into(),
         Some("boolean") => "(\"true\" | \"false\")".into(),
         Some("object") => "gobj".into(),
@@ -213,12 +286,12 @@ fn gemma4_value(schema: &Value, quote: &str) -> String {
     }
 }
 
-/// The members of call `i`'s object for its properties (`required[j]` per property, rules
-/// `p{i}_{j}`), comma-separated in order with the required ones present; adds the rules it
-/// needs and returns the expression (empty for no properties). `f{i}_{j}`: members from `j`
-/// on, the first of the object; `n{i}_{j}`: from `j` on after a member; both non-empty, made
-/// optional where every property from `j` on is.
-fn gemma4_members(i: usize, required: &[bool], rules: &mut Vec<String>) -> String {
+/// The members of call `i`'s arguments for its properties (`required[j]` per property, rules
+/// `p{i}_{j}`), in order with the required ones present and `sep` (a grammar literal) between
+/// them; adds the rules it needs and returns the expression (empty for no properties).
+/// `f{i}_{j}`: members from `j` on, the first one; `n{i}_{j}`: from `j` on after a member;
+/// both non-empty, made optional where every property from `j` on is.
+fn ordered_members(i: usize, required: &[bool], sep: &str, rules: &mut Vec<String>) -> String {
     let n = required.len();
     let use_at = |kind: char, j: usize| -> String {
         if j >= n {
@@ -231,7 +304,7 @@ fn gemma4_members(i: usize, required: &[bool], rules: &mut Vec<String>) -> Strin
     };
     for j in 0..n {
         let mut first = vec![format!("p{i}_{j} {}", use_at('n', j + 1))];
-        let mut next = vec![format!("\",\" p{i}_{j} {}", use_at('n', j + 1))];
+        let mut next = vec![format!("{sep} p{i}_{j} {}", use_at('n', j + 1))];
         if !required[j] && j + 1 < n {
             first.push(format!("f{i}_{}", j + 1));
             next.push(format!("n{i}_{}", j + 1));
@@ -367,7 +440,12 @@ mod tests {
         assert!(g.contains("call0: \"<tool_call>\\n<function=get_weather>\\n\" p0_0 \"</function>"), "{g}");
         assert!(g.contains("p0_0: \"<parameter=city>\\n\" /[^<]+/"), "{g}");
         assert!(g.contains("call1: \"<tool_call>\\n<function=noop>\\n\"  \"</function>"), "{g}");
-        assert!(tool_grammar(&setup("<start_of_turn>", ToolChoice::Required)).is_none());
+        let g = tool_grammar(&setup("<start_of_turn>", ToolChoice::Required)).unwrap();
+        assert!(g.starts_with("start: \"[\" (call0 | call1) \"]\"\n"), "{g}");
+        assert!(g.contains(r#"call0: "get_weather(" f0_0 ")""#) && g.contains(r#"p0_0: "city=" pstr"#), "{g}");
+        let g = tool_grammar(&setup("[TOOL_CALLS]", ToolChoice::Named("get_weather".into()))).unwrap();
+        assert!(g.starts_with("start: \"[TOOL_CALLS]\" call\ncall: %json {"), "{g}");
+        assert!(g.contains("\"maxItems\":1") && !g.contains("noop"), "{g}");
         let harmony = setup("<|channel|> to=functions. <|call|>", ToolChoice::Named("get_weather".into()));
         let g = super::tool_grammar(&harmony, &|m: &str| m == "<|call|>").unwrap();
         assert!(g.starts_with("start: call0\n"), "{g}");
@@ -386,7 +464,7 @@ mod tests {
         assert!(g.contains(r#"call1: "<|tool_call>" "call:noop" "{"  "}""#), "{g}");
         // Optional, required, optional: the required one is always there, commas between.
         let mut rules = Vec::new();
-        assert_eq!(super::gemma4_members(3, &[false, true, false], &mut rules), "f3_0");
+        assert_eq!(super::ordered_members(3, &[false, true, false], "\",\"", &mut rules), "f3_0");
         let want = [
             "f3_0: p3_0 n3_1 | f3_1",
             "n3_0: \",\" p3_0 n3_1 | n3_1",
@@ -396,6 +474,6 @@ mod tests {
             "n3_2: \",\" p3_2 ",
         ];
         assert_eq!(rules, want);
-        assert_eq!(super::gemma4_members(0, &[false, false], &mut Vec::new()), "f0_0?");
+        assert_eq!(super::ordered_members(0, &[false, false], "\",\"", &mut Vec::new()), "f0_0?");
     }
 }
