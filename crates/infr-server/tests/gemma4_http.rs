@@ -7,7 +7,7 @@
 mod server;
 
 use serde_json::{json, Value};
-use server::{post, start_server_custom};
+use server::{assert_forecast_call, forecast_tool, post, start_server_custom};
 
 fn template() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/templates/google-gemma-4-31B-it.jinja");
@@ -91,14 +91,7 @@ async fn history_with_calls_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_calls_follow_the_gemma4_grammar() {
     let Some(base) = start_server_custom("synth:gemma4", 1, 2048, Some(&template()), |_| {}) else { return };
-    let forecast = json!({"type": "function", "function": {
-        "name": "forecast",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string", "enum": ["Paris", "Berlin"]},
-            "days": {"type": "integer"},
-            "metric": {"type": "boolean"},
-        }, "required": ["city", "days"]},
-    }});
+    let forecast = forecast_tool();
     // Bounded value types: a random-weight model must still end the call (a free string, as
     // get_weather's city, it would go on to max_tokens), so `required` offers forecast alone;
     // the named choice offers both.
@@ -113,15 +106,6 @@ async fn forced_calls_follow_the_gemma4_grammar() {
             "temperature": 0,
         });
         let (status, v) = post(format!("{base}/v1/chat/completions"), &body).await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-        let calls = v["choices"][0]["message"]["tool_calls"].as_array().expect("tool calls");
-        assert_eq!(calls.len(), 1, "{v}");
-        let f = &calls[0]["function"];
-        assert_eq!(f["name"], "forecast", "{v}");
-        let args: Value = serde_json::from_str(f["arguments"].as_str().unwrap()).unwrap();
-        assert!(["Paris", "Berlin"].contains(&args["city"].as_str().unwrap_or("")), "{args}");
-        assert!(args["days"].is_i64(), "{args}");
-        assert!(args.get("metric").is_none_or(Value::is_boolean), "{args}");
+        assert_forecast_call(status, &v, "gemma4");
     }
 }

@@ -9,7 +9,7 @@ mod server;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use server::{post, start_server_custom};
+use server::{assert_forecast_call, forecast_tool, post, start_server_custom};
 
 fn template() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/templates/Qwen3.5-4B.jinja");
@@ -63,31 +63,16 @@ async fn forced_call_and_history_through_the_xml_dialect() {
     let Some(base) = base() else { return };
     let url = format!("{base}/v1/chat/completions");
     // Bounded value types (an enum, an integer): a random-weight model must still end the call.
-    let forecast = json!({"type": "function", "function": {
-        "name": "forecast",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string", "enum": ["Paris", "Berlin"]},
-            "days": {"type": "integer"},
-            "metric": {"type": "boolean"},
-        }, "required": ["city", "days"]},
-    }});
     let body = json!({
         "messages": [{"role": "user", "content": "Weather in Paris?"}],
-        "tools": [forecast],
+        "tools": [forecast_tool()],
         "tool_choice": "required",
         "chat_template_kwargs": {"enable_thinking": false},
         "max_tokens": 200,
         "temperature": 0,
     });
     let (status, v) = post(url.clone(), &body).await;
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
-    let call = &v["choices"][0]["message"]["tool_calls"][0];
-    assert_eq!(call["function"]["name"], "forecast", "{v}");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert!(["Paris", "Berlin"].contains(&args["city"].as_str().unwrap_or("")), "{args}");
-    assert!(args["days"].is_i64(), "{args}");
-    assert!(args.get("metric").is_none_or(Value::is_boolean), "{args}");
+    let call = &assert_forecast_call(status, &v, "xml");
 
     // The call and its result go back in the history (arguments as the JSON string OpenAI
     // clients send).

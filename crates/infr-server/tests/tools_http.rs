@@ -10,7 +10,7 @@ mod server;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use server::{post, sse, start_server, start_server_custom};
+use server::{assert_forecast_call, forecast_tool, post, sse, start_server, start_server_custom};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-awq-q4_k_m";
 const SMOL: &str = "smollm2-135m-instruct-q4_1";
@@ -257,14 +257,6 @@ async fn forced_tool_calls() {
 /// template of each dialect answers `tool_choice` required with one typed call of the tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_calls_in_the_mistral_and_pythonic_dialects() {
-    let forecast = json!({"type": "function", "function": {
-        "name": "forecast",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string", "enum": ["Paris", "Berlin"]},
-            "days": {"type": "integer"},
-            "metric": {"type": "boolean"},
-        }, "required": ["city", "days"]},
-    }});
     let templates = [
         // The marker in a comment is enough for the dialect's detection.
         "{#- [TOOL_CALLS] -#}{%- for m in messages %}[INST] {{ m.content }} [/INST]{%- endfor %}",
@@ -274,20 +266,12 @@ async fn forced_calls_in_the_mistral_and_pythonic_dialects() {
         let Some(base) = start_server_custom("synth:qwen3", 1, 2048, Some(template), |_| {}) else { return };
         let body = json!({
             "messages": [{"role": "user", "content": "Weather in Paris?"}],
-            "tools": [forecast.clone()],
+            "tools": [forecast_tool()],
             "tool_choice": "required",
             "max_tokens": 120,
             "temperature": 0,
         });
         let (status, v) = post(format!("{base}/v1/chat/completions"), &body).await;
-        assert_eq!(status, 200, "{template}: {v}");
-        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{template}: {v}");
-        let calls = v["choices"][0]["message"]["tool_calls"].as_array().expect("tool calls");
-        assert_eq!(calls.len(), 1, "{v}");
-        assert_eq!(calls[0]["function"]["name"], "forecast", "{v}");
-        let args: Value = serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
-        assert!(["Paris", "Berlin"].contains(&args["city"].as_str().unwrap_or("")), "{template}: {args}");
-        assert!(args["days"].is_i64(), "{template}: {args}");
-        assert!(args.get("metric").is_none_or(Value::is_boolean), "{template}: {args}");
+        assert_forecast_call(status, &v, template);
     }
 }

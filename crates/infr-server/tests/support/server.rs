@@ -130,3 +130,32 @@ pub fn parse_sse(text: &str) -> Vec<(Option<String>, String)> {
     }
     out
 }
+
+/// A tool whose arguments a random-weight model can finish under a forced-call grammar: a
+/// string enum, an integer and an optional flag (a free string would run to `max_tokens`).
+pub fn forecast_tool() -> Value {
+    serde_json::json!({"type": "function", "function": {
+        "name": "forecast",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Berlin"]},
+            "days": {"type": "integer"},
+            "metric": {"type": "boolean"},
+        }, "required": ["city", "days"]},
+    }})
+}
+
+/// Check that chat completion `v` (200, `what` names the case) ended in exactly one call of
+/// [`forecast_tool`] with typed arguments; returns the call.
+pub fn assert_forecast_call(status: u16, v: &Value, what: &str) -> Value {
+    assert_eq!(status, 200, "{what}: {v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{what}: {v}");
+    let calls = v["choices"][0]["message"]["tool_calls"].as_array().expect("tool calls");
+    assert_eq!(calls.len(), 1, "{what}: {v}");
+    let f = &calls[0]["function"];
+    assert_eq!(f["name"], "forecast", "{what}: {v}");
+    let args: Value = serde_json::from_str(f["arguments"].as_str().expect("arguments")).expect("JSON arguments");
+    assert!(["Paris", "Berlin"].contains(&args["city"].as_str().unwrap_or("")), "{what}: {args}");
+    assert!(args["days"].is_i64(), "{what}: {args}");
+    assert!(args.get("metric").is_none_or(Value::is_boolean), "{what}: {args}");
+    calls[0].clone()
+}
