@@ -146,7 +146,7 @@ pub fn tool_grammar(setup: &ToolSetup, control: &dyn Fn(&str) -> bool) -> Option
         Dialect::Harmony => harmony_grammar(&setup.tools, params, control),
         Dialect::Gemma4 => gemma4_grammar(&setup.tools, params, control),
         Dialect::Mistral => {
-            let marker = if control(TOOL_CALLS) { TOOL_CALLS.to_owned() } else { lit(TOOL_CALLS) };
+            let marker = mark(TOOL_CALLS, control);
             let one: Value = serde_json::from_str(&json_calls("arguments")).ok()?;
             // As json.dumps writes it (Mistral's own calls): fixed separators, no free
             // whitespace, which a weak model would pad until max_tokens.
@@ -170,39 +170,27 @@ fn pythonic_grammar(tools: &[Value], params: impl Fn(&Value) -> Value) -> Option
         "pdict: \"{\" (pstr \": \" pval (\", \" pstr \": \" pval)*)? \"}\"".to_owned(),
         "plist: \"[\" (pval (\", \" pval)*)? \"]\"".to_owned(),
     ];
+    let quoted = |o: &str| lit(&format!("\"{o}\""));
+    let values = ValueSyntax {
+        string: "pstr",
+        number: "pnum",
+        boolean: "(\"True\" | \"False\")",
+        object: "pdict",
+        array: "plist",
+        any: "pval",
+        enum_option: &quoted,
+    };
     let mut calls = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         let Some(name) = tool_name(t) else { continue };
         let required = property_rules(i, &params(t), &mut rules, |key, ps| {
-            format!("{} {}", lit(&format!("{key}=")), pythonic_value(ps))
+            format!("{} {}", lit(&format!("{key}=")), values.of(ps))
         });
         let body = ordered_members(i, &required, &lit(", "), &mut rules);
         rules.push(format!("call{i}: {} {body} \")\"", lit(&format!("{name}("))));
         calls.push(format!("call{i}"));
     }
-    if calls.is_empty() {
-        return None;
-    }
-    Some(format!("start: \"[\" ({}) \"]\"\n{}\n", calls.join(" | "), rules.join("\n")))
-}
-
-/// The grammar of one Python keyword-argument value for its JSON schema.
-fn pythonic_value(schema: &Value) -> String {
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(|o| lit(&format!("\"{o}\""))).collect();
-        if !alts.is_empty() && alts.len() == options.len() {
-            return format!("({})", alts.join(" | "));
-        }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => "pstr".into(),
-        Some("integer") => INTEGER_RE.into(),
-        Some("number") => "pnum".into(),
-        Some("boolean") => "(\"True\" | \"False\")".into(),
-        Some("object") => "pdict".into(),
-        Some("array") => "plist".into(),
-        _ => "pval".into(),
-    }
+    one_call_of(&calls, "\"[\"", "\"]\"", &rules)
 }
 
 /// Rules `p{i}_{j}` for the properties of `schema` in order (`member(key, property schema)`
@@ -235,8 +223,7 @@ fn property_rules(
 /// special tokens (`control`).
 fn gemma4_grammar(tools: &[Value], params: impl Fn(&Value) -> Value, control: &dyn Fn(&str) -> bool) -> Option<String> {
     use super::gemma4::{CLOSE, OPEN, QUOTE};
-    let mark = |m: &str| if control(m) { m.to_owned() } else { lit(m) };
-    let (open, close, quote) = (mark(OPEN), mark(CLOSE), mark(QUOTE));
+    let (open, close, quote) = (mark(OPEN, control), mark(CLOSE, control), mark(QUOTE, control));
     let mut rules = vec![
         format!("gstr: {quote} /[^<]+/ {quote}"),
         format!("gnum: {}", NUMBER_RE),
@@ -245,20 +232,27 @@ fn gemma4_grammar(tools: &[Value], params: impl Fn(&Value) -> Value, control: &d
         "garr: \"[\" (gval (\",\" gval)*)? \"]\"".to_owned(),
         "gkey: /[A-Za-z0-9_.-]+/".to_owned(),
     ];
+    let quoted = |o: &str| format!("{quote} {} {quote}", lit(o));
+    let values = ValueSyntax {
+        string: "gstr",
+        number: "gnum",
+        boolean: "(\"true\" | \"false\")",
+        object: "gobj",
+        array: "garr",
+        any: "gval",
+        enum_option: &quoted,
+    };
     let mut calls = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         let Some(name) = tool_name(t) else { continue };
         let required = property_rules(i, &params(t), &mut rules, |key, ps| {
-            format!("{} {}", lit(&format!("{key}:")), gemma4_value(ps, &quote))
+            format!("{} {}", lit(&format!("{key}:")), values.of(ps))
         });
         let body = ordered_members(i, &required, "\",\"", &mut rules);
         rules.push(format!("call{i}: {open} {} \"{{\" {body} \"}}\" {close}", lit(&format!("call:{name}"))));
         calls.push(format!("call{i}"));
     }
-    if calls.is_empty() {
-        return None;
-    }
-    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
+    one_call_of(&calls, "", "", &rules)
 }
 
 /// A JSON-style integer.
@@ -267,22 +261,39 @@ const INTEGER_RE: &str = "/-?(0|[1-9][0-9]{0,17})/";
 /// A JSON-style number.
 const NUMBER_RE: &str = "/-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?/";
 
-/// The grammar of one Gemma 4 argument value for its JSON schema.
-fn gemma4_value(schema: &Value, quote: &str) -> String {
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(lit).collect();
-        if !alts.is_empty() && alts.len() == options.len() {
-            return format!("{quote} ({}) {quote}", alts.join(" | "));
+/// How a dialect writes typed argument values: the grammar expression of each JSON-schema
+/// type, and of one string-enum option.
+struct ValueSyntax<'a> {
+    string: &'a str,
+    number: &'a str,
+    boolean: &'a str,
+    object: &'a str,
+    array: &'a str,
+    /// Any value (no or another type).
+    any: &'a str,
+    enum_option: &'a dyn Fn(&str) -> String,
+}
+
+impl ValueSyntax<'_> {
+    /// The grammar of one argument value for its JSON `schema`: a string enum's options,
+    /// else the expression of its type (integers as JSON integers in every dialect).
+    fn of(&self, schema: &Value) -> String {
+        if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+            let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(self.enum_option).collect();
+            if !alts.is_empty() && alts.len() == options.len() {
+                return format!("({})", alts.join(" | "));
+            }
         }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => "gstr".into(),
-        Some("integer") => INTEGER_RE.into(),
-        Some("number") => "gnum".into(),
-        Some("boolean") => "(\"true\" | \"false\")".into(),
-        Some("object") => "gobj".into(),
-        Some("array") => "garr".into(),
-        _ => "gval".into(),
+        match schema.get("type").and_then(Value::as_str) {
+            Some("string") => self.string,
+            Some("integer") => INTEGER_RE,
+            Some("number") => self.number,
+            Some("boolean") => self.boolean,
+            Some("object") => self.object,
+            Some("array") => self.array,
+            _ => self.any,
+        }
+        .to_owned()
     }
 }
 
@@ -325,9 +336,8 @@ fn harmony_grammar(
     params: impl Fn(&Value) -> Value,
     control: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
-    let mark = |m: &str| if control(m) { m.to_owned() } else { lit(m) };
-    let (channel, constrain, message, call) =
-        (mark("<|channel|>"), mark("<|constrain|>"), mark("<|message|>"), mark("<|call|>"));
+    let m = |marker: &str| mark(marker, control);
+    let (channel, constrain, message, call) = (m("<|channel|>"), m("<|constrain|>"), m("<|message|>"), m("<|call|>"));
     let mut rules = Vec::new();
     let mut calls = Vec::new();
     for (i, t) in tools.iter().enumerate() {
@@ -343,15 +353,33 @@ fn harmony_grammar(
         rules.push(format!("args{i}: %json {schema}"));
         calls.push(format!("call{i}"));
     }
-    if calls.is_empty() {
-        return None;
-    }
-    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
+    one_call_of(&calls, "", "", &rules)
 }
 
 /// A Lark string literal of `text`.
 fn lit(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
+}
+
+/// A dialect's marker in a grammar: an llguidance special token where the vocabulary has it
+/// as a control token (`control`), else its text.
+fn mark(marker: &str, control: &dyn Fn(&str) -> bool) -> String {
+    if control(marker) {
+        marker.to_owned()
+    } else {
+        lit(marker)
+    }
+}
+
+/// The grammar whose start is one of `calls` (rule names), between `open` and `close`
+/// (grammar expressions; none when `open` is empty), with `rules`; `None` without calls.
+fn one_call_of(calls: &[String], open: &str, close: &str, rules: &[String]) -> Option<String> {
+    if calls.is_empty() {
+        return None;
+    }
+    let alts = calls.join(" | ");
+    let start = if open.is_empty() { alts } else { format!("{open} ({alts}) {close}") };
+    Some(format!("start: {start}\n{}\n", rules.join("\n")))
 }
 
 /// The grammar of one Qwen3-Coder XML parameter value for its JSON schema: plain text
@@ -372,7 +400,7 @@ fn xml_value(schema: &Value) -> String {
     }
     match schema.get("type").and_then(Value::as_str) {
         Some("string") => "/[^<]+/".into(),
-        Some("integer") => "/-?(0|[1-9][0-9]{0,17})/".into(),
+        Some("integer") => INTEGER_RE.into(),
         Some("number") => NUMBER_RE.into(),
         Some("boolean") => "(\"true\" | \"false\")".into(),
         _ => format!("%json {schema}"),
@@ -386,28 +414,20 @@ fn qwen_xml_grammar(tools: &[Value], params: impl Fn(&Value) -> Value) -> Option
     let mut calls = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         let Some(name) = tool_name(t) else { continue };
-        let schema = params(t);
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
-        let mut seq = Vec::new();
-        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-            for (j, (key, ps)) in props.iter().enumerate() {
-                let rule = format!("p{i}_{j}");
-                let open = lit(&format!("<parameter={key}>\n"));
-                rules.push(format!("{rule}: {open} {} \"\\n</parameter>\\n\"", xml_value(ps)));
-                seq.push(if required.contains(&key.as_str()) { rule } else { format!("{rule}?") });
-            }
-        }
+        let required = property_rules(i, &params(t), &mut rules, |key, ps| {
+            format!("{} {} \"\\n</parameter>\\n\"", lit(&format!("<parameter={key}>\n")), xml_value(ps))
+        });
+        // Parameters follow each other with nothing between them.
+        let seq: Vec<String> = required
+            .iter()
+            .enumerate()
+            .map(|(j, &r)| if r { format!("p{i}_{j}") } else { format!("p{i}_{j}?") })
+            .collect();
         let open = lit(&format!("<tool_call>\n<function={name}>\n"));
         rules.push(format!("call{i}: {open} {} \"</function>\\n</tool_call>\"", seq.join(" ")));
         calls.push(format!("call{i}"));
     }
-    if calls.is_empty() {
-        return None;
-    }
-    Some(format!("start: {}\n{}\n", calls.join(" | "), rules.join("\n")))
+    one_call_of(&calls, "", "", &rules)
 }
 
 #[cfg(test)]
