@@ -212,8 +212,11 @@ fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize, max_shared: u32) -
             return Some((spec, r));
         }
     }
-    if let Some(fitted) = fitted_tile(lw, n, jobs, max_shared) {
-        return Some(fitted);
+    // Fewer rows whose weight rows misfit the matrix-vector kernel's slots: a fitted tile.
+    if let Some(r) = fitted_rows(&lw.layout, lw.cols) {
+        if let Some(spec) = kernels::matmul_rows_q8(&lw.layout, n as u32, r, 1, jobs, max_shared) {
+            return Some((spec, r));
+        }
     }
     let r = vec_q8_rows(m, n);
     Some((kernels::matmul_vec_q8(&lw.layout, n as u32, r, jobs)?, r))
@@ -223,13 +226,6 @@ fn q8_kernel(lw: &GpuWeight, m: usize, n: usize, jobs: usize, max_shared: u32) -
 /// a time (20 blocks over 16 slots: two passes, 20 of 32 slots used).
 fn slot_use(blocks: usize, slots: usize) -> f64 {
     blocks as f64 / (blocks.div_ceil(slots.max(1)) * slots.max(1)) as f64
-}
-
-/// The tiled kernel for fewer rows than [`rows_q8_min`] where [`fitted_rows`] finds a tile
-/// that fills the weight rows' blocks better than the matrix-vector kernel.
-fn fitted_tile(lw: &GpuWeight, n: usize, jobs: usize, max_shared: u32) -> Option<(KernelSpec, u32)> {
-    let r = fitted_rows(&lw.layout, lw.cols)?;
-    Some((kernels::matmul_rows_q8(&lw.layout, n as u32, r, 1, jobs, max_shared)?, r))
 }
 
 /// Weight rows of a tile of the tiled integer-dot kernel for one to three activation rows,
@@ -249,7 +245,7 @@ pub(super) fn fitted_rows(layout: &crate::repack::GpuLayout, k: usize) -> Option
     fitted_tile_rows(k / layout.ty.info().block_size, lanes)
 }
 
-/// The tile rows of [`fitted_tile`] for `blocks` per weight row of `lanes` threads each.
+/// The tile rows of [`fitted_rows`] for `blocks` per weight row of `lanes` threads each.
 fn fitted_tile_rows(blocks: usize, lanes: usize) -> Option<u32> {
     let vec_use = slot_use(blocks, kernels::VEC_WG as usize / lanes);
     if vec_use >= 0.8 {
@@ -418,7 +414,7 @@ mod tests {
         // Q8_0 (1 lane, 32-element blocks): 4,096 columns fill 64 slots, 2,880 (90 blocks) do not.
         assert_eq!(fitted_tile_rows(128, 1), None);
         assert_eq!(fitted_tile_rows(90, 1), Some(8));
-        // One block per row: no tile reaches 90%, the best one halves the idle slots.
+        // One block per row: no tile reaches 80%; the best one (2 slots) uses half of them.
         assert_eq!(fitted_tile_rows(1, 4), Some(32));
     }
 }

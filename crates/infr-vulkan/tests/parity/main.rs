@@ -8,4 +8,5 @@ mod matmul;
 mod model;
 mod moe;
 mod ops;
+mod readback;
 mod recurrent;
