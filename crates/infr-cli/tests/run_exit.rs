@@ -45,7 +45,6 @@ fn run_waits_for_the_scheduler_to_release_its_backend() {
 /// unhandled SIGINT would, without running the exit handlers under the scheduler thread.
 #[test]
 fn ctrl_c_at_the_chat_prompt_ends_with_130() {
-    use std::io::Read;
     use std::process::Stdio;
     let model = model();
     for &dev in devices() {
@@ -58,13 +57,7 @@ fn ctrl_c_at_the_chat_prompt_ends_with_130() {
             .expect("runs infr");
         // Wait for the chat's first prompt.
         let mut err = child.stderr.take().unwrap();
-        let mut seen = String::new();
-        let mut buf = [0u8; 256];
-        while !seen.contains("> ") {
-            let n = err.read(&mut buf).unwrap();
-            assert!(n > 0, "{dev}: stderr closed before the prompt: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
+        let seen = common::read_until(&mut err, "> ", &format!("{dev}: stderr closed before the prompt"));
         common::signal(&child, "-INT");
         let status = common::wait_exit(&mut child, std::time::Duration::from_secs(10));
         assert_eq!(status.code(), Some(130), "{dev}: {status:?} {seen}");

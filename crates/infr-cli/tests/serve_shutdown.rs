@@ -62,13 +62,7 @@ fn stream(addr: &str) -> TcpStream {
     )
     .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 1024];
-    while !seen.contains("\"text\"") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "stream closed before its first token: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
+    let seen = common::read_until(&mut s, "\"text\"", "stream closed before its first token");
     assert!(seen.contains("200 OK"), "{seen}");
     s
 }

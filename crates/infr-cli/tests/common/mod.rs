@@ -1,7 +1,9 @@
 //! Helpers of the CLI tests: run the `infr` binary, ask whether a Vulkan device is there,
-//! signal a running `infr` and wait for it to end. Each test file uses some of them.
+//! read its output up to a marker, signal a running `infr` and wait for it to end. Each test
+//! file uses some of them.
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,19 @@ pub fn vulkan_present() -> bool {
     assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device: {devices}");
     eprintln!("skipping: no Vulkan device");
     false
+}
+
+/// Read `from` until what was read contains `marker`; returns it. Fails, naming `what` and
+/// what came so far, if the stream ends first.
+pub fn read_until(from: &mut impl Read, marker: &str, what: &str) -> String {
+    let mut seen = String::new();
+    let mut buf = [0u8; 1024];
+    while !seen.contains(marker) {
+        let n = from.read(&mut buf).unwrap();
+        assert!(n > 0, "{what}: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    seen
 }
 
 /// Send a signal (`-INT`, `-TERM`) with the shell's `kill` builtin (no procps needed).

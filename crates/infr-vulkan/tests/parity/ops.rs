@@ -18,6 +18,15 @@ fn table(w: &mut Weights, rng: &mut Rng, cols: usize, scale: f32) -> WeightId {
     w.add(weight("t", GgmlType::F32, cols, VOCAB, rng, scale))
 }
 
+/// Embedding tables of attention's q, k and v (in that order) for `nh` query and `nkv` KV
+/// heads of `dk` / `dv` elements.
+fn qkv_tables(w: &mut Weights, rng: &mut Rng, nh: u32, nkv: u32, dk: u32, dv: u32) -> (WeightId, WeightId, WeightId) {
+    let tq = table(w, rng, (nh * dk) as usize, 1.0);
+    let tk = table(w, rng, (nkv * dk) as usize, 1.0);
+    let tv = table(w, rng, (nkv * dv) as usize, 1.0);
+    (tq, tk, tv)
+}
+
 fn tokens(n: usize, salt: u32) -> Vec<u32> {
     (0..n as u32).map(|i| (i * 7 + salt) % VOCAB as u32).collect()
 }
@@ -158,9 +167,7 @@ fn attention_bidirectional_canvas() {
         let (nh, nkv, d) = (4u32, 2u32, 32u32);
         let mut rng = Rng(31);
         let mut w = Weights::default();
-        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
-        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
-        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
         let kv = kv_spec(1, nkv, d, d, 8, 4, dtype);
         let Some(mut p) = Pair::new(&w, &kv) else { return };
         let params = |bidirectional: bool| AttnParams {
@@ -208,9 +215,7 @@ fn attention_bidirectional_canvas_blocks() {
         let (nh, nkv) = (4u32, 2u32);
         let mut rng = Rng(33);
         let mut w = Weights::default();
-        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
-        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
-        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
         let kv = kv_spec(1, nkv, d, d, 8, 16, KvDType::F16);
         let Some(mut p) = Pair::new(&w, &kv) else { return };
         let params = |bidirectional: bool| AttnParams { bidirectional, ..prefill_params(nh, nkv, d, None, window) };
@@ -237,9 +242,7 @@ fn attention_bidirectional_canvas_blocks() {
 fn attention_case(c: &AttnCase) {
     let mut rng = Rng(15);
     let mut w = Weights::default();
-    let tq = table(&mut w, &mut rng, (c.nh * c.dk) as usize, 1.0);
-    let tk = table(&mut w, &mut rng, (c.nkv * c.dk) as usize, 1.0);
-    let tv = table(&mut w, &mut rng, (c.nkv * c.dv) as usize, 1.0);
+    let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, c.nh, c.nkv, c.dk, c.dv);
     let page_size = 4;
     let kv = kv_spec(2, c.nkv, c.dk, c.dv, 12, page_size, c.dtype);
     let Some(mut p) = Pair::new(&w, &kv) else { return };
@@ -451,9 +454,7 @@ fn long_context_splits(max_splits: u32, with_sinks: bool) {
     let mut rng = Rng(17);
     let mut w = Weights::default();
     let (nh, nkv, d) = (4u32, 1u32, 32u32);
-    let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
-    let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
-    let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
@@ -498,9 +499,7 @@ fn attention_exact_rows_past_the_kept_scores() {
     let mut rng = Rng(23);
     let mut w = Weights::default();
     let (nh, nkv, d) = (4u32, 1u32, 32u32);
-    let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
-    let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
-    let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+    let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
     let kv = kv_spec(1, nkv, d, d, 48, 8, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
@@ -546,9 +545,7 @@ fn attention_with_fused_rope_inputs() {
         let (nh, nkv) = (4u32, 2u32);
         let mut rng = Rng(30 + ci as u64);
         let mut w = Weights::default();
-        let tq = table(&mut w, &mut rng, (nh * hd) as usize, 1.0);
-        let tk = table(&mut w, &mut rng, (nkv * hd) as usize, 1.0);
-        let tv = table(&mut w, &mut rng, (nkv * hd) as usize, 1.0);
+        let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, hd, hd);
         let vec_weight = |w: &mut Weights, name: &str, v: Vec<f32>| {
             let n = v.len();
             w.add(infr_core::WeightData {
@@ -706,9 +703,7 @@ fn prefill_blocks(disable_coopmat: bool) {
         let mut rng = Rng(18);
         let mut w = Weights::default();
         let (nh, nkv) = (4u32, 2u32);
-        let tq = table(&mut w, &mut rng, (nh * d) as usize, 1.0);
-        let tk = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
-        let tv = table(&mut w, &mut rng, (nkv * d) as usize, 1.0);
+        let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
         let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
         let kv = kv_spec(1, nkv, d, d, 16, 16, dtype);
         let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
