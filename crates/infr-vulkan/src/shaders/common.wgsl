@@ -8,6 +8,16 @@ fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // Round an f32 to the nearest f16 (ties to even, as ggml's conversion) and back; ggml rounds
 // some intermediates to f16. Done with integer arithmetic because the rounding mode of the
 // driver's f32->f16 packing is implementation-defined (NVIDIA's differs from nearest-even).
+// `a / b` rounded as IEEE division rounds it, as llama.cpp's CPU computes the activation
+// quantizers' scales. Vulkan lets a division be off by 2.5 ULP (NVIDIA's is), which moves
+// the rounding near-ties of `round(x * iscale)`: one residual step with fused multiply-adds
+// (the residual of a quotient that close is exact) gives the correctly rounded quotient.
+fn div_rn(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    let r = fma(-q, b, a);
+    return fma(r, 1.0 / b, q);
+}
+
 fn round_f16(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     let a = b & 0x7fffffffu;

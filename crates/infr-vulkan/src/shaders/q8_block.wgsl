@@ -38,14 +38,14 @@ fn quant_vec4(u: u32, v: vec4<f32>, valid: bool, word: u32, group: u32, scale_of
             amax = max(amax, amax_t[i]);
         }
     }
-    var d = amax / 127.0;
+    var d = div_rn(amax, 127.0);
     var id = 0.0;
     if group > 1u && amax > 0.0 {
         // quantize_row_q8_K_ref's order of operations.
-        id = 127.0 / amax;
-        d = 1.0 / id;
+        id = div_rn(127.0, amax);
+        d = div_rn(1.0, id);
     } else if d > 0.0 {
-        id = 1.0 / d;
+        id = div_rn(1.0, d);
     }
     let q = vec4<i32>(round(v * id));
     if valid {

@@ -57,8 +57,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let amax = red[0];
         y = vec4<f32>(0.0);
         if amax > 0.0 {
-            let iscale = 127.0 / amax;
-            y = round(x * iscale) * (1.0 / iscale);
+            let iscale = div_rn(127.0, amax);
+            y = round(x * iscale) * div_rn(1.0, iscale);
         }
     } else if pc.mode == 1u {
         // The 8 threads of a block of 32 read each other's maxima.
@@ -67,10 +67,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < 8u; j++) {
             amax = max(amax, red[b0 + j]);
         }
-        let d = amax / 127.0;
+        let d = div_rn(amax, 127.0);
         y = vec4<f32>(0.0);
         if d > 0.0 {
-            y = round(x * (1.0 / d)) * round_f16(d);
+            y = round(x * div_rn(1.0, d)) * round_f16(d);
         }
     } else if pc.mode == 2u {
         y = vec4<f32>(round_f16(x.x), round_f16(x.y), round_f16(x.z), round_f16(x.w));
