@@ -518,6 +518,9 @@ pub struct Context {
     pub pipeline_stats: bool,
     /// Device-local bytes the buffers of this context hold now.
     pub device_bytes: AtomicU64,
+    /// The device's index and whether validation is on (how it was created; see `Devices`).
+    index: usize,
+    validation: bool,
     /// Most device-local bytes its buffers may hold (0: no limit but the device's).
     pub device_limit: AtomicU64,
 }
@@ -591,8 +594,15 @@ impl Context {
             .queue_create_infos(&qinfo)
             .enabled_extension_names(&ext_names)
             .push_next(&mut f2);
-        // SAFETY: all create-info structs live across the call; features requested were reported supported.
-        let device = unsafe { i.create_device(physical, &dinfo, None) }.vk("vkCreateDevice")?;
+        let mut devices = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+        let reuse = devices.idle.iter().position(|d| d.index == index && d.validation == validation);
+        let device = match reuse {
+            Some(at) => devices.idle.swap_remove(at).device,
+            // SAFETY: all create-info structs live across the call; features requested were reported supported.
+            None => unsafe { i.create_device(physical, &dinfo, None) }.vk("vkCreateDevice")?,
+        };
+        devices.live += 1;
+        drop(devices);
         // SAFETY: the family was created with one queue.
         let queue = unsafe { device.get_device_queue(queue_family, 0) };
         // SAFETY: valid physical device.
@@ -608,6 +618,8 @@ impl Context {
             pipeline_stats,
             device_bytes: AtomicU64::new(0),
             device_limit: AtomicU64::new(0),
+            index,
+            validation,
         })
     }
 
@@ -624,12 +636,47 @@ impl Context {
     }
 }
 
+/// The process's logical devices: how many contexts are alive, and the idle devices of
+/// dropped contexts. NVIDIA's driver (580.159) can deadlock in `vkDestroyDevice` while another
+/// device of the process is alive (the destroyed device's worker thread spins while the other
+/// device's worker waits on a driver lock; a parity-test process with two devices never
+/// ended, about one run in ten). So a device is destroyed only when no other is alive; until
+/// then a dropped context's device waits idle and the next context of the same physical
+/// device (created the same way) takes it, which also bounds how many devices exist at once.
+struct Devices {
+    live: usize,
+    idle: Vec<IdleDevice>,
+}
+
+struct IdleDevice {
+    index: usize,
+    validation: bool,
+    device: ash::Device,
+    /// Kept alive until the device is destroyed.
+    instance: Arc<Instance>,
+}
+
+static DEVICES: std::sync::Mutex<Devices> = std::sync::Mutex::new(Devices { live: 0, idle: Vec::new() });
+
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: owners of device objects (buffers, pipelines…) are dropped before the context.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
+        let _ = unsafe { self.device.device_wait_idle() };
+        let mut devices = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+        devices.live -= 1;
+        devices.idle.push(IdleDevice {
+            index: self.index,
+            validation: self.validation,
+            device: self.device.clone(),
+            instance: self.instance.clone(),
+        });
+        if devices.live == 0 {
+            for d in devices.idle.drain(..) {
+                // SAFETY: every object of the device is gone and no other device is alive;
+                // its instance outlives the call.
+                unsafe { d.device.destroy_device(None) };
+                drop(d.instance);
+            }
         }
     }
 }
