@@ -206,6 +206,7 @@ pub fn runner_with_context(
         infr_config::SizeSpec::Bytes(0) => None,
         share => Some(share.resolve(infr_engine::placement::expert_weight_bytes(&model))),
     };
+    opts.expert_paging = cfg.device.expert_paging;
     opts.n_ctx = match ctx {
         ContextSize::Tokens(0) => match model.info.n_ctx_train {
             0 => bail!("--ctx-size 0 takes the model's trained context, but the file does not give one"),

@@ -140,6 +140,13 @@ pub const KEYS: &[KeySpec] = &[
     )
     .env(&["INFR_CACHE"]),
     KeySpec::new(
+        "device.expert_paging",
+        Kind::Bool,
+        "true",
+        "Experts past the expert cache: true = every expert in host memory, with device slots per layer that each step fills with the experts it routes to (least recently used out; where the cache holds one token's experts per layer); false = the first layers' experts stay whole on the device, as llama.cpp's --n-cpu-moe keeps the last ones off it.",
+    )
+    .env(&["INFR_EXPERT_PAGING"]),
+    KeySpec::new(
         "context.size",
         Kind::Context,
         "4096",
@@ -303,6 +310,8 @@ pub struct DeviceConfig {
     pub memory_limit: crate::SizeSpec,
     /// GPU memory for MoE expert weights (0 bytes: as much as fits).
     pub expert_cache: crate::SizeSpec,
+    /// Experts past the cache: device slots filled per step (true) or whole layers (false).
+    pub expert_paging: bool,
 }
 
 /// `[context]`

@@ -254,6 +254,11 @@ pub enum WeightPlace {
     Device,
     /// Host memory the device reads across the bus: MoE experts beyond the expert cache.
     Host,
+    /// A 3-D tensor of `experts` MoE experts in host memory, with a device cache of `slots`
+    /// of them that the backend fills with the experts each step routes to, evicting the
+    /// least recently used (the expert cache, `device.expert_cache`). A backend without one
+    /// treats it as [`WeightPlace::Host`].
+    Paged { experts: u32, slots: u32 },
 }
 
 /// A compute device that runs model graphs.
@@ -307,6 +312,13 @@ pub trait Backend: Send {
     ) -> Result<(), BackendError> {
         let _ = place;
         self.load_weight(id, weight)
+    }
+
+    /// How often the expert cache's slots held a routed expert and how often one was copied
+    /// in since the weights were loaded ([`WeightPlace::Paged`]; hits, misses), if it has
+    /// any paged experts.
+    fn expert_cache_stats(&mut self) -> Result<Option<(u64, u64)>, BackendError> {
+        Ok(None)
     }
 
     /// Bytes of host memory this backend could place weights in ([`WeightPlace::Host`]);

@@ -4,10 +4,14 @@
 //! llama.cpp's `--n-cpu-moe` keeps experts off the GPU; `INFR_CACHE`, config
 //! `device.expert_cache`, sizes it by hand), then whole layers from the last (`--gpu-layers N`
 //! keeps the first N on the device by hand). The device computes every layer either way.
+//! The expert cache is a set of device slots per layer that the backend fills with the
+//! experts each step routes to (least recently used out, [`WeightPlace::Paged`]) where it
+//! holds at least one token's experts per layer (`device.expert_paging`), else the first
+//! layers' experts, whole.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use infr_core::{Backend, WeightId};
+use infr_core::{Backend, WeightId, WeightPlace};
 use infr_models::Model;
 
 use crate::{EngineError, RunnerOptions};
@@ -88,6 +92,21 @@ pub(crate) fn host_experts(model: &Model, device_bytes: u64) -> (HashSet<WeightI
     (host, host_bytes)
 }
 
+/// Expert cache slots per layer for `device_bytes` of experts: as many experts of every layer
+/// as fit (the same count each), if that holds one token's experts but not all of them and
+/// every expert tensor is indexed by the model's expert count; else `None` (whole layers).
+pub fn expert_slots(model: &Model, device_bytes: u64) -> Option<u32> {
+    let (e, used) = (model.info.n_expert as u64, model.info.n_expert_used as u64);
+    let tensors = expert_tensors(model);
+    let per_expert: u64 = tensors.iter().map(|&(_, _, b)| b / e.max(1)).sum();
+    let by_expert = tensors.iter().all(|&(_, id, _)| model.weights.info(id).dims.last() == Some(&(e as usize)));
+    if e == 0 || used == 0 || per_expert == 0 || !by_expert {
+        return None;
+    }
+    let slots = device_bytes / per_expert;
+    (slots >= used && slots < e).then_some(slots as u32)
+}
+
 /// How many first layers of `per_layer` bytes fit a device with `avail` bytes free beside
 /// `rest` bytes that stay there anyway, keeping a sixteenth of the device for the step plans'
 /// activations.
@@ -109,13 +128,14 @@ pub fn layers_that_fit(per_layer: &[u64], rest: u64, avail: u64) -> usize {
 /// choose the weights that go to host memory: experts beyond `opts.expert_cache` (or, without
 /// one, those that do not fit beside the other weights and the cache), then the weights of the
 /// layers from `opts.gpu_layers` on (or, without it, of as many last layers as do not fit).
+/// Weights not in the map stay on the device.
 pub(crate) fn place_weights(
     model: &Model,
     backend: &dyn Backend,
     opts: &RunnerOptions,
     kv: u64,
     act: u64,
-) -> Result<HashSet<WeightId>, EngineError> {
+) -> Result<HashMap<WeightId, WeightPlace>, EngineError> {
     let dev = || backend.device().id.clone();
     let mib = |b: u64| b as f64 / MIB as f64;
     let weights: u64 = model.weights.iter().map(|(id, _)| model.weights.info(id).bytes()).sum();
@@ -127,8 +147,31 @@ pub(crate) fn place_weights(
         Some(_) => device_expert_budget(opts.expert_cache, available, weights, experts, kv + act),
         None => experts,
     };
-    let (mut host, expert_host) = host_experts(model, device_experts);
-    if expert_host > 0 {
+    let slots = if device_experts < experts && opts.expert_paging { expert_slots(model, device_experts) } else { None };
+    let mut places = HashMap::new();
+    // Device bytes of the expert cache's slots.
+    let mut slot_bytes = 0;
+    let (mut host, expert_host) = match slots {
+        Some(s) => {
+            let n_expert = model.info.n_expert as u32;
+            let tensors = expert_tensors(model);
+            for &(_, id, _) in &tensors {
+                places.insert(id, WeightPlace::Paged { experts: n_expert, slots: s });
+            }
+            slot_bytes = tensors.iter().map(|&(_, _, b)| b / n_expert as u64 * s as u64).sum();
+            tracing::info!(
+                "{}: the {:.1} MiB of expert weights are in host memory, with a device cache of {s} of the \
+                 {n_expert} experts of each layer ({:.1} MiB; least recently used out): steps that route more \
+                 pairs than that read them across the bus",
+                dev(),
+                mib(experts),
+                mib(slot_bytes)
+            );
+            (tensors.iter().map(|&(_, id, _)| id).collect(), experts)
+        }
+        None => host_experts(model, device_experts),
+    };
+    if expert_host > 0 && slots.is_none() {
         tracing::info!(
             "{}: {:.1} of the {:.1} MiB of expert weights are in host memory (expert cache {:.1} MiB): the \
              expert matmuls read them across the bus",
@@ -158,6 +201,12 @@ pub(crate) fn place_weights(
             if block_of(name).is_some_and(|l| l >= first_host) && host.insert(id) {
                 layer_host += model.weights.info(id).bytes();
             }
+            // A layer kept in host memory reads its experts there too, without slots.
+            if block_of(name).is_some_and(|l| l >= first_host) {
+                if let Some(WeightPlace::Paged { experts, slots }) = places.get(&id).copied() {
+                    slot_bytes -= model.weights.info(id).bytes() / experts as u64 * slots as u64;
+                }
+            }
         }
         tracing::info!(
             "{}: the weights of layers {first_host}..{n_layer} ({:.1} MiB) are in host memory: the device reads \
@@ -178,8 +227,16 @@ pub(crate) fn place_weights(
             )));
         }
     }
-    let Some(available) = available else { return Ok(host) };
-    let weights = weights - host_bytes;
+    for &id in &host {
+        places.entry(id).or_insert(WeightPlace::Host);
+    }
+    for (id, name) in model.weights.iter() {
+        if block_of(name).is_some_and(|l| l >= first_host) {
+            places.insert(id, WeightPlace::Host);
+        }
+    }
+    let Some(available) = available else { return Ok(places) };
+    let weights = weights - host_bytes + slot_bytes;
     // A backend that spills KV layers to host memory needs room on the device for the
     // weights only, and the rest of the cache in host memory.
     let spill = backend.kv_spill_available().map(|h| h.saturating_sub(host_bytes));
@@ -207,7 +264,7 @@ pub(crate) fn place_weights(
             ubatch: opts.ubatch,
         });
     }
-    Ok(host)
+    Ok(places)
 }
 
 #[cfg(test)]

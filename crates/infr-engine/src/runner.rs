@@ -33,6 +33,9 @@ pub struct RunnerOptions {
     /// across the bus. `None`: all of them where they fit beside the other weights and the
     /// KV cache, else as many as fit (see [`crate::placement`]).
     pub expert_cache: Option<u64>,
+    /// Whether experts past the expert cache use device slots filled per step (least recently
+    /// used out) rather than whole layers' experts on the device (`device.expert_paging`).
+    pub expert_paging: bool,
     /// Layers whose weights stay in device memory; the later layers' weights are read from
     /// host memory across the bus. `None`: every layer where the model fits, else as many as
     /// fit once the experts went to host memory.
@@ -48,6 +51,7 @@ impl Default for RunnerOptions {
             page_size: 256,
             kv_dtype: KvDType::F16,
             expert_cache: None,
+            expert_paging: true,
             gpu_layers: None,
         }
     }
@@ -263,7 +267,7 @@ impl Runner {
         let host_weights = crate::placement::place_weights(&model, backend.as_ref(), &opts, spec.bytes(), act)?;
         for (id, name) in model.weights.iter() {
             let data = src.data(name).ok_or_else(|| infr_models::ModelError::MissingTensor(name.to_owned()))?;
-            let place = if host_weights.contains(&id) { WeightPlace::Host } else { WeightPlace::Device };
+            let place = host_weights.get(&id).copied().unwrap_or(WeightPlace::Device);
             backend.load_weight_placed(id, &data, place)?;
         }
         backend.init_kv(&spec)?;
@@ -300,6 +304,19 @@ impl Runner {
     /// The model.
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// Log how the expert cache did since load (routed experts found in their device slots,
+    /// and copied in), where the model has paged experts.
+    pub fn log_expert_cache(&mut self) {
+        match self.backend.expert_cache_stats() {
+            Ok(Some((hits, misses))) => tracing::info!(
+                "expert cache: {hits} hits, {misses} misses ({:.1}% of the routed experts were in their slots)",
+                100.0 * hits as f64 / (hits + misses).max(1) as f64
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("expert cache statistics: {e}"),
+        }
     }
 
     /// The backend's device.

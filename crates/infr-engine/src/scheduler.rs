@@ -370,6 +370,7 @@ impl Scheduler {
             .name("infr-scheduler".into())
             .spawn(move || {
                 s.run();
+                s.runner.log_expert_cache();
                 drop(s);
                 tracing::debug!("scheduler: stopped, its backend released");
             })

@@ -290,12 +290,32 @@ impl Backend for VulkanBackend {
         }
         let kind = match place {
             infr_core::WeightPlace::Device => MemKind::DeviceLocal,
-            infr_core::WeightPlace::Host => MemKind::HostSpill,
+            infr_core::WeightPlace::Host | infr_core::WeightPlace::Paged { .. } => MemKind::HostSpill,
         };
-        let w = upload_weight(&self.ctx, &mut self.one, weight, kind).map_err(|e| self.err(e))?;
+        let mut w = upload_weight(&self.ctx, &mut self.one, weight, kind).map_err(|e| self.err(e))?;
+        if let infr_core::WeightPlace::Paged { experts, slots } = place {
+            w.paged =
+                crate::expert_cache::PagedExperts::new(&self.ctx, &mut self.one, &w, experts, slots, &weight.name)
+                    .map_err(|e| self.err(e))?;
+        }
         self.weights.insert(id, w);
         self.generation += 1;
         Ok(())
+    }
+
+    fn expert_cache_stats(&mut self) -> Result<Option<(u64, u64)>, BackendError> {
+        self.settle()?;
+        let mut total: Option<(u64, u64)> = None;
+        for w in self.weights.values() {
+            let Some(pe) = &w.paged else { continue };
+            let mut head = [0u8; 12];
+            self.one.download(&pe.table, 0, &mut head).map_err(|e| e.into_backend(&self.info.id))?;
+            let word = |i: usize| u32::from_le_bytes(head[4 * i..4 * i + 4].try_into().expect("4 bytes")) as u64;
+            let t = total.get_or_insert((0, 0));
+            t.0 += word(1);
+            t.1 += word(2);
+        }
+        Ok(total)
     }
 
     fn init_kv(&mut self, spec: &KvSpec) -> Result<(), BackendError> {

@@ -124,7 +124,7 @@ impl crate::device::DeviceCaps {
             "every op and weight type of the CPU backend; KV cache f32, f16, q8_0 (layers past the memory budget in host memory, kv.spill_to_host)"
                 .to_owned(),
             // Vulkan only as well: the CPU's weights are in host memory already.
-            "MoE experts past the expert cache (INFR_CACHE, or the memory budget) read from host memory".to_owned(),
+            "MoE experts past the expert cache (INFR_CACHE, or the memory budget) in host memory behind device slots filled per step, least recently used out (device.expert_paging)".to_owned(),
             "diffusion canvases sampled on the device".to_owned(),
         ];
         if let Some(c) = f.coopmat {

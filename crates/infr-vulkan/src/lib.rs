@@ -12,6 +12,7 @@ mod backend;
 mod coop_kernels;
 pub mod device;
 mod error;
+mod expert_cache;
 mod features;
 mod fused_kernels;
 mod fusion;

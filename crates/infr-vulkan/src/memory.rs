@@ -260,6 +260,22 @@ impl OneShot {
         Ok(())
     }
 
+    /// Copy `out.len()` bytes of `src` at `offset` into `out` (through a readback buffer
+    /// unless `src` is mapped); the device must be done writing `src`.
+    pub fn download(&mut self, src: &Buffer, offset: u64, out: &mut [u8]) -> VkResult<()> {
+        if src.is_mapped() {
+            src.read(offset, out);
+            return Ok(());
+        }
+        let back = Buffer::new(&self.ctx, out.len() as u64, MemKind::Readback, "readback")?;
+        let region = vk::BufferCopy::default().src_offset(offset).dst_offset(0).size(out.len() as u64);
+        let (s, b) = (src.raw, back.raw);
+        // SAFETY: both buffers are valid and the regions lie inside them.
+        self.run(|d, cmd| unsafe { d.cmd_copy_buffer(cmd, s, b, &[region]) })?;
+        back.read(0, out);
+        Ok(())
+    }
+
     /// Copy `data` into `dst` at `offset`, directly when mapped, else through staging.
     pub fn upload(&mut self, dst: &mut Buffer, offset: u64, data: &[u8]) -> VkResult<()> {
         if dst.is_mapped() {

@@ -58,6 +58,8 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("gather_rows", include_str!("shaders/gather_rows.wgsl")),
     ("matmul_moe", include_str!("shaders/matmul_moe.wgsl")),
     ("moe_tiles", include_str!("shaders/moe_tiles.wgsl")),
+    ("moe_cache", include_str!("shaders/moe_cache.wgsl")),
+    ("moe_fetch", include_str!("shaders/moe_fetch.wgsl")),
     ("moe_route", include_str!("shaders/moe_route.wgsl")),
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),
     ("moe_combine", include_str!("shaders/moe_combine.wgsl")),

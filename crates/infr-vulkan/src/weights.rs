@@ -29,6 +29,8 @@ pub(crate) struct GpuWeight {
     pub chunks: Vec<WeightChunk>,
     /// f32 values of a 1-D weight, or of a small float matrix (conv taps) read elementwise.
     pub vec: Option<Buffer>,
+    /// The device slots of an expert tensor kept in host memory (`WeightPlace::Paged`).
+    pub paged: Option<crate::expert_cache::PagedExperts>,
 }
 
 /// Float matrices up to this many elements also get an f32 copy (a convolution's taps).
@@ -109,7 +111,7 @@ pub(crate) fn upload_weight(
     } else {
         None
     };
-    Ok(GpuWeight { layout, cols, rows, chunks, vec })
+    Ok(GpuWeight { layout, cols, rows, chunks, vec, paged: None })
 }
 
 /// The KV cache: per layer one K and one V buffer of `slots × width` elements.

@@ -36,6 +36,10 @@ pub(crate) enum Res {
     WeightChunk(WeightId, usize),
     /// The f32 copy of a 1-D weight.
     WeightVec(WeightId),
+    /// The device slots of a paged expert tensor (`expert_cache`).
+    ExpertSlots(WeightId),
+    /// The slot table of a paged expert tensor.
+    ExpertTable(WeightId),
     /// K cache of a layer.
     KvK(u32),
     /// V cache of a layer.

@@ -9,6 +9,7 @@ use infr_core::{ExpertGateUp, MoeGating, MoeParams, SharedExpert, TensorId, Weig
 
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
+use crate::expert_cache as ec;
 use crate::features::Coop;
 use crate::fusion::Q8Info;
 use crate::kernels::{self, CoopTile};
@@ -35,6 +36,8 @@ pub(super) struct MoeTemps {
     /// Int8 copies of the input and of the gated activation (integer-dot decode).
     qx: u32,
     qh: u32,
+    /// The expert copies a paged layer's step needs (`expert_cache`).
+    jobs: u32,
 }
 
 impl MoeTemps {
@@ -53,6 +56,7 @@ impl MoeTemps {
             tiles: next(),
             qx: next(),
             qh: next(),
+            jobs: next(),
         }
     }
 }
@@ -90,6 +94,16 @@ fn expert_weights(p: &MoeParams) -> Vec<WeightId> {
         ExpertGateUp::Separate { gate, up } => vec![gate, up, p.down],
         ExpertGateUp::Fused(gu) => vec![gu, p.down],
     }
+}
+
+/// Every tensor of `p` indexed by expert: the expert weights, then their biases.
+fn expert_tensors(p: &MoeParams) -> Vec<WeightId> {
+    let biases = match p.gate_up_bias {
+        Some(ExpertGateUp::Separate { gate, up }) => vec![gate, up],
+        Some(ExpertGateUp::Fused(gu)) => vec![gu],
+        None => Vec::new(),
+    };
+    expert_weights(p).into_iter().chain(biases).chain(p.down_bias).collect()
 }
 
 /// How a MoE node of `n` tokens over `cols` inputs reads int8 activations, if its expert
@@ -130,6 +144,7 @@ pub(super) fn lower(
         feat,
         t: *temps.get_or_insert_with(|| MoeTemps::new(temp_bytes)),
         path: ExpertPath::PerPair,
+        paged: false,
         max_tiles: 0,
         pairs: m.n_tokens * p.n_used as usize,
         temp_bytes,
@@ -149,6 +164,7 @@ pub(super) fn lower(
     l.grow(l.t.sy, n * out);
     let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
     l.path = ExpertPath::choose(p, n, m.cols, feat, &experts);
+    l.paged = l.pages_fit()?;
     l.route()?;
     l.routed_experts(qact_of)?;
     let shared = match &p.shared {
@@ -167,6 +183,9 @@ struct MoeLowering<'a, 'b> {
     feat: Features,
     t: MoeTemps,
     path: ExpertPath,
+    /// Whether the expert matmuls read the expert cache's slots (every expert tensor is
+    /// paged and the step routes no more pairs than there are slots).
+    paged: bool,
     /// Upper bound of the tiled paths' work list (set by `route`).
     max_tiles: u32,
     /// Routed (token, slot) pairs.
@@ -188,6 +207,61 @@ impl<'a> MoeLowering<'a, '_> {
             return Err(VkError::Unsupported(format!("moe: weight {} spans {} buffers", id.0, gw.chunks.len())));
         }
         Ok(gw)
+    }
+
+    /// Whether this step's expert matmuls can read the expert cache: every expert tensor
+    /// has slots (the same number, for this node's experts) and the step routes no more
+    /// pairs than that, so each routed expert finds one.
+    fn pages_fit(&self) -> VkResult<bool> {
+        let mut slots = None;
+        for id in expert_tensors(self.p) {
+            let Some(pe) = self.one_chunk(&id)?.paged.as_ref() else { return Ok(false) };
+            if pe.n_expert != self.p.n_expert || slots.is_some_and(|s| s != pe.slots) {
+                return Ok(false);
+            }
+            slots = Some(pe.slots);
+        }
+        Ok(slots.is_some_and(|s| self.pairs <= s as usize))
+    }
+
+    /// The buffer the expert kernels read tensor `id` from, and its scale-plane offset.
+    fn expert_buf(&self, id: &WeightId) -> VkResult<(Res, u32)> {
+        let gw = self.one_chunk(id)?;
+        Ok(match (&gw.paged, self.paged) {
+            (Some(pe), true) => (Res::ExpertSlots(*id), pe.soff_words),
+            _ => (Res::WeightChunk(*id, 0), gw.chunks[0].soff_words),
+        })
+    }
+
+    /// Slots for the step's routed experts (the first tensor's table decides for all), the
+    /// copies of the missing ones into every tensor's slots, routed ids rewritten to slots.
+    fn fetch_experts(&mut self) -> VkResult<()> {
+        let tensors = expert_tensors(self.p);
+        let slots = self.one_chunk(&tensors[0])?.paged.as_ref().map_or(0, |pe| pe.slots);
+        self.grow(self.t.jobs, ec::jobs_words(slots));
+        let cp = ec::MoeCacheParams {
+            n_pairs: u32_of(self.pairs, "routed pairs")?,
+            n_expert: self.p.n_expert,
+            slots,
+            pad: 0,
+        };
+        let res = vec![Res::Temp(self.t.route), Res::ExpertTable(tensors[0]), Res::Temp(self.t.jobs)];
+        self.emit(ec::moe_cache(), res, bytes(&cp), 1, None);
+        let copies = slots.min(cp.n_pairs);
+        for (i, id) in tensors.iter().enumerate() {
+            let gw = self.one_chunk(id)?;
+            let Some(pe) = gw.paged.as_ref() else { continue };
+            let fp = ec::MoeFetchParams::of(pe, gw.chunks[0].soff_words);
+            let groups = copies
+                .checked_mul(fp.pieces)
+                .ok_or_else(|| VkError::Unsupported(format!("moe: expert copies of {}", id.0)))?;
+            let res = vec![Res::WeightChunk(*id, 0), Res::ExpertSlots(*id), Res::Temp(self.t.jobs)];
+            // The copies write different buffers: only the last waits for all of them.
+            let barrier_after = i + 1 == tensors.len();
+            let shape = Some(format!("expert copies {}", id.0));
+            self.emits.push(Emit { spec: ec::moe_fetch(), res, push: bytes(&fp), groups, shape, barrier_after });
+        }
+        Ok(())
     }
 
     fn vec_of(&self, id: &WeightId, len: usize) -> VkResult<Res> {
@@ -236,6 +310,9 @@ impl<'a> MoeLowering<'a, '_> {
         };
         let res = vec![Res::Act(self.m.logits.0), scale, Res::Temp(self.t.route)];
         self.emit(mk::moe_route(p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
+        if self.paged {
+            self.fetch_experts()?;
+        }
         self.max_tiles = u32_of(mk::moe_max_tiles(self.pairs, p.n_expert as usize, tile_c), "expert tiles")?;
         if tiled {
             let n_pairs = u32_of(self.pairs, "routed pairs")?;
@@ -280,7 +357,7 @@ impl<'a> MoeLowering<'a, '_> {
         if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != self.p.n_expert as usize {
             return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{}", b.0, self.p.n_expert)));
         }
-        Ok(Res::WeightChunk(b, 0))
+        Ok(self.expert_buf(&b)?.0)
     }
 
     /// One expert matmul over the routed pairs (with a second weight of the same shape when
@@ -294,16 +371,17 @@ impl<'a> MoeLowering<'a, '_> {
         role: &str,
     ) -> VkResult<()> {
         let gw = self.one_chunk(&id)?;
-        let mp = mk::MoeMatmulParams { soff: gw.chunks[0].soff_words, has_bias: bias.is_some() as u32, ..mp };
+        let (w, soff) = self.expert_buf(&id)?;
+        let mp = mk::MoeMatmulParams { soff, has_bias: bias.is_some() as u32, ..mp };
         let second = match second {
             Some((id2, bias2)) => {
-                let gw2 = self.one_chunk(&id2)?;
-                Some((id2, gw2.chunks[0].soff_words, self.bias_res(bias2, mp.m)?, bias2.is_some()))
+                let (w2, soff2) = self.expert_buf(&id2)?;
+                Some((w2, soff2, self.bias_res(bias2, mp.m)?, bias2.is_some()))
             }
             None => None,
         };
         let bias = self.bias_res(bias, mp.m)?;
-        let d = ExpertDispatch { weight: id, gw, bias, x, y, mp, max_tiles: self.max_tiles, second };
+        let d = ExpertDispatch { w, gw, bias, x, y, mp, max_tiles: self.max_tiles, second };
         let (spec, res, push, groups) = d.lower(self.path, &self.t, self.feat)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
         self.emit(spec, res, push, groups, Some(shape));
@@ -508,7 +586,8 @@ impl ExpertPath {
 
 /// One expert matmul to lower: `y[pair] = x[pair / x_div] · W_eᵀ` for every routed pair.
 struct ExpertDispatch<'a> {
-    weight: WeightId,
+    /// The weight's buffer (its host tensor or its expert-cache slots).
+    w: Res,
     gw: &'a GpuWeight,
     /// The per-expert bias rows, or a dummy binding.
     bias: Res,
@@ -520,14 +599,14 @@ struct ExpertDispatch<'a> {
     max_tiles: u32,
     /// A second weight of the same shape and type computed in the same dispatch into the
     /// columns after the first one's (the up weight beside the gate; integer-dot path only):
-    /// its id, scale-plane offset and bias.
-    second: Option<(WeightId, u32, Res, bool)>,
+    /// its buffer, scale-plane offset and bias.
+    second: Option<(Res, u32, Res, bool)>,
 }
 
 impl ExpertDispatch<'_> {
     /// The kernel, bindings, push constants and workgroups of this matmul on `path`.
     fn lower(&self, path: ExpertPath, t: &MoeTemps, feat: Features) -> VkResult<(KernelSpec, Vec<Res>, Vec<u8>, u32)> {
-        let (mp, w) = (self.mp, Res::WeightChunk(self.weight, 0));
+        let (mp, w) = (self.mp, self.w);
         let grid = |tiles_m: u32, items: u32| {
             tiles_m.checked_mul(items).ok_or_else(|| VkError::Unsupported("moe grid".into()))
         };
@@ -564,8 +643,8 @@ impl ExpertDispatch<'_> {
                 let mut res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
                 let groups = grid(tiles_m, mp.n_pairs)?;
                 match self.second {
-                    Some((id, soff1, bias1, has_bias1)) => {
-                        res.extend([Res::WeightChunk(id, 0), bias1]);
+                    Some((w1, soff1, bias1, has_bias1)) => {
+                        res.extend([w1, bias1]);
                         let gp = mk::MoeQ8GateUpParams { gate: qp, soff1, bias1: has_bias1 as u32 };
                         (spec, res, bytes(&gp), grid(groups, 2)?)
                     }

@@ -238,6 +238,15 @@ impl Plan {
                     .ok_or_else(|| missing(format!("weight {}", id.0)))?;
                 (w.buf.raw, 0, w.buf.size)
             }
+            Res::ExpertSlots(id) | Res::ExpertTable(id) => {
+                let p = res
+                    .weights
+                    .get(&id)
+                    .and_then(|w| w.paged.as_ref())
+                    .ok_or_else(|| missing(format!("expert slots of {}", id.0)))?;
+                let b = if matches!(r, Res::ExpertSlots(_)) { &p.buf } else { &p.table };
+                (b.raw, 0, b.size)
+            }
             Res::WeightVec(id) => {
                 let b = res
                     .weights

@@ -2,7 +2,7 @@
 //! uneven on purpose: the router logits come from a table where one expert wins for every
 //! token and another never does, so one expert sees all the tokens and one none.
 
-use infr_core::{Activation, ExpertGateUp, KvDType, MoeGating, MoeParams, SharedExpert, WeightId};
+use infr_core::{Activation, Backend, ExpertGateUp, KvDType, MoeGating, MoeParams, SharedExpert, WeightId};
 use infr_quant::GgmlType;
 
 use crate::common::*;
@@ -40,6 +40,44 @@ fn f32_table(w: &mut Weights, name: &str, v: Vec<f32>, cols: usize, rows: usize)
     })
 }
 
+/// Qwen3-MoE's routing (softmax, top-2, renormalised) over separate gate / up experts.
+fn qwen3moe_params(gate: WeightId, up: WeightId, down: WeightId) -> MoeParams {
+    MoeParams {
+        n_expert: N_EXPERT as u32,
+        n_used: 2,
+        n_ff: FF as u32,
+        gating: MoeGating::Softmax,
+        renorm: true,
+        weight_before: false,
+        gate_up: ExpertGateUp::Separate { gate, up },
+        down,
+        act: Activation::Silu,
+        expert_scale: None,
+        shared: None,
+        gate_up_bias: None,
+        down_bias: None,
+    }
+}
+
+/// `base` as gpt-oss runs it: softmax over the chosen, clamped SwiGLU, biased experts
+/// (gate, up, down and their biases).
+fn gpt_oss_params(
+    base: MoeParams,
+    [gate, up, down]: [WeightId; 3],
+    [gate_b, up_b, down_b]: [WeightId; 3],
+) -> MoeParams {
+    MoeParams {
+        gating: MoeGating::SoftmaxChosen,
+        renorm: false,
+        act: Activation::SwigluOai,
+        gate_up: ExpertGateUp::Separate { gate, up },
+        down,
+        gate_up_bias: Some(ExpertGateUp::Separate { gate: gate_b, up: up_b }),
+        down_bias: Some(down_b),
+        ..base
+    }
+}
+
 /// Router logits per token id: expert 0 far ahead for every token, the last expert far
 /// behind, the others random.
 fn router_table(w: &mut Weights, rng: &mut Rng) -> WeightId {
@@ -73,21 +111,7 @@ fn moe_routing_over_many_experts_with_ties() {
     let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF, N);
     let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, COLS, FF, N);
     let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS, N);
-    let params = MoeParams {
-        n_expert: N as u32,
-        n_used: 8,
-        n_ff: FF as u32,
-        gating: MoeGating::Softmax,
-        renorm: false,
-        weight_before: false,
-        gate_up: ExpertGateUp::Separate { gate, up },
-        down,
-        act: Activation::Silu,
-        expert_scale: None,
-        shared: None,
-        gate_up_bias: None,
-        down_bias: None,
-    };
+    let params = MoeParams { n_expert: N as u32, n_used: 8, renorm: false, ..qwen3moe_params(gate, up, down) };
     // The subgroup routing kernel, and the workgroup-tree one of devices without subgroup
     // operations (portable kernels).
     for portable in [false, true] {
@@ -134,21 +158,7 @@ fn moe_matches_cpu_with_uneven_routing() {
     let gu_b = w.add(weight("gu_b", GgmlType::F32, 2 * FF, N_EXPERT, &mut rng, 1.0));
     let down_b = w.add(weight("down_b", GgmlType::F32, COLS, N_EXPERT, &mut rng, 1.0));
     let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
-    let base = MoeParams {
-        n_expert: N_EXPERT as u32,
-        n_used: 2,
-        n_ff: FF as u32,
-        gating: MoeGating::Softmax,
-        renorm: true,
-        weight_before: false,
-        gate_up: ExpertGateUp::Separate { gate, up },
-        down,
-        act: Activation::Silu,
-        expert_scale: None,
-        shared: None,
-        gate_up_bias: None,
-        down_bias: None,
-    };
+    let base = qwen3moe_params(gate, up, down);
     let cases = [
         ("qwen3moe-style", base),
         (
@@ -177,16 +187,7 @@ fn moe_matches_cpu_with_uneven_routing() {
         ("softmax over the chosen", MoeParams { gating: MoeGating::SoftmaxChosen, renorm: false, ..base }),
         (
             "gpt-oss: mxfp4, biases, clamped swiglu",
-            MoeParams {
-                gating: MoeGating::SoftmaxChosen,
-                renorm: false,
-                act: Activation::SwigluOai,
-                gate_up: ExpertGateUp::Separate { gate: gate_mx, up: up_mx },
-                down: down_mx,
-                gate_up_bias: Some(ExpertGateUp::Separate { gate: gate_b, up: up_b }),
-                down_bias: Some(down_b),
-                ..base
-            },
+            gpt_oss_params(base, [gate_mx, up_mx, down_mx], [gate_b, up_b, down_b]),
         ),
         (
             "fused gate_up bias, weight before",
@@ -215,4 +216,77 @@ fn moe_matches_cpu_with_uneven_routing() {
             p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
         }
     }
+}
+
+/// Experts in host memory behind a device cache of a few slots (`WeightPlace::Paged`): one-
+/// token steps route to experts that are, or are not, in a slot (copies in, the least
+/// recently used out), a step with more pairs than slots reads host memory, and every output
+/// matches the CPU. Separate, fused and biased (gpt-oss) expert tensors.
+#[test]
+fn paged_experts_match_cpu_across_steps() {
+    let mut rng = Rng(53);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    // Router logits with no favourite: every step moves the choice.
+    let rt = f32_table(&mut w, "router", rng.vec(VOCAB * N_EXPERT, 2.0), N_EXPERT, VOCAB);
+    let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q4_K, COLS, FF);
+    let up = experts(&mut w, &mut rng, "up", GgmlType::Q8_0, COLS, FF);
+    let gate_up = experts(&mut w, &mut rng, "gate_up", GgmlType::Q4_K, COLS, 2 * FF);
+    let down = experts(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS);
+    let gate_mx = experts(&mut w, &mut rng, "gate_mx", GgmlType::MXFP4, COLS, FF);
+    let up_mx = experts(&mut w, &mut rng, "up_mx", GgmlType::MXFP4, COLS, FF);
+    let down_mx = experts(&mut w, &mut rng, "down_mx", GgmlType::MXFP4, FF, COLS);
+    let gate_b = w.add(weight("gate_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let up_b = w.add(weight("up_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let down_b = w.add(weight("down_b", GgmlType::F32, COLS, N_EXPERT, &mut rng, 1.0));
+    let expert_ids = [gate, up, gate_up, down, gate_mx, up_mx, down_mx, gate_b, up_b, down_b];
+    const SLOTS: u32 = 3;
+    let Some(mut vk) = vulkan() else { return };
+    let mut cpu = cpu();
+    for (i, d) in w.list.iter().enumerate() {
+        let id = WeightId(i as u32);
+        let place = if expert_ids.contains(&id) {
+            infr_core::WeightPlace::Paged { experts: N_EXPERT as u32, slots: SLOTS }
+        } else {
+            infr_core::WeightPlace::Device
+        };
+        vk.load_weight_placed(id, d, place).expect("load weight");
+        cpu.load_weight(id, d).expect("load weight");
+    }
+    let spec = kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16);
+    vk.init_kv(&spec).unwrap();
+    cpu.init_kv(&spec).unwrap();
+    let mut p = Pair { vk, cpu };
+    assert_eq!(p.vk.expert_cache_stats().unwrap(), Some((0, 0)));
+    let base = qwen3moe_params(gate, up, down);
+    let cases = [
+        ("separate", base),
+        ("fused, top-3", MoeParams { n_used: 3, gate_up: ExpertGateUp::Fused(gate_up), ..base }),
+        ("gpt-oss: mxfp4 and biases", gpt_oss_params(base, [gate_mx, up_mx, down_mx], [gate_b, up_b, down_b])),
+    ];
+    let mut routed = 0;
+    for (name, params) in cases {
+        let one = graph(&w, 1, 1, |g| {
+            let x = g.embed(xt);
+            let logits = g.embed(rt);
+            g.moe(x, logits, params)
+        });
+        // Six tokens: more pairs than slots, read from host memory.
+        let six = graph(&w, 6, 6, |g| {
+            let x = g.embed(xt);
+            let logits = g.embed(rt);
+            g.moe(x, logits, params)
+        });
+        let steps: Vec<Step> =
+            (0..VOCAB as u32).map(|t| Step::simple(vec![(t * 7 + 2) % VOCAB as u32], 0, vec![0])).collect();
+        p.check(&format!("paged {name}, one token"), &one, &steps[..8], 2e-3, 2e-2);
+        let batch = Step::simple((0..6).map(|t| (t * 5 + 1) % VOCAB as u32).collect(), 0, vec![0]);
+        p.check(&format!("paged {name}, six tokens"), &six, &[batch], 2e-3, 2e-2);
+        p.check(&format!("paged {name}, one token after six"), &one, &steps[8..], 2e-3, 2e-2);
+        routed += VOCAB as u64 * params.n_used as u64;
+    }
+    // Each one-token step found every routed expert in a slot or copied it in.
+    let (hits, misses) = p.vk.expert_cache_stats().unwrap().expect("paged experts");
+    assert_eq!(hits + misses, routed, "hits {hits}, misses {misses}");
+    assert!(hits > 0 && misses > 0, "hits {hits}, misses {misses}");
 }
