@@ -250,6 +250,7 @@ pub const NON_KEY_ENV_PREFIXES: &[&str] = &[
     "INFR_TEST_",
     "INFR_CPU_SIMD",
     "INFR_VK_COOP_",
+    "INFR_VK_DELTA_",
     "INFR_VK_DUMP_",
     "INFR_VK_F16_",
     "INFR_VK_MOE_",

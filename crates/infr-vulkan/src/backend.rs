@@ -48,6 +48,9 @@ pub struct VulkanOptions {
     /// Place KV cache layers that find no room in device memory in host memory the kernels
     /// read across the bus (slower), instead of failing (`kv.spill_to_host`).
     pub kv_spill_to_host: bool,
+    /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
+    /// default, 64, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
+    pub delta_chunk_min: u32,
 }
 
 /// The Vulkan backend.
@@ -117,7 +120,8 @@ impl VulkanBackend {
                 opts.disable_fusion,
             )
             .with_max_splits(opts.attention_splits)
-            .with_f16_slice_bytes(opts.f16_slice_bytes),
+            .with_f16_slice_bytes(opts.f16_slice_bytes)
+            .with_delta_chunk_min(opts.delta_chunk_min),
             kv_spill: opts.kv_spill_to_host,
             in_flight: None,
             finished: None,

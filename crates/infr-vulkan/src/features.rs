@@ -27,7 +27,14 @@ pub(crate) struct Features {
     /// Whether prefill matmuls may run over f16 copies of weights and activations
     /// (`prefill_matmul.rs`; off again for a plan that does not fit with their buffers).
     pub f16_prefill: bool,
+    /// Steps of at least this many tokens run the delta rule in its chunked form
+    /// ([`DELTA_CHUNK_MIN`] unless `INFR_VK_DELTA_CHUNK_MIN` or a test says otherwise; 0: never).
+    pub delta_chunk_min: u32,
 }
+
+/// Fewest tokens of a step that take the chunked delta rule: prefill chunks, not the
+/// batched decode steps of a server (up to 32 rows of one token each).
+pub const DELTA_CHUNK_MIN: u32 = 64;
 
 /// Most bytes of one dequantized weight slice (and of the plan's f16 weight buffer): a
 /// whole weight matrix of the common models is one slice. Smaller slices, sized to stay in
@@ -90,11 +97,23 @@ impl Features {
             max_splits: None,
             f16_slice_bytes: F16_SLICE_BYTES,
             f16_prefill: true,
+            delta_chunk_min: std::env::var("INFR_VK_DELTA_CHUNK_MIN")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(DELTA_CHUNK_MIN),
         }
     }
 }
 
 impl Features {
+    /// Steps of at least `min` tokens take the chunked delta rule (0: keep the setting).
+    pub fn with_delta_chunk_min(mut self, min: u32) -> Self {
+        if min > 0 {
+            self.delta_chunk_min = min;
+        }
+        self
+    }
+
     /// Cap the key splits of decode attention (0: automatic).
     pub fn with_max_splits(mut self, max: u32) -> Self {
         self.max_splits = (max > 0).then_some(max);

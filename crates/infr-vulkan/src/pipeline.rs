@@ -59,6 +59,8 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("matmul_moe", include_str!("shaders/matmul_moe.wgsl")),
     ("moe_tiles", include_str!("shaders/moe_tiles.wgsl")),
     ("moe_cache", include_str!("shaders/moe_cache.wgsl")),
+    ("delta_prep", include_str!("shaders/delta_prep.wgsl")),
+    ("delta_chunked", include_str!("shaders/delta_chunked.wgsl")),
     ("moe_fetch", include_str!("shaders/moe_fetch.wgsl")),
     ("moe_route", include_str!("shaders/moe_route.wgsl")),
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),

@@ -93,6 +93,67 @@ pub fn delta_net(head_dim: u32, shuffles: bool) -> KernelSpec {
         .define("ROW_SUM", row_sum)
 }
 
+/// Tokens per chunk of the chunked delta rule (its pass 1 keeps two C x C matrices in
+/// workgroup memory).
+pub const DELTA_CHUNK: u32 = 32;
+
+/// Push constants of `delta_prep.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct DeltaPrepParams {
+    pub n_tokens: u32,
+    pub n_k_head: u32,
+    pub n_v_head: u32,
+    pub pos_off: u32,
+    pub seq_off: u32,
+    pub pad: [u32; 3],
+}
+
+/// Whether heads of `head_dim` can take the chunked form (rows split over lanes, as in
+/// [`delta_net`]'s split form, and at most 256 elements per row).
+pub fn delta_chunked_fits(head_dim: u32, shuffles: bool) -> bool {
+    shuffles && head_dim % DELTA_NET_ROWS == 0 && head_dim <= 256
+}
+
+/// Pass 1 of the chunked delta rule: each chunk's W, U, P and G. Bindings: q, k, v, alpha,
+/// beta, decay, step, scratch.
+pub fn delta_prep(head_dim: u32) -> KernelSpec {
+    KernelSpec::new(format!("delta_prep_d{head_dim}"), &["common", "delta_prep"], 8, push_size::<DeltaPrepParams>())
+        .define("D", head_dim)
+        .define("C", DELTA_CHUNK)
+        .define("CC", DELTA_CHUNK * DELTA_CHUNK)
+}
+
+/// Pass 2 of the chunked delta rule: states and outputs chunk by chunk. Bindings: q, k,
+/// scratch, step, state, Y; push constants [`DeltaNetParamsGpu`].
+pub fn delta_chunked(head_dim: u32) -> KernelSpec {
+    let (p, rows) = (DELTA_NET_LANES, DELTA_NET_ROWS);
+    let mut row_sum = String::new();
+    let mut step = 1;
+    while step < p {
+        row_sum.push_str(&format!("    v += subgroupShuffleXor(v, {step}u);\n"));
+        step *= 2;
+    }
+    KernelSpec::new(
+        format!("delta_chunked_d{head_dim}.x{p}"),
+        &["common", "delta_chunked"],
+        6,
+        push_size::<DeltaNetParamsGpu>(),
+    )
+    .define("D", head_dim)
+    .define("P", p)
+    .define("ROWS", rows)
+    .define("WG", rows * p)
+    .define("C", DELTA_CHUNK)
+    .define("ROW_SUM", row_sum)
+}
+
+/// f32 words of the chunked delta rule's scratch for `n_tokens` rows of `n_v_head` heads:
+/// W and U like V, P rows of [`DELTA_CHUNK`], G.
+pub fn delta_scratch_words(n_tokens: u64, n_v_head: u64, head_dim: u64) -> u64 {
+    n_tokens * n_v_head * (2 * head_dim + DELTA_CHUNK as u64 + 1)
+}
+
 /// Workgroups of the delta-rule kernel for `n_tokens` rows and `n_v_head` heads.
 pub fn delta_net_groups(head_dim: u32, shuffles: bool, n_tokens: u64, n_v_head: u64) -> u64 {
     let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
@@ -115,6 +176,9 @@ mod tests {
             delta_net(128, false),
             delta_net(32, true),
             delta_net(128, true),
+            delta_prep(128),
+            delta_chunked(64),
+            delta_chunked(128),
         ] {
             let src = spec.wgsl().unwrap();
             compile_wgsl(&spec.name, &src, false).unwrap_or_else(|e| panic!("{}: {e}", spec.name));

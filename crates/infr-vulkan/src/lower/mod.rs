@@ -235,6 +235,8 @@ pub(crate) fn lower(
 ) -> VkResult<Lowered> {
     let mut scratch = 0u64;
     let mut temp_bytes: Vec<u64> = Vec::new();
+    // The chunked delta rule's scratch, shared by the plan's delta-rule nodes.
+    let mut delta_scratch: Option<u32> = None;
     let mut mix_vocab = None;
     // (Input node, blocks per scale) → its int8-quantized copy (q/k/v and gate/up share one).
     let mut qact_of: HashMap<(u32, u32), u32> = HashMap::new();
@@ -393,8 +395,10 @@ pub(crate) fn lower(
                 }
             }
             Op::DeltaNet { params, .. } => {
-                let e = recurrent::delta_net(graph, i, params, weights, kv, &st, feat)?;
-                push(&e.spec, e.res, e.push, e.groups, None)?;
+                let side = (&mut delta_scratch, &mut temp_bytes);
+                for e in recurrent::delta_net(graph, i, params, weights, kv, &st, feat, side)? {
+                    push(&e.spec, e.res, e.push, e.groups, None)?;
+                }
             }
         }
     }

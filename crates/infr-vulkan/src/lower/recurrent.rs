@@ -91,7 +91,10 @@ pub(super) fn conv1d(
     Ok(vec![emit(rk::conv1d(false), res.clone(), bytes(&gp), groups), emit(rk::conv1d(true), res, bytes(&gp), groups)])
 }
 
-/// `DeltaNet` of node `i`.
+/// `DeltaNet` of node `i`: the recurrence token by token, or for steps of
+/// `feat.delta_chunk_min` tokens and more its chunked form (two dispatches over a plan
+/// temporary that every delta-rule node of the plan shares, `scratch`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn delta_net(
     graph: &Graph,
     i: usize,
@@ -100,7 +103,8 @@ pub(super) fn delta_net(
     kv: Option<&KvSpec>,
     st: &StepLayout,
     feat: Features,
-) -> VkResult<Emit> {
+    (scratch, temp_bytes): (&mut Option<u32>, &mut Vec<u64>),
+) -> VkResult<Vec<Emit>> {
     let node = &graph.nodes[i];
     let Op::DeltaNet { q, k, v, alpha, beta, .. } = node.op else { unreachable!("delta_net lowering of another op") };
     if let Some(why) = unsupported(&node.op) {
@@ -124,6 +128,41 @@ pub(super) fn delta_net(
     };
     let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows() as u64, p.n_v_head as u64);
     let groups = u32::try_from(groups).map_err(|_| VkError::Unsupported(format!("{groups} delta-rule workgroups")))?;
+    let chunked = feat.delta_chunk_min > 0
+        && node.rows() >= feat.delta_chunk_min as usize
+        && rk::delta_chunked_fits(p.head_dim, feat.shuffles4);
+    if chunked {
+        let words = rk::delta_scratch_words(node.rows() as u64, p.n_v_head as u64, d);
+        let t = *scratch.get_or_insert_with(|| {
+            temp_bytes.push(16);
+            temp_bytes.len() as u32 - 1
+        });
+        crate::prefill_matmul::grow_temp(temp_bytes, t, words * 4);
+        let pp = rk::DeltaPrepParams {
+            n_tokens: gp.n_tokens,
+            n_k_head: p.n_k_head,
+            n_v_head: p.n_v_head,
+            pos_off: st.positions,
+            seq_off: st.token_seq,
+            pad: [0; 3],
+        };
+        let prep_groups = u32_of(node.rows() * p.n_v_head as usize, "delta-rule chunk workgroups")?;
+        let prep = vec![
+            Res::Act(q.0),
+            Res::Act(k.0),
+            Res::Act(v.0),
+            Res::Act(alpha.0),
+            Res::Act(beta.0),
+            Res::WeightVec(p.decay),
+            Res::Step,
+            Res::Temp(t),
+        ];
+        let run = vec![Res::Act(q.0), Res::Act(k.0), Res::Temp(t), Res::Step, Res::State(p.state), Res::Act(i as u32)];
+        return Ok(vec![
+            emit(rk::delta_prep(p.head_dim), prep, bytes(&pp), prep_groups),
+            emit(rk::delta_chunked(p.head_dim), run, bytes(&gp), groups),
+        ]);
+    }
     let res = vec![
         Res::Act(q.0),
         Res::Act(k.0),
@@ -135,5 +174,5 @@ pub(super) fn delta_net(
         Res::State(p.state),
         Res::Act(i as u32),
     ];
-    Ok(emit(rk::delta_net(p.head_dim, feat.shuffles4), res, bytes(&gp), groups))
+    Ok(vec![emit(rk::delta_net(p.head_dim, feat.shuffles4), res, bytes(&gp), groups)])
 }

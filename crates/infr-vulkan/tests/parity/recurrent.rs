@@ -15,25 +15,28 @@ const D: usize = 32;
 const C: usize = (2 * HK + HV) * D;
 const TAPS: usize = 4;
 
-/// Steps over two sequences (index = state slot = page).
-fn steps() -> Vec<Step> {
+/// A step of `a.1` tokens of sequence 0 from position `a.0` and `b.1` of sequence 1 from
+/// `b.0` (index = state slot = page).
+fn two(a: (u32, usize), b: (u32, usize), salt: u32) -> Step {
     let toks = |n: usize, salt: u32| -> Vec<u32> { (0..n as u32).map(|i| (i * 5 + salt) % VOCAB as u32).collect() };
-    let two = |a: (u32, usize), b: (u32, usize), salt: u32| {
-        let (pa, na) = a;
-        let (pb, nb) = b;
-        let mut positions: Vec<u32> = (pa..pa + na as u32).collect();
-        positions.extend(pb..pb + nb as u32);
-        let mut token_seq = vec![0u32; na];
-        token_seq.extend(vec![1u32; nb]);
-        Step {
-            tokens: toks(na + nb, salt),
-            positions,
-            token_seq,
-            seqs: vec![vec![0], vec![1]],
-            output_rows: (0..(na + nb) as u32).collect(),
-            embed_mix: Vec::new(),
-        }
-    };
+    let (pa, na) = a;
+    let (pb, nb) = b;
+    let mut positions: Vec<u32> = (pa..pa + na as u32).collect();
+    positions.extend(pb..pb + nb as u32);
+    let mut token_seq = vec![0u32; na];
+    token_seq.extend(vec![1u32; nb]);
+    Step {
+        tokens: toks(na + nb, salt),
+        positions,
+        token_seq,
+        seqs: vec![vec![0], vec![1]],
+        output_rows: (0..(na + nb) as u32).collect(),
+        embed_mix: Vec::new(),
+    }
+}
+
+/// Short steps over two sequences.
+fn steps() -> Vec<Step> {
     vec![
         two((0, 5), (0, 0), 1),
         two((5, 3), (0, 2), 2),
@@ -46,7 +49,7 @@ fn steps() -> Vec<Step> {
 }
 
 fn state_spec() -> infr_core::KvSpec {
-    let mut kv = kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16);
+    let mut kv = kv_spec(1, 1, 2, 2, 2, 256, KvDType::F16);
     kv.states = vec![
         StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
         StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
@@ -58,6 +61,26 @@ fn state_spec() -> infr_core::KvSpec {
 
 #[test]
 fn conv_and_delta_rule_match_cpu_across_steps() {
+    check_across_steps(infr_vulkan::VulkanOptions { validation: true, ..Default::default() }, &steps());
+}
+
+/// The chunked form of the delta rule (taken by every step of two tokens or more here):
+/// runs that start inside a chunk, cross several chunk ends (chunks end at positions that
+/// are multiples of 32) and continue a state; two sequences in one step; a restart.
+#[test]
+fn chunked_delta_rule_matches_cpu_across_steps() {
+    let long = vec![
+        two((0, 45), (0, 0), 1),
+        two((45, 40), (0, 33), 2),
+        two((85, 1), (33, 70), 3),
+        two((86, 2), (103, 1), 4),
+        two((0, 3), (104, 37), 5),
+    ];
+    let opts = infr_vulkan::VulkanOptions { validation: true, delta_chunk_min: 2, ..Default::default() };
+    check_across_steps(opts, &long);
+}
+
+fn check_across_steps(opts: infr_vulkan::VulkanOptions, s: &[Step]) {
     let mut rng = Rng(77);
     let mut w = Weights::default();
     let x = w.add(weight("x", GgmlType::F32, C, VOCAB, &mut rng, 1.0));
@@ -69,9 +92,8 @@ fn conv_and_delta_rule_match_cpu_across_steps() {
     decay.bytes = infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&neg).to_vec());
     let decay = w.add(decay);
     let kv = state_spec();
-    let Some(mut pair) = Pair::new(&w, &kv) else { return };
-    let s = steps();
-    for step in &s {
+    let Some(mut pair) = Pair::with(&w, &kv, opts) else { return };
+    for step in s {
         let n = step.tokens.len();
         let conv = |state: u32| Conv1dParams { weight: taps, kernel: TAPS as u32, state, silu: true };
         // The conv alone (its own window), then the whole DeltaNet mixer on another window.
