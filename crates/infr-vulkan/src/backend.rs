@@ -49,7 +49,7 @@ pub struct VulkanOptions {
     /// read across the bus (slower), instead of failing (`kv.spill_to_host`).
     pub kv_spill_to_host: bool,
     /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
-    /// default, 64, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
+    /// default, never, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
     pub delta_chunk_min: u32,
 }
 
