@@ -53,7 +53,9 @@ pub fn tokenizer(w: &GgufWeights) -> Result<Tokenizer> {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DeviceArgs {
     /// Device: `cpu`, `Vulkan0`, `Vulkan1`… (`infr devices` lists them); `auto` (default)
-    /// picks the first GPU and falls back to the CPU. Config key `device.dev`, env `INFR_DEV`.
+    /// picks the first GPU and falls back to the CPU. A list (`Vulkan0,Vulkan1`) splits the
+    /// model's layers across the devices (`multi.pipeline`). Config key `device.dev`, env
+    /// `INFR_DEV`.
     #[arg(long = "dev", visible_alias = "device")]
     pub dev: Option<String>,
     /// CPU threads (0 = all cores). Config key `device.threads`.
@@ -65,6 +67,10 @@ pub struct DeviceArgs {
     /// them across the bus (it still computes every layer). Config key `device.gpu_layers`.
     #[arg(long = "ngl", visible_aliases = ["gpu-layers", "n-gpu-layers"], allow_negative_numbers = true)]
     pub gpu_layers: Option<i32>,
+    /// Share of the layers each device of a `--dev` list runs (`3,1`), as llama.cpp's
+    /// `--tensor-split` in layer mode; even by default. Config key `multi.split`.
+    #[arg(long = "tensor-split", visible_alias = "ts")]
+    pub tensor_split: Option<String>,
     /// Use the plain reference kernels on the CPU (slow; for checking the fast ones).
     #[arg(long)]
     pub reference: bool,
@@ -96,6 +102,7 @@ impl DeviceArgs {
         flags.opt("device.dev", "--dev", self.dev.clone());
         flags.opt("device.threads", "--threads", self.threads);
         flags.opt("device.gpu_layers", "--gpu-layers", self.gpu_layers);
+        flags.opt("multi.split", "--tensor-split", self.tensor_split.clone());
         let mut b = infr_config::ConfigBuilder::new().file(self.config.clone()).set_args(&self.sets);
         for (key, flag, value) in flags.0 {
             b = b.flag_named(key, flag, value);
@@ -105,6 +112,33 @@ impl DeviceArgs {
         infr_core::set_profiling(r.config.prof.ops, r.config.prof.op_shapes);
         Ok(r.config)
     }
+}
+
+/// Build the backend for the configured device (`device.gpu_layers = 0` means the CPU); a
+/// list of devices (`Vulkan0,Vulkan1`) runs `model` as a pipeline across them
+/// (`multi.pipeline`, split by `multi.split`).
+pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_models::Model) -> Result<Box<dyn Backend>> {
+    let list: Vec<&str> = cfg.device.dev.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    if list.len() < 2 || cfg.device.gpu_layers == 0 {
+        return backend(cfg, reference);
+    }
+    if !cfg.multi.pipeline {
+        bail!(
+            "device.dev names {} devices but multi.pipeline is off: only the layer pipeline splits one model \
+             across devices (tensor and expert parallel are not built)",
+            list.len()
+        );
+    }
+    let mut stages = Vec::with_capacity(list.len());
+    for d in &list {
+        let one = infr_config::Config {
+            device: infr_config::DeviceConfig { dev: (*d).to_owned(), ..cfg.device.clone() },
+            ..cfg.clone()
+        };
+        stages.push(backend(&one, reference).with_context(|| format!("pipeline device '{d}'"))?);
+    }
+    let shares = infr_engine::pipeline::parse_split(&cfg.multi.split)?;
+    Ok(Box::new(infr_engine::PipelineBackend::new(stages, model, &shares)?))
 }
 
 /// Build the backend for the configured device (`device.gpu_layers = 0` means the CPU).
@@ -200,7 +234,7 @@ pub fn runner_with_context(
     opts.page_size = cfg.kv.page_size;
     let n_seq = opts.n_seq.max(1);
     let model = infr_models::load_model(w)?;
-    let backend = backend(cfg, d.reference)?;
+    let backend = backend_for(cfg, d.reference, &model)?;
     // A share of the experts needs their size; bytes do not; 0 lets the runner fit them.
     opts.expert_cache = match cfg.device.expert_cache {
         infr_config::SizeSpec::Bytes(0) => None,

@@ -71,9 +71,9 @@ fn restore_sigpipe() {
 }
 
 /// llama.cpp's multi-letter flags written with one dash (`-ngl 99`, `-np 4`, `-ub 512`,
-/// `-ctk q8_0`, `-fa 1`, `-pg 512,128`), which clap would read as bundles of short flags,
+/// `-ctk q8_0`, `-fa 1`, `-pg 512,128`, `-ts 3,1`), which clap would read as bundles of short flags,
 /// rewritten to their `--` form.
-const SINGLE_DASH_LONG: &[&str] = &["ngl", "np", "ub", "ctk", "fa", "pg"];
+const SINGLE_DASH_LONG: &[&str] = &["ngl", "np", "ub", "ctk", "fa", "pg", "ts"];
 
 fn llama_style_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     args.into_iter()

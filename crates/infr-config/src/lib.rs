@@ -38,8 +38,8 @@ pub use explain::keys_table_markdown;
 pub use provenance::{Entry, Source};
 pub use schema::{
     key_spec, Config, ContextConfig, DeviceConfig, KernelsConfig, KeySpec, Kind, KvConfig, KvType, LogConfig,
-    ModelConfig, ProfConfig, ReasoningFormat, SamplingConfig, ServerConfig, VulkanKernelsConfig, INT, KEYS,
-    NON_KEY_ENV_PREFIXES, UFLOAT, UINT,
+    ModelConfig, MultiConfig, ProfConfig, ReasoningFormat, SamplingConfig, ServerConfig, VulkanKernelsConfig, INT,
+    KEYS, NON_KEY_ENV_PREFIXES, UFLOAT, UINT,
 };
 pub use suggest::{did_you_mean, edit_distance};
 pub use units::{ContextParseError, ContextSize, Seed, SizeParseError, SizeSpec};

@@ -115,7 +115,7 @@ pub const KEYS: &[KeySpec] = &[
         .flag("--offline")
         .env(&["HF_HUB_OFFLINE"]),
     KeySpec::new("model.hf_endpoint", Kind::Str, "", "Hugging Face endpoint or mirror URL.").env(&["HF_ENDPOINT"]),
-    KeySpec::new("device.dev", Kind::Str, "\"auto\"", "Compute device: `auto`, `cpu`, `Vulkan0`, ...")
+    KeySpec::new("device.dev", Kind::Str, "\"auto\"", "Compute device: `auto`, `cpu`, `Vulkan0`, ...; a list (`Vulkan0,Vulkan1`) splits the model across them (`multi.pipeline`).")
         .flag("--device")
         .env(&["INFR_DEV"]),
     KeySpec::new("device.threads", UINT, "0", "CPU threads; 0 = auto.").flag("-t, --threads"),
@@ -146,6 +146,19 @@ pub const KEYS: &[KeySpec] = &[
         "Experts past the expert cache: true = every expert in host memory, with device slots per layer that each step fills with the experts it routes to (least recently used out; where the cache holds one token's experts per layer); false = the first layers' experts stay whole on the device, as llama.cpp's --n-cpu-moe keeps the last ones off it.",
     )
     .env(&["INFR_EXPERT_PAGING"]),
+    KeySpec::new(
+        "multi.pipeline",
+        Kind::Bool,
+        "true",
+        "With several devices in `device.dev` (`Vulkan0,Vulkan1`; one named twice opens two logical devices on it): split the model's layers across them in order, each running its layers and handing its activations to the next through host memory. false refuses several devices (tensor and expert parallel are not built).",
+    ),
+    KeySpec::new(
+        "multi.split",
+        Kind::Str,
+        "\"\"",
+        "Share of the layers each pipeline device runs, in `device.dev` order (`3,1`, as llama.cpp's --tensor-split in layer mode); empty = even.",
+    )
+    .flag("-ts, --tensor-split"),
     KeySpec::new(
         "context.size",
         Kind::Context,
@@ -271,6 +284,8 @@ pub struct Config {
     pub model: ModelConfig,
     /// Device placement.
     pub device: DeviceConfig,
+    /// One model across several devices.
+    pub multi: MultiConfig,
     /// Context and batching.
     pub context: ContextConfig,
     /// Default sampling parameters.
@@ -313,6 +328,15 @@ pub struct DeviceConfig {
     pub expert_cache: crate::SizeSpec,
     /// Experts past the cache: device slots filled per step (true) or whole layers (false).
     pub expert_paging: bool,
+}
+
+/// `[multi]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultiConfig {
+    /// Split the layers across the devices of a `device.dev` list.
+    pub pipeline: bool,
+    /// Share of the layers per device (`3,1`); empty = even.
+    pub split: String,
 }
 
 /// `[context]`

@@ -126,6 +126,9 @@ pub struct StepInputs<'a> {
     /// For `Op::MixEmbed`: one distribution over the vocabulary per token row
     /// (`n_tokens * n_vocab`), or empty for none (the op then yields zeros).
     pub embed_mix: &'a [f32],
+    /// For `Op::Input`: the activations a previous pipeline stage computed (row-major, the
+    /// input node's shape), or empty for a graph without one.
+    pub hidden: &'a [f32],
 }
 
 impl StepInputs<'_> {

@@ -25,6 +25,10 @@ pub enum Op {
     /// `sum_v embed_mix[r][v] * table[v]` (`StepInputs::embed_mix`; zeros when it is empty).
     /// DiffusionGemma's self-conditioning feeds the previous step's probabilities back this way.
     MixEmbed { table: WeightId },
+    /// Activations handed in by the host (`StepInputs::hidden`, row-major, the node's shape):
+    /// how a pipeline stage after the first receives the tensor its previous stage made on
+    /// another device. At most one per graph.
+    Input,
     /// `x @ W^T (+ bias)`: `[n, k] → [n, out]` for a weight stored as `out` rows of `k`.
     Linear { x: TensorId, weight: WeightId, bias: Option<WeightId> },
     /// RMS norm over each `group` columns (group = cols for a whole row, head_dim per head),
@@ -67,8 +71,21 @@ pub enum Op {
 impl Op {
     /// The node inputs of this op.
     pub fn inputs(&self) -> Vec<TensorId> {
-        match *self {
-            Op::Embed { .. } | Op::MixEmbed { .. } => vec![],
+        let mut op = self.clone();
+        op.input_slots().into_iter().map(|t| *t).collect()
+    }
+
+    /// Replace every node input `t` by `f(t)` (renumbering when a graph is cut into pieces).
+    pub fn map_inputs(&mut self, mut f: impl FnMut(TensorId) -> TensorId) {
+        for t in self.input_slots() {
+            *t = f(*t);
+        }
+    }
+
+    /// The op's node inputs, in order, in place.
+    fn input_slots(&mut self) -> Vec<&mut TensorId> {
+        match self {
+            Op::Embed { .. } | Op::MixEmbed { .. } | Op::Input => vec![],
             Op::Linear { x, .. }
             | Op::RmsNorm { x, .. }
             | Op::Rope { x, .. }
@@ -91,6 +108,7 @@ impl Op {
         match self {
             Op::Embed { .. } => "embed",
             Op::MixEmbed { .. } => "mix_embed",
+            Op::Input => "input",
             Op::Linear { .. } => "linear",
             Op::RmsNorm { .. } => "rms_norm",
             Op::Rope { .. } => "rope",
@@ -252,6 +270,12 @@ impl Graph {
         last
     }
 
+    /// Elements of the graph's [`Op::Input`] node (0 without one): what `StepInputs::hidden`
+    /// must hold.
+    pub fn input_elements(&self) -> usize {
+        self.nodes.iter().find(|n| n.op == Op::Input).map_or(0, |n| n.shape.elements())
+    }
+
     /// Peak bytes of node outputs alive at once when each is freed after its last
     /// reader: a lower bound on a plan's activation memory, which the engine counts in its
     /// up-front memory check.
@@ -338,6 +362,12 @@ impl<'w> GraphBuilder<'w> {
     pub fn embed(&mut self, table: WeightId) -> TensorId {
         let dims = (self.weight_shape)(table);
         self.push(Op::Embed { table }, self.n_tokens, dims[0])
+    }
+
+    /// Activations of `rows x cols` handed in by the host (see [`Op::Input`]).
+    pub fn input(&mut self, rows: usize, cols: usize) -> TensorId {
+        assert!(!self.nodes.iter().any(|n| n.op == Op::Input), "input: a graph has at most one");
+        self.push(Op::Input, rows, cols)
     }
 
     /// Probability-weighted embedding rows (see [`Op::MixEmbed`]).

@@ -169,6 +169,16 @@ impl Plan {
                 },
                 Op::Embed { table } => embed(w(table), inp.tokens)?,
                 Op::MixEmbed { table } => mix_embed(w(table), inp.embed_mix, g.n_tokens)?,
+                Op::Input => {
+                    if inp.hidden.len() != node.shape.elements() {
+                        return Err(BackendError::InvalidInput(format!(
+                            "the step hands in {} activations, the graph's input takes {}",
+                            inp.hidden.len(),
+                            node.shape.elements()
+                        )));
+                    }
+                    inp.hidden.to_vec()
+                }
                 Op::RmsNorm { x, weight, eps, group } => {
                     let mut v = take(*x, &mut bufs);
                     norm::rms_norm(&mut v, *group as usize, *eps, weight.as_ref().map(vec_of));

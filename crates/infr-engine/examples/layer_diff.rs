@@ -70,6 +70,7 @@ fn main() {
         seqs: &seqs,
         output_rows: &positions,
         embed_mix: &[],
+        hidden: &[],
     };
     for &i in &nodes {
         let node = &full.nodes[i];

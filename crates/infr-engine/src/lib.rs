@@ -8,6 +8,7 @@ mod diffusion;
 mod error;
 pub mod oracle;
 mod pages;
+pub mod pipeline;
 pub mod placement;
 mod request;
 mod runner;
@@ -21,6 +22,7 @@ pub use diffusion::{
 };
 pub use error::EngineError;
 pub use pages::PagePool;
+pub use pipeline::PipelineBackend;
 pub use request::{
     event_channel, ChannelSink, Done, Event, EventReceiver, EventSink, Finish, Request, RequestError, StartInfo,
     Timings, TokenConstraint, TokenLogprob, Usage, MAX_LOGPROBS,

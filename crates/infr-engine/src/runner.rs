@@ -701,6 +701,7 @@ impl Runner {
                 seqs: &seqs,
                 output_rows: &output_rows,
                 embed_mix: &[],
+                hidden: &[],
             };
             let row_items: Vec<Option<usize>> = (0..n_out)
                 .map(|k| {

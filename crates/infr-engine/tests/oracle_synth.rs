@@ -153,6 +153,21 @@ fn qwen35_vulkan_matches_llama_cpp() {
     check_vulkan("qwen35");
 }
 
+/// The chunked form of the delta rule (off by default on Vulkan until it is timed on a GPU)
+/// on every step of two tokens or more: the prompt batch and the teacher-forced rows.
+#[test]
+fn qwen35_vulkan_chunked_delta_rule_matches_llama_cpp() {
+    let opts = infr_vulkan::VulkanOptions { delta_chunk_min: 2, ..Default::default() };
+    for name in ["qwen35", "qwen35moe"] {
+        let Ok(b) = infr_vulkan::VulkanBackend::new(&opts) else {
+            assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device");
+            return;
+        };
+        let f16 = b.uses_coopmat();
+        check_batch(name, Box::new(b), f16);
+    }
+}
+
 #[test]
 fn qwen35_decode_cpu_matches_llama_cpp() {
     check_decode("qwen35", cpu());
@@ -182,4 +197,53 @@ fn gemma4_vulkan_matches_llama_cpp() {
     for name in ["gemma4", "gemma4-e", "gemma4-moe"] {
         check_vulkan(name);
     }
+}
+
+/// A pipeline over the synth file `name`'s layers ([`infr_engine::PipelineBackend`]) on
+/// `devices` in order (`cpu`, or `vk`: a logical device of its own on the default Vulkan
+/// device), or `None` (skip) without Vulkan.
+fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+    let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let mut f16 = false;
+    let mut stages = Vec::new();
+    for d in devices {
+        stages.push(match *d {
+            "cpu" => cpu(),
+            _ => {
+                let (b, coop) = common::vulkan_f16()?;
+                f16 |= coop;
+                b
+            }
+        });
+    }
+    let p = infr_engine::PipelineBackend::new(stages, &model, &[]).expect("the model splits");
+    Some((Box::new(p), f16))
+}
+
+/// Multi-GPU issue: a model split across two logical Vulkan devices (lavapipe in CI) passes
+/// the oracle rules as one device does, for dense, MoE, hybrid-recurrent and sliding-window
+/// models, in one batch and step by step.
+#[test]
+fn pipeline_of_two_vulkan_devices_matches_llama_cpp() {
+    for name in ["qwen3", "qwen3moe", "qwen35", "gpt-oss", "llama4", "gemma4-moe"] {
+        let Some((b, f16)) = pipeline(name, &["vk", "vk"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = pipeline(name, &["vk", "vk"]) else { return };
+        check_decode(name, b);
+    }
+}
+
+/// Devices of different kinds in one pipeline, three stages: the CPU, a Vulkan device, the
+/// CPU again (each stage's KV and recurrent state on its own device).
+#[test]
+fn pipeline_across_cpu_and_vulkan_matches_llama_cpp() {
+    for name in ["qwen35moe", "gpt-oss"] {
+        let Some((b, f16)) = pipeline(name, &["cpu", "vk", "cpu"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = pipeline(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b);
+    }
+    let (b, _) = pipeline("qwen3moe", &["cpu", "cpu"]).expect("CPU stages");
+    check_batch("qwen3moe", b, false);
 }

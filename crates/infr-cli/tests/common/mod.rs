@@ -26,6 +26,21 @@ pub fn infr(args: &[&str], unset: &[&str], env: &[(&str, &str)]) -> (bool, Strin
     )
 }
 
+/// A real test model (`INFR_TEST_MODELS`, else `./models`), or `None` (skip) when it is not
+/// there, unless `INFR_REQUIRE_MODELS` is set (then it fails).
+pub fn real_model(file: &str) -> Option<String> {
+    let dir = std::env::var_os("INFR_TEST_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join(file);
+    if path.exists() {
+        return Some(path.to_string_lossy().into_owned());
+    }
+    assert!(std::env::var("INFR_REQUIRE_MODELS").is_err(), "missing test model {}", path.display());
+    eprintln!("skipping: no {}", path.display());
+    None
+}
+
 /// Whether `infr devices` lists Vulkan0; without one a test skips, unless
 /// `INFR_REQUIRE_VULKAN` is set (then it fails).
 pub fn vulkan_present() -> bool {

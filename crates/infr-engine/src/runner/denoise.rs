@@ -114,6 +114,7 @@ impl Runner {
             seqs: &seqs,
             output_rows: &rows,
             embed_mix: mix,
+            hidden: &[],
         };
         Ok(run(self.backend.as_mut(), plan, &inputs)?)
     }

@@ -1,6 +1,7 @@
 //! Lowering of the embedding ops: a token-row gather from the table (`Op::Embed`) and the
 //! embedding mixture of a diffusion canvas (`Op::MixEmbed`: each row a distribution over the
-//! vocabulary, split over vocabulary slices and added up by `mix_reduce`).
+//! vocabulary, split over vocabulary slices and added up by `mix_reduce`), and the
+//! activations a pipeline stage hands in (`Op::Input`).
 
 use std::collections::HashMap;
 
@@ -11,6 +12,29 @@ use crate::error::{VkError, VkResult};
 use crate::kernels;
 use crate::prefill_matmul::Emit;
 use crate::weights::GpuWeight;
+
+/// `Op::Input` of node `i`: the handed-in activations copied from the step buffer (where the
+/// host wrote their f32 bits) into the node's output, with the column-slice kernel.
+pub(super) fn input(graph: &infr_core::Graph, i: usize, st: &StepLayout) -> VkResult<Emit> {
+    let node = &graph.nodes[i];
+    let (cells, cols) = (node.shape.elements(), u32_of(node.cols(), "columns")?);
+    let p = crate::recurrent_kernels::SliceColsParams {
+        n: u32_of(cells, "elements")?,
+        in_cols: cols,
+        out_cols: cols,
+        period: cols,
+        offset: st.hidden,
+        len: cols,
+    };
+    Ok(Emit {
+        spec: crate::recurrent_kernels::slice_cols(),
+        res: vec![Res::Step, Res::Act(i as u32)],
+        push: bytes(&p),
+        groups: threads_groups(cells)?,
+        shape: None,
+        barrier_after: true,
+    })
+}
 
 /// The table of node `i` with its matrix form.
 fn table_of(weights: &HashMap<WeightId, GpuWeight>, i: usize, table: WeightId) -> VkResult<&GpuWeight> {

@@ -87,13 +87,19 @@ pub(crate) struct StepLayout {
     pub tok_state: u32,
     /// Per token: the offset of its sequence's window page list (windowed layers).
     pub tok_wpages: u32,
+    /// The activations a pipeline stage hands in (`Op::Input`, f32 bits), `hidden_len` words.
+    pub hidden: u32,
+    pub hidden_len: u32,
     pub pages: u32,
 }
 
 impl StepLayout {
-    pub fn new(n_tokens: usize, n_outputs: usize) -> Self {
+    /// The layout of a step of `n_tokens` tokens, `n_outputs` output rows and `hidden_len`
+    /// handed-in activations (`Graph::input_elements`).
+    pub fn new(n_tokens: usize, n_outputs: usize, hidden_len: usize) -> Self {
         let n = n_tokens as u32;
         let o = n_outputs as u32;
+        let h = hidden_len as u32;
         Self {
             tokens: 0,
             positions: n,
@@ -102,7 +108,9 @@ impl StepLayout {
             tok_pages: 3 * n + o,
             tok_state: 4 * n + o,
             tok_wpages: 5 * n + o,
-            pages: 6 * n + o,
+            hidden: 6 * n + o,
+            hidden_len: h,
+            pages: 6 * n + o + h,
         }
     }
 }
@@ -244,7 +252,7 @@ pub(crate) fn lower(
     let mut rounded = prefill_matmul::RoundedCopy::default();
     let mut f16_bufs = prefill_matmul::F16Buffers::default();
     let mut moe_temps = None;
-    let st = StepLayout::new(graph.n_tokens, graph.n_outputs);
+    let st = StepLayout::new(graph.n_tokens, graph.n_outputs, graph.input_elements());
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
     let fopts = FusionOptions {
@@ -312,6 +320,7 @@ pub(crate) fn lower(
                 emit_all(&mut push_with, emits)?;
             }
             Op::Embed { table } => emit_all(&mut push_with, embed::embed(i, *table, n_tok, &st, weights)?)?,
+            Op::Input => emit_all(&mut push_with, vec![embed::input(graph, i, &st)?])?,
             Op::Linear { x, weight, bias } => {
                 let mut side = matmul::Side {
                     temp_bytes: &mut temp_bytes,

@@ -73,6 +73,9 @@ pub(crate) struct Plan {
     n_tokens: usize,
     n_outputs: usize,
     out_cols: usize,
+    /// Rows of the output node: `n_outputs`, or every token's for a pipeline stage that
+    /// hands its activations on.
+    out_rows: usize,
     dispatches: Vec<Dispatch>,
     /// Embedding tables read by the plan, with their row counts (token ids are checked).
     vocab: Vec<usize>,
@@ -148,7 +151,7 @@ impl Plan {
             }
             None => None,
         };
-        let layout = StepLayout::new(graph.n_tokens, graph.n_outputs);
+        let layout = StepLayout::new(graph.n_tokens, graph.n_outputs, graph.input_elements());
         // Room for every page list a step can carry: the sequences' lists hold distinct pages
         // of the cache (the window lists are as long), so at most all of them twice. Sized
         // once, so that serving does not grow it; without a cache, one page per token.
@@ -199,6 +202,7 @@ impl Plan {
             n_tokens: graph.n_tokens,
             n_outputs: graph.n_outputs,
             out_cols: out.cols(),
+            out_rows: out.rows(),
             dispatches,
             vocab,
             act_offsets,
@@ -366,6 +370,8 @@ impl Plan {
         debug_assert_eq!(w.len() as u32, l.tok_wpages);
         let tok_wpages_at = w.len();
         w.resize(w.len() + inp.tokens.len(), 0);
+        debug_assert_eq!(w.len() as u32, l.hidden);
+        w.extend(inp.hidden.iter().map(|v| v.to_bits()));
         debug_assert_eq!(w.len() as u32, l.pages);
         let mut seq_start = Vec::with_capacity(inp.seqs.len());
         let mut at = l.pages;
@@ -410,7 +416,7 @@ impl Plan {
 
     /// The output rows of the last finished run (`n_outputs × cols`).
     pub fn read_rows(&self) -> Vec<f32> {
-        let mut out = vec![0f32; self.n_outputs * self.out_cols];
+        let mut out = vec![0f32; self.out_rows * self.out_cols];
         self.readback.read(0, bytemuck::cast_slice_mut(&mut out));
         out
     }
@@ -666,6 +672,13 @@ impl Plan {
                     return Err(infr_core::BackendError::InvalidInput("token refers to a missing sequence".into()));
                 }
             }
+        }
+        if inp.hidden.len() != self.layout.hidden_len as usize {
+            return Err(infr_core::BackendError::InvalidInput(format!(
+                "the step hands in {} activations, the plan's input takes {}",
+                inp.hidden.len(),
+                self.layout.hidden_len
+            )));
         }
         for &v in &self.vocab {
             if let Some(&t) = inp.tokens.iter().find(|&&t| t as usize >= v) {

@@ -169,6 +169,8 @@ pub struct Step {
     pub output_rows: Vec<u32>,
     /// `StepInputs::embed_mix` (empty for none).
     pub embed_mix: Vec<f32>,
+    /// `StepInputs::hidden` (empty for none).
+    pub hidden: Vec<f32>,
 }
 
 impl Step {
@@ -181,6 +183,7 @@ impl Step {
             output_rows: (0..n).collect(),
             tokens,
             embed_mix: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 
@@ -199,6 +202,7 @@ impl Step {
             seqs: &seqs,
             output_rows: &self.output_rows,
             embed_mix: &self.embed_mix,
+            hidden: &self.hidden,
         })
     }
 

@@ -378,6 +378,7 @@ fn bad_token_is_an_error() {
         seqs: &seqs,
         output_rows: &[0],
         embed_mix: &[],
+        hidden: &[],
     };
     assert!(matches!(vk.execute(p, &inp), Err(infr_core::BackendError::InvalidInput(_))));
     assert_clean(&vk);

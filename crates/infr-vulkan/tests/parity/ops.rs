@@ -283,6 +283,7 @@ fn attention_case(c: &AttnCase) {
         seqs: vec![pa.clone(), pb.clone()],
         output_rows: vec![0, 1, 2, 3],
         embed_mix: Vec::new(),
+        hidden: Vec::new(),
     };
     let decode = |t: u32, pos_a: u32, pos_b: u32| Step {
         tokens: vec![t, t + 1],
@@ -291,6 +292,7 @@ fn attention_case(c: &AttnCase) {
         seqs: vec![pa.clone(), pb.clone()],
         output_rows: vec![0, 1],
         embed_mix: Vec::new(),
+        hidden: Vec::new(),
     };
     let tol = if c.dtype == KvDType::F16 { 2e-3 } else { 1e-4 };
     p.check(&format!("{} prefill", c.name), &build(6), &[prefill], tol, tol);
@@ -724,6 +726,7 @@ fn prefill_blocks(disable_coopmat: bool) {
             seqs: vec![pa.clone(), pb.clone()],
             output_rows: (0..na + nb).collect(),
             embed_mix: Vec::new(),
+            hidden: Vec::new(),
         };
         let tol = if dtype == KvDType::Q8_0 && !disable_coopmat { Q8_COOP_TOL } else { 2e-3 };
         let name = format!("prefill {dtype:?} window {window:?} chunk {chunk:?} d {d}");

@@ -32,6 +32,7 @@ fn two(a: (u32, usize), b: (u32, usize), salt: u32) -> Step {
         seqs: vec![vec![0], vec![1]],
         output_rows: (0..(na + nb) as u32).collect(),
         embed_mix: Vec::new(),
+        hidden: Vec::new(),
     }
 }
 

@@ -1,0 +1,75 @@
+//! Multi-GPU issue: `--dev Vulkan0,Vulkan0` (two logical devices on one Vulkan device,
+//! lavapipe in CI) splits a model's layers across them (`multi.pipeline`, `--tensor-split`)
+//! and gives the tokens one device gives; what cannot split is refused with the reason.
+
+mod common;
+
+const UNSET: &[&str] = &["INFR_DEV", "INFR_MULTI_PIPELINE", "INFR_MULTI_SPLIT", "INFR_DEVICE_GPU_LAYERS"];
+
+fn repo_file(rel: &str) -> String {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel).to_string_lossy().into_owned()
+}
+
+/// `infr run MODEL` greedily for 12 tokens on `dev` with `extra` flags: (ok, stdout, stderr).
+fn generate(model: &str, dev: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["run", model, "--raw", "The capital of France is", "-n", "12", "--temp", "0"];
+    args.extend(["--device", dev, "--log", "info"]);
+    args.extend(extra);
+    let (ok, out, err) = common::infr(&args, UNSET, &[]);
+    // The timing line differs from run to run; the text must not.
+    let text = out.lines().filter(|l| !l.starts_with("[prompt")).collect::<Vec<_>>().join("\n");
+    (ok, text, err)
+}
+
+#[test]
+fn a_model_split_across_two_devices_gives_the_same_tokens() {
+    if !common::vulkan_present() {
+        return;
+    }
+    let Some(smol) = common::real_model("smollm2-135m-instruct-q4_1.gguf") else { return };
+    let moe = repo_file("testdata/oracle/synth/qwen3moe.gguf");
+    for model in [smol.as_str(), moe.as_str()] {
+        let (ok, want, err) = generate(model, "Vulkan0", &[]);
+        assert!(ok && !want.is_empty(), "{model} on one device: {err}");
+        for (dev, extra, bounds) in [
+            ("Vulkan0,Vulkan0", &[][..], None),
+            ("Vulkan0,Vulkan0", &["--tensor-split", "3,1"][..], Some("layers 0..23 on Vulkan0")),
+            ("cpu,Vulkan0", &["-ts", "1,3"][..], None),
+        ] {
+            let (ok, got, err) = generate(model, dev, extra);
+            let what = format!("{model} on {dev} {extra:?}");
+            assert!(ok && err.contains("pipeline: layers 0.."), "{what}: {err}");
+            if model.contains("smollm2") {
+                if let Some(b) = bounds {
+                    assert!(err.contains(b), "{what}: the split is not 3:1 of 30 layers: {err}");
+                }
+                assert_eq!(got, want, "{what}: tokens");
+            } else if dev.starts_with("Vulkan0") {
+                // The random-weight model's near-ties can flip between CPU and Vulkan
+                // kernels; the same kernels cut in two must not.
+                assert_eq!(got, want, "{what}: tokens");
+            }
+        }
+    }
+}
+
+#[test]
+fn what_cannot_split_is_refused_with_the_reason() {
+    let Some(smol) = common::real_model("smollm2-135m-instruct-q4_1.gguf") else { return };
+    let smol = smol.as_str();
+    let refused = |model: &str, dev: &str, extra: &[&str], why: &str| {
+        let (ok, _, err) = generate(model, dev, extra);
+        assert!(!ok && err.contains(why), "{model} on {dev} {extra:?}: expected '{why}' in: {err}");
+    };
+    refused(smol, "cpu,cpu", &["--set", "multi.pipeline=false"], "multi.pipeline is off");
+    refused(smol, "cpu,cpu", &["-ts", "3,x"], "bad layer share 'x'");
+    refused(smol, "cpu,cpu", &["-ts", "1,1,1"], "one positive share per device (2)");
+    // Gemma 4 E's later layers read the KV cache of earlier ones.
+    refused(&repo_file("testdata/oracle/synth/gemma4-e.gguf"), "cpu,cpu", &[], "KV-sharing layers stay together");
+    refused(&repo_file("testdata/diffusion/diffusion-gemma.gguf"), "cpu,cpu", &[], "diffusion models do not run");
+    // Two CPU stages run (and give the tokens the CPU alone gives).
+    let (ok, want, err) = generate(smol, "cpu", &[]);
+    assert!(ok, "{err}");
+    let (ok, got, err) = generate(smol, "cpu,cpu", &[]);
+    assert!(ok && got == want, "cpu,cpu: {err}");
+}
