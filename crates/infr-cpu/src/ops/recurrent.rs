@@ -79,16 +79,23 @@ fn softplus(x: f32) -> f32 {
     }
 }
 
-/// Runs at least this long take the chunked form of the delta rule (llama.cpp likewise
-/// chunks every multi-token step, `build_delta_net_chunking`); single tokens the recurrence.
-const CHUNKED_MIN_TOKENS: usize = 2;
+/// Runs at least this long take the chunked form of the delta rule (`HeadRun::chunked`;
+/// llama.cpp chunks every multi-token step, `build_delta_net_chunking`): never by default
+/// (`INFR_CPU_DELTA_CHUNK_MIN=N` sets it, 0 = never). On the CPU the chunked form does more
+/// work than the recurrence for no gain in parallelism (the heads already run in parallel):
+/// 34.3 against 26.9 us per token and head (head dim 128, runs of 64 and 512 tokens, one core
+/// of this machine). It is the reference of the GPU's chunked kernels.
+fn chunked_min_tokens() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| std::env::var("INFR_CPU_DELTA_CHUNK_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0))
+}
 
 /// Tokens per chunk of the chunked form (llama.cpp's and the published kernels' size).
 pub(crate) const DELTA_CHUNK: usize = 64;
 
 /// The gated delta rule per value head; state `S[h][j][i]` with `i` (key index) contiguous,
-/// as ggml stores it. A run of several tokens takes the chunked form, one token the
-/// recurrence; both give the same state and outputs (up to rounding).
+/// as ggml stores it. Runs take the recurrence, or the chunked form from
+/// [`chunked_min_tokens`] tokens on; both give the same state and outputs (up to rounding).
 pub(crate) fn delta_net(
     state: &mut StateCache,
     d: &DeltaNetInputs<'_>,
@@ -122,7 +129,8 @@ pub(crate) fn delta_net(
                 scale: p.scale,
             };
             ho.resize(t * n, 0.0);
-            if t >= CHUNKED_MIN_TOKENS {
+            let chunk_min = chunked_min_tokens();
+            if chunk_min > 0 && t >= chunk_min {
                 run.chunked(s, DELTA_CHUNK, ho);
             } else {
                 run.recurrent(s, ho);
