@@ -120,7 +120,21 @@ impl DeviceArgs {
 pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_models::Model) -> Result<Box<dyn Backend>> {
     let list: Vec<&str> = cfg.device.dev.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
     if list.len() < 2 || cfg.device.gpu_layers == 0 {
+        if !cfg.multi.split.trim().is_empty() {
+            tracing::warn!(
+                "multi.split ({}) applies to a list of devices in device.dev; one device runs all layers",
+                cfg.multi.split
+            );
+        }
         return backend(cfg, reference);
+    }
+    // The pipeline keeps each layer's weights on its device: nothing goes to host memory.
+    let partial = usize::try_from(cfg.device.gpu_layers).is_ok_and(|n| n > 0 && n < model.info.n_layer);
+    if partial || cfg.device.expert_cache != infr_config::SizeSpec::Bytes(0) {
+        tracing::warn!(
+            "--gpu-layers and the expert cache (INFR_CACHE) do not apply across a list of devices: every layer's \
+             weights stay on its device"
+        );
     }
     if !cfg.multi.pipeline {
         bail!(

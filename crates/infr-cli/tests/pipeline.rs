@@ -65,7 +65,12 @@ fn what_cannot_split_is_refused_with_the_reason() {
     refused(smol, "cpu,cpu", &["-ts", "3,x"], "bad layer share 'x'");
     refused(smol, "cpu,cpu", &["-ts", "1,1,1"], "one positive share per device (2)");
     // Gemma 4 E's later layers read the KV cache of earlier ones.
-    refused(&repo_file("testdata/oracle/synth/gemma4-e.gguf"), "cpu,cpu", &[], "KV-sharing layers stay together");
+    refused(
+        &repo_file("testdata/oracle/synth/gemma4-e.gguf"),
+        "cpu,cpu",
+        &[],
+        "KV-sharing layers must stay on the device",
+    );
     refused(&repo_file("testdata/diffusion/diffusion-gemma.gguf"), "cpu,cpu", &[], "diffusion models do not run");
     // Two CPU stages run (and give the tokens the CPU alone gives).
     let (ok, want, err) = generate(smol, "cpu", &[]);

@@ -125,8 +125,8 @@ impl MemoryMap {
             match kv_stage.get(&layer) {
                 Some(&w) if w != s => {
                     return Err(format!(
-                        "a layer on device {s} of the pipeline reads the KV cache of layer {layer} on device {w}: \
-                         move the split so that KV-sharing layers stay together"
+                        "a layer on device {s} of the pipeline reads KV cache layer {layer} on device {w}: \
+                         KV-sharing layers must stay on the device of the layer they read"
                     ))
                 }
                 Some(_) => {}
@@ -249,6 +249,8 @@ pub struct PipelineBackend {
     map: MemoryMap,
     /// Each plan's pieces: (device, its plan there).
     plans: Vec<Vec<(usize, PlanId)>>,
+    /// Bytes of the weights every device holds (embeddings, output, shared factors).
+    replicated: u64,
 }
 
 impl PipelineBackend {
@@ -289,7 +291,13 @@ impl PipelineBackend {
         for (s, id) in ids.iter().enumerate() {
             tracing::info!("pipeline: layers {}..{} on {id}", bounds[s], bounds[s + 1]);
         }
-        Ok(Self { stages, info, bounds, weight_layer, map, plans: Vec::new() })
+        let replicated = model
+            .weights
+            .iter()
+            .filter(|(id, _)| !weight_layer.contains_key(id))
+            .map(|(id, _)| model.weights.info(id).bytes())
+            .sum();
+        Ok(Self { stages, info, bounds, weight_layer, map, plans: Vec::new(), replicated })
     }
 
     /// The first layer of each device and the layer count at the end.
@@ -344,8 +352,25 @@ impl Backend for PipelineBackend {
         self.stages.iter().try_for_each(|b| b.supports(node).map_err(|why| format!("{}: {why}", b.device().id)))
     }
 
+    /// What the whole model may take so that every device fits its part: per device (stages
+    /// with the same id share one device, as `Vulkan0,Vulkan0` or `cpu,cpu` do), its free
+    /// memory less its copies of the replicated weights, over its share of the layers (a
+    /// layer's weights and KV go where the layer is); the tightest device decides.
     fn memory_available(&self) -> Option<u64> {
-        self.stages.iter().map(|b| b.memory_available()).sum()
+        let n_layer = *self.bounds.last().expect("bounds") as f64;
+        let mut devices: HashMap<&str, (u64, f64, u64)> = HashMap::new();
+        for (s, b) in self.stages.iter().enumerate() {
+            let avail = b.memory_available()?;
+            let e = devices.entry(b.device().id.as_str()).or_insert((avail, 0.0, 0));
+            e.0 = e.0.min(avail);
+            e.1 += (self.bounds[s + 1] - self.bounds[s]) as f64 / n_layer;
+            e.2 += 1;
+        }
+        let per_layer = devices
+            .values()
+            .map(|&(avail, share, copies)| avail.saturating_sub(copies * self.replicated) as f64 / share)
+            .fold(f64::INFINITY, f64::min);
+        Some((per_layer as u64).saturating_add(self.replicated))
     }
 
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {

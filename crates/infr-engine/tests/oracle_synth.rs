@@ -247,3 +247,14 @@ fn pipeline_across_cpu_and_vulkan_matches_llama_cpp() {
     let (b, _) = pipeline("qwen3moe", &["cpu", "cpu"]).expect("CPU stages");
     check_batch("qwen3moe", b, false);
 }
+
+/// Stages on one device share its memory: a pipeline of two CPU stages (or two logical
+/// devices of one GPU) offers no more than that device alone, less its second copy of the
+/// replicated weights, so the up-front memory check cannot pass a context that does not fit.
+#[test]
+fn stages_on_one_device_do_not_count_its_memory_twice() {
+    let one = cpu().memory_available().expect("the CPU reports its memory");
+    let (two, _) = pipeline("qwen3", &["cpu", "cpu"]).expect("CPU stages");
+    let two = two.memory_available().expect("the pipeline reports memory");
+    assert!(two <= one && two > one / 2, "one CPU {one}, two CPU stages {two}");
+}

@@ -157,6 +157,12 @@ impl Plan {
         // once, so that serving does not grow it; without a cache, one page per token.
         let max_pages = res.kv.map_or(graph.n_tokens as u64 * 2, |kv| 2 * kv.spec.n_pages as u64);
         let step_cap = (layout.pages as u64 + max_pages + 64) * 4;
+        if step_cap > ctx.caps.max_storage_buffer_range {
+            return Err(VkError::Unsupported(format!(
+                "step inputs of {step_cap} bytes (with {} handed-in activations) exceed one storage binding ({})",
+                layout.hidden_len, ctx.caps.max_storage_buffer_range
+            )));
+        }
         let step = Buffer::new(ctx, step_cap, MemKind::Upload, "step inputs")?;
         let out = graph.node(graph.output());
         let readback = Buffer::new(ctx, out.bytes(), MemKind::Readback, "output readback")?;
