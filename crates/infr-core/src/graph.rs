@@ -460,7 +460,10 @@ impl<'w> GraphBuilder<'w> {
         let (rows, cols) = self.shape(x);
         assert_eq!(self.shape(logits), (rows, p.n_expert as usize), "moe: router logits shape");
         assert!(p.n_used >= 1 && p.n_used <= p.n_expert, "moe: {} of {} experts", p.n_used, p.n_expert);
-        let (ne, ff) = (p.n_expert as usize, p.n_ff as usize);
+        let (first, held) = p.held_experts();
+        assert!(held >= 1 && first + held <= p.n_expert, "moe: experts {first}+{held} of {}", p.n_expert);
+        // The expert tensors hold the op's slice; the router and scales rank all experts.
+        let (ne, ff) = (held as usize, p.n_ff as usize);
         let dims = |w: WeightId| (self.weight_shape)(w);
         match p.gate_up {
             ExpertGateUp::Separate { gate, up } => {
@@ -473,7 +476,7 @@ impl<'w> GraphBuilder<'w> {
         assert!(down.len() == 3 && down[0] == ff && down[2] == ne, "moe: down_exps shape {down:?}");
         let out = down[1];
         if let Some(s) = p.expert_scale {
-            assert_eq!(dims(s)[0], ne, "moe: expert scale length");
+            assert_eq!(dims(s)[0], p.n_expert as usize, "moe: expert scale length");
         }
         let same_kind = matches!(
             (p.gate_up, p.gate_up_bias),

@@ -165,6 +165,18 @@ pub struct MoeParams {
     /// gpt-oss has (`ggml_add_id`).
     pub gate_up_bias: Option<ExpertGateUp>,
     pub down_bias: Option<WeightId>,
+    /// The experts this op's expert tensors (and their biases) hold: `(first, count)` of the
+    /// `n_expert` the router ranks, for expert parallelism (each device a slice of every
+    /// layer's experts, the partial outputs summed). Routing stays over all experts; a chosen
+    /// expert outside the slice contributes nothing here. `None`: every expert.
+    pub expert_slice: Option<(u32, u32)>,
+}
+
+impl MoeParams {
+    /// The slice of experts held, `(first, count)` (every expert without a slice).
+    pub fn held_experts(&self) -> (u32, u32) {
+        self.expert_slice.unwrap_or((0, self.n_expert))
+    }
 }
 
 /// Parameters of a causal depthwise 1-D convolution over each sequence's tokens

@@ -81,17 +81,14 @@ impl Plan {
                             });
                         }
                     }
-                    let is_experts =
-                        |id: &WeightId| weights.get(id).is_some_and(|w| w.experts.len() == p.n_expert as usize);
+                    let held = p.held_experts().1 as usize;
+                    let is_experts = |id: &WeightId| weights.get(id).is_some_and(|w| w.experts.len() == held);
                     let ok = match p.gate_up {
                         infr_core::ExpertGateUp::Separate { gate, up } => is_experts(&gate) && is_experts(&up),
                         infr_core::ExpertGateUp::Fused(gu) => is_experts(&gu),
                     };
                     if !ok || !is_experts(&p.down) {
-                        return Err(BackendError::InvalidInput(format!(
-                            "moe: expert weights are not {} experts",
-                            p.n_expert
-                        )));
+                        return Err(BackendError::InvalidInput(format!("moe: expert weights are not {held} experts")));
                     }
                     if let Some(s) = p.expert_scale {
                         need_vec(s, p.n_expert as usize)?;

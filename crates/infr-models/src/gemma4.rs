@@ -237,6 +237,7 @@ pub(crate) fn load_stack(
                     shared: None,
                     gate_up_bias: None,
                     down_bias: None,
+                    expert_slice: None,
                 };
                 Ffn::Moe {
                     dense,

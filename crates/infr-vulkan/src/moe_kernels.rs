@@ -114,6 +114,10 @@ pub struct MoeRouteParams {
     pub gating: u32,
     pub renorm: u32,
     pub has_scale: u32,
+    /// The op's expert slice (`MoeParams::held_experts`): ids in it are written local to
+    /// it, any other as expert 0 with weight 0.
+    pub first: u32,
+    pub count: u32,
 }
 
 /// Push constants of `matmul_moe.wgsl`.

@@ -1,7 +1,8 @@
 //! Mixture-of-experts FFN, as llama.cpp's `build_moe_ffn` computes it: route each token to
 //! its top-k experts, run every chosen expert's gated FFN over the tokens routed to it
 //! (`ggml_mul_mat_id`: an expert with no tokens costs nothing), weight and sum the results in
-//! routing order, then add the shared expert.
+//! routing order, then add the shared expert. An op over a slice of the experts
+//! (`MoeParams::expert_slice`) computes the chosen experts it holds.
 
 use std::collections::HashMap;
 
@@ -117,10 +118,14 @@ pub(crate) fn moe(
     };
     let r = route(logits, p, scale);
     let k = r.k;
-    // Token slots per expert, in token order (ggml_mul_mat_id's grouping).
-    let mut by_expert: Vec<Vec<usize>> = vec![Vec::new(); ne];
+    // Token slots per held expert (local index), in token order (ggml_mul_mat_id's
+    // grouping); pairs routed to experts outside the op's slice contribute nothing.
+    let (first, count) = p.held_experts();
+    let mut by_expert: Vec<Vec<usize>> = vec![Vec::new(); count as usize];
     for (slot, &e) in r.ids.iter().enumerate() {
-        by_expert[e as usize].push(slot);
+        if let Some(local) = e.checked_sub(first).filter(|&l| l < count) {
+            by_expert[local as usize].push(slot);
+        }
     }
     let down = w(&p.down)?;
     let mut ys = vec![0f32; n * k * out_cols];
@@ -225,6 +230,7 @@ mod tests {
             shared: None,
             gate_up_bias: None,
             down_bias: None,
+            expert_slice: None,
         }
     }
 

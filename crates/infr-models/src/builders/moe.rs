@@ -118,6 +118,7 @@ pub fn load_moe(
         shared,
         gate_up_bias: None,
         down_bias: None,
+        expert_slice: None,
     };
     Ok(MoeFfn { router, params })
 }

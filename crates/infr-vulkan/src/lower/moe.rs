@@ -74,6 +74,12 @@ pub(super) struct MoeNode<'a> {
 
 /// Why the Vulkan lowering cannot run this MoE op, if it cannot (checked up front).
 pub(super) fn unsupported(p: &MoeParams) -> Option<String> {
+    // Pairs outside a slice run local expert 0 with weight 0: with the weight applied to the
+    // input, biases would leave something behind.
+    let biased = p.gate_up_bias.is_some() || p.down_bias.is_some();
+    if p.expert_slice.is_some() && p.weight_before && biased {
+        return Some("a slice of biased experts weighted before their FFN".into());
+    }
     (p.n_used > MOE_MAX_USED).then(|| format!("mixture-of-experts with {} experts per token", p.n_used))
 }
 
@@ -216,7 +222,7 @@ impl<'a> MoeLowering<'a, '_> {
         let mut slots = None;
         for id in expert_tensors(self.p) {
             let Some(pe) = self.one_chunk(&id)?.paged.as_ref() else { return Ok(false) };
-            if pe.n_expert != self.p.n_expert || slots.is_some_and(|s| s != pe.slots) {
+            if pe.n_expert != self.p.held_experts().1 || slots.is_some_and(|s| s != pe.slots) {
                 return Ok(false);
             }
             slots = Some(pe.slots);
@@ -241,7 +247,7 @@ impl<'a> MoeLowering<'a, '_> {
         self.grow(self.t.jobs, ec::jobs_words(slots));
         let cp = ec::MoeCacheParams {
             n_pairs: u32_of(self.pairs, "routed pairs")?,
-            n_expert: self.p.n_expert,
+            n_expert: self.p.held_experts().1,
             slots,
             pad: 0,
         };
@@ -303,6 +309,8 @@ impl<'a> MoeLowering<'a, '_> {
             },
             renorm: p.renorm as u32,
             has_scale: p.expert_scale.is_some() as u32,
+            first: p.held_experts().0,
+            count: p.held_experts().1,
         };
         let scale = match &p.expert_scale {
             Some(s) => self.vec_of(s, p.n_expert as usize)?,
@@ -354,8 +362,9 @@ impl<'a> MoeLowering<'a, '_> {
     fn bias_res(&self, b: Option<WeightId>, m: u32) -> VkResult<Res> {
         let Some(b) = b else { return Ok(Res::Dummy) };
         let bw = self.one_chunk(&b)?;
-        if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != self.p.n_expert as usize {
-            return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{}", b.0, self.p.n_expert)));
+        let held = self.p.held_experts().1;
+        if bw.layout.ty != infr_quant::GgmlType::F32 || bw.cols != m as usize || bw.rows != held as usize {
+            return Err(VkError::Unsupported(format!("moe: expert bias {} is not f32 {m}x{held}", b.0)));
         }
         Ok(self.expert_buf(&b)?.0)
     }

@@ -2,7 +2,8 @@
 // and moe_route.wgsl's end: the weights of a token's chosen experts, softmax over all experts
 // given the sum of exp(logit - max) (gating 0), sigmoid (1) or softmax over the chosen (2),
 // renormalised to sum 1 (sum clamped at 2^-14) and scaled per expert; written as
-// ROUTE[t*k + s] = expert id and ROUTE[n*k + t*k + s] = weight bits.
+// ROUTE[t*k + s] = expert id (local to the op's slice of experts) and
+// ROUTE[n*k + t*k + s] = weight bits.
 
 struct Params {
     n_tokens: u32,
@@ -11,6 +12,8 @@ struct Params {
     gating: u32,
     renorm: u32,
     has_scale: u32,
+    first: u32,
+    count: u32,
 }
 
 var<immediate> pc: Params;
@@ -62,7 +65,20 @@ fn write_route(tok: u32, chosen: array<u32, MAX_K>, chosen_v: array<f32, MAX_K>,
         if pc.has_scale != 0u {
             v *= SCALE[chosen[s]];
         }
-        ROUTE[tok * pc.k + s] = chosen[s];
-        ROUTE[n_pairs + tok * pc.k + s] = bitcast<u32>(v);
+        store_pair(tok * pc.k + s, chosen[s], v);
     }
+}
+
+// Pair `i`: expert `e` with weight `w`, local to the op's slice of experts (expert
+// parallelism); an expert outside it becomes local expert 0 with weight 0, so the expert
+// matmuls compute nothing that counts for it.
+fn store_pair(i: u32, e: u32, w: f32) {
+    var id = e - pc.first;
+    var v = w;
+    if e < pc.first || id >= pc.count {
+        id = 0u;
+        v = 0.0;
+    }
+    ROUTE[i] = id;
+    ROUTE[pc.n_tokens * pc.k + i] = bitcast<u32>(v);
 }

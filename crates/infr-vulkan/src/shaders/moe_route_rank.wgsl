@@ -95,7 +95,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if pc.has_scale != 0u {
             w *= SCALE[e];
         }
-        ROUTE[tok * k + li] = e;
-        ROUTE[pc.n_tokens * k + tok * k + li] = bitcast<u32>(w);
+        store_pair(tok * k + li, e, w);
     }
 }

@@ -56,6 +56,7 @@ fn qwen3moe_params(gate: WeightId, up: WeightId, down: WeightId) -> MoeParams {
         shared: None,
         gate_up_bias: None,
         down_bias: None,
+        expert_slice: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn gpt_oss_params(
         down,
         gate_up_bias: Some(ExpertGateUp::Separate { gate: gate_b, up: up_b }),
         down_bias: Some(down_b),
+        expert_slice: None,
         ..base
     }
 }
@@ -199,6 +201,7 @@ fn moe_matches_cpu_with_uneven_routing() {
                 gate_up: ExpertGateUp::Fused(gate_up),
                 gate_up_bias: Some(ExpertGateUp::Fused(gu_b)),
                 down_bias: Some(down_b),
+                expert_slice: None,
                 ..base
             },
         ),
@@ -289,4 +292,104 @@ fn paged_experts_match_cpu_across_steps() {
     let (hits, misses) = p.vk.expert_cache_stats().unwrap().expect("paged experts");
     assert_eq!(hits + misses, routed, "hits {hits}, misses {misses}");
     assert!(hits > 0 && misses > 0, "hits {hits}, misses {misses}");
+}
+
+/// Experts `[first, first + count)` of a 3-D expert tensor, or rows of a `{m, n_expert}`
+/// bias: a byte range of the outermost dimension, as expert parallelism places them.
+fn slice_experts(w: &mut Weights, id: WeightId, first: usize, count: usize) -> WeightId {
+    let d = &w.list[id.0 as usize];
+    let n = *d.info.dims.last().expect("dims");
+    let per = d.bytes.len() / n;
+    let mut dims = d.info.dims.clone();
+    *dims.last_mut().expect("dims") = count;
+    let data = infr_core::WeightData {
+        name: format!("{}.{first}+{count}", d.name),
+        info: infr_core::WeightInfo { ty: d.info.ty, dims },
+        bytes: infr_gguf::TensorData::from_vec(d.bytes[first * per..(first + count) * per].to_vec()),
+    };
+    w.add(data)
+}
+
+/// Expert parallelism's op: the MoE over slices of the experts (the shared expert in the
+/// first) adds up to the whole op on the CPU, and each slice on Vulkan matches the CPU's,
+/// with one slice holding the expert every token picks and another the one none picks.
+#[test]
+fn moe_over_expert_slices_adds_up_to_the_whole() {
+    let mut rng = Rng(53);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    let rt = router_table(&mut w, &mut rng);
+    let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF);
+    let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_0, COLS, FF);
+    let down = experts(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS);
+    let scale = w.add(weight("scale", GgmlType::F32, N_EXPERT, 1, &mut rng, 1.0));
+    let sh = SharedExpert {
+        gate: w.add(weight("sg", GgmlType::Q8_0, COLS, 96, &mut rng, 0.5)),
+        up: w.add(weight("su", GgmlType::Q8_0, COLS, 96, &mut rng, 0.5)),
+        down: w.add(weight("sd", GgmlType::Q4_0, 96, COLS, &mut rng, 0.5)),
+        gate_inp: None,
+    };
+    let gate_mx = experts(&mut w, &mut rng, "gate_mx", GgmlType::MXFP4, COLS, FF);
+    let up_mx = experts(&mut w, &mut rng, "up_mx", GgmlType::MXFP4, COLS, FF);
+    let down_mx = experts(&mut w, &mut rng, "down_mx", GgmlType::MXFP4, FF, COLS);
+    let gate_b = w.add(weight("gate_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let up_b = w.add(weight("up_b", GgmlType::F32, FF, N_EXPERT, &mut rng, 1.0));
+    let down_b = w.add(weight("down_b", GgmlType::F32, COLS, N_EXPERT, &mut rng, 1.0));
+    let base = MoeParams { n_used: 3, expert_scale: Some(scale), shared: Some(sh), ..qwen3moe_params(gate, up, down) };
+    let oss = gpt_oss_params(base, [gate_mx, up_mx, down_mx], [gate_b, up_b, down_b]);
+    // Each case's full op and its slices (first, count), every expert tensor cut alike.
+    let slices = [(0usize, 3usize), (3, 5)];
+    let mut cases = Vec::new();
+    for (name, full) in [("qwen3moe-style, scaled, shared", base), ("gpt-oss: mxfp4, biases", oss)] {
+        let mut parts = Vec::new();
+        for (i, &(first, count)) in slices.iter().enumerate() {
+            let mut cut = |id: WeightId| slice_experts(&mut w, id, first, count);
+            let ExpertGateUp::Separate { gate, up } = full.gate_up else { unreachable!("separate gate/up") };
+            let gate_up_bias = match full.gate_up_bias {
+                Some(ExpertGateUp::Separate { gate, up }) => {
+                    Some(ExpertGateUp::Separate { gate: cut(gate), up: cut(up) })
+                }
+                _ => None,
+            };
+            parts.push(MoeParams {
+                gate_up: ExpertGateUp::Separate { gate: cut(gate), up: cut(up) },
+                down: cut(full.down),
+                gate_up_bias,
+                down_bias: full.down_bias.map(&mut cut),
+                shared: if i == 0 { full.shared } else { None },
+                expert_slice: Some((first as u32, count as u32)),
+                ..full
+            });
+        }
+        cases.push((name, full, parts));
+    }
+    let Some(mut p) = Pair::new(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16)) else { return };
+    for (name, full, parts) in &cases {
+        for n in [1usize, 3, 40] {
+            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 2) % VOCAB as u32).collect();
+            let step = Step::simple(tokens, 0, vec![0; n.div_ceil(16)]);
+            let whole = graph(&w, n, n, |g| {
+                let (x, l) = (g.embed(xt), g.embed(rt));
+                g.moe(x, l, *full)
+            });
+            let summed = graph(&w, n, n, |g| {
+                let (x, l) = (g.embed(xt), g.embed(rt));
+                let a = g.moe(x, l, parts[0]);
+                let b = g.moe(x, l, parts[1]);
+                g.add(a, b)
+            });
+            let plan = p.cpu.compile(&whole).expect("compile");
+            let want = step.run(&mut p.cpu, plan);
+            let plan = p.cpu.compile(&summed).expect("compile");
+            let got = step.run(&mut p.cpu, plan);
+            assert_close(&format!("{name} n={n}: slices summed on the CPU"), &got, &want, 1e-4, 1e-4);
+            for (i, part) in parts.iter().enumerate() {
+                let g = graph(&w, n, n, |g| {
+                    let (x, l) = (g.embed(xt), g.embed(rt));
+                    g.moe(x, l, *part)
+                });
+                p.check(&format!("{name} n={n}: slice {i}"), &g, std::slice::from_ref(&step), 2e-3, 2e-2);
+            }
+        }
+    }
 }
