@@ -136,10 +136,10 @@ pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_mode
              weights stay on its device"
         );
     }
-    if !cfg.multi.pipeline {
+    if !cfg.multi.pipeline && !cfg.multi.expert_parallel {
         bail!(
-            "device.dev names {} devices but multi.pipeline is off: only the layer pipeline splits one model \
-             across devices (tensor and expert parallel are not built)",
+            "device.dev names {} devices but multi.pipeline and multi.expert_parallel are off: nothing else \
+             splits one model across devices (tensor parallel is not built)",
             list.len()
         );
     }
@@ -150,6 +150,9 @@ pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_mode
             ..cfg.clone()
         };
         stages.push(backend(&one, reference).with_context(|| format!("pipeline device '{d}'"))?);
+    }
+    if cfg.multi.expert_parallel {
+        return Ok(Box::new(infr_engine::ExpertParallelBackend::new(stages, model)?));
     }
     let shares = infr_engine::pipeline::parse_split(&cfg.multi.split)?;
     Ok(Box::new(infr_engine::PipelineBackend::new(stages, model, &shares)?))

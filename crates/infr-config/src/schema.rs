@@ -150,7 +150,13 @@ pub const KEYS: &[KeySpec] = &[
         "multi.pipeline",
         Kind::Bool,
         "true",
-        "With several devices in `device.dev` (`Vulkan0,Vulkan1`; one named twice opens two logical devices on it): split the model's layers across them in order, each running its layers and handing its activations to the next through host memory. false refuses several devices (tensor and expert parallel are not built).",
+        "With several devices in `device.dev` (`Vulkan0,Vulkan1`; one named twice opens two logical devices on it): split the model's layers across them in order, each running its layers and handing its activations to the next through host memory. false refuses several devices unless `multi.expert_parallel` (tensor parallel is not built).",
+    ),
+    KeySpec::new(
+        "multi.expert_parallel",
+        Kind::Bool,
+        "false",
+        "With several devices in `device.dev`: divide every MoE layer's experts among them instead of the layers (each device holds the other weights and its own KV cache; the experts' partial outputs are summed through host memory after each MoE layer). Models without MoE layers, or whose MoE output is not added straight to the residual, are refused.",
     ),
     KeySpec::new(
         "multi.split",
@@ -336,6 +342,8 @@ pub struct DeviceConfig {
 pub struct MultiConfig {
     /// Split the layers across the devices of a `device.dev` list.
     pub pipeline: bool,
+    /// Divide the MoE experts among the devices instead of the layers.
+    pub expert_parallel: bool,
     /// Share of the layers per device (`3,1`); empty = even.
     pub split: String,
 }

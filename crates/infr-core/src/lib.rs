@@ -18,6 +18,7 @@ pub use backend::{
     KvLayerSpec, KvSpec, PlanId, Readback, SeqPages, StateLayerSpec, StepInputs, StepOutput, Submitted, WeightPlace,
 };
 pub use graph::{DType, Graph, GraphBuilder, Node, Op, Shape, TensorId, WeightId};
+pub use infr_gguf::TensorData;
 pub use infr_quant::GgmlType;
 pub use params::{
     Activation, AttnParams, Conv1dParams, DeltaNetParams, ExpertGateUp, MoeGating, MoeParams, RopeMode, RopeParams,

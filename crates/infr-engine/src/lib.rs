@@ -6,6 +6,7 @@
 
 mod diffusion;
 mod error;
+pub mod expert_parallel;
 pub mod oracle;
 mod pages;
 pub mod pipeline;
@@ -21,6 +22,7 @@ pub use diffusion::{
     DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
+pub use expert_parallel::ExpertParallelBackend;
 pub use pages::PagePool;
 pub use pipeline::PipelineBackend;
 pub use request::{

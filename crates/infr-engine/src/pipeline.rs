@@ -239,6 +239,12 @@ fn relabel_memory(op: &mut Op, map: &MemoryMap) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether every one of `devices` runs `node` (each may be given any layer), naming the
+/// first that cannot.
+pub(crate) fn all_support(devices: &[Box<dyn Backend>], node: &Node) -> Result<(), String> {
+    devices.iter().try_for_each(|b| b.supports(node).map_err(|why| format!("{}: {why}", b.device().id)))
+}
+
 /// Several backends running one model as a pipeline of layer runs (see the module doc).
 pub struct PipelineBackend {
     stages: Vec<Box<dyn Backend>>,
@@ -349,7 +355,7 @@ impl Backend for PipelineBackend {
     }
 
     fn supports(&self, node: &Node) -> Result<(), String> {
-        self.stages.iter().try_for_each(|b| b.supports(node).map_err(|why| format!("{}: {why}", b.device().id)))
+        all_support(&self.stages, node)
     }
 
     /// What the whole model may take so that every device fits its part: per device (stages

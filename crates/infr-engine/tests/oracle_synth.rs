@@ -203,6 +203,26 @@ fn gemma4_vulkan_matches_llama_cpp() {
 /// `devices` in order (`cpu`, or `vk`: a logical device of its own on the default Vulkan
 /// device), or `None` (skip) without Vulkan.
 fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+    across(name, devices, |stages, model| {
+        Box::new(infr_engine::PipelineBackend::new(stages, model, &[]).expect("the model splits"))
+    })
+}
+
+/// The MoE synth file `name`'s experts divided among `devices`
+/// ([`infr_engine::ExpertParallelBackend`]), as [`pipeline`] opens them.
+fn expert_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+    across(name, devices, |stages, model| {
+        Box::new(infr_engine::ExpertParallelBackend::new(stages, model).expect("the experts split"))
+    })
+}
+
+/// `devices` opened and combined by `make` over the synth file `name`'s model, and whether
+/// any prefills over f16 operands.
+fn across(
+    name: &str,
+    devices: &[&str],
+    make: impl FnOnce(Vec<Box<dyn Backend>>, &infr_models::Model) -> Box<dyn Backend>,
+) -> Option<(Box<dyn Backend>, bool)> {
     let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
     let model = infr_models::load_model(&w).expect("model loads");
     let mut f16 = false;
@@ -217,8 +237,7 @@ fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
             }
         });
     }
-    let p = infr_engine::PipelineBackend::new(stages, &model, &[]).expect("the model splits");
-    Some((Box::new(p), f16))
+    Some((make(stages, &model), f16))
 }
 
 /// Multi-GPU issue: a model split across two logical Vulkan devices (lavapipe in CI) passes
@@ -257,4 +276,28 @@ fn stages_on_one_device_do_not_count_its_memory_twice() {
     let (two, _) = pipeline("qwen3", &["cpu", "cpu"]).expect("CPU stages");
     let two = two.memory_available().expect("the pipeline reports memory");
     assert!(two <= one && two > one / 2, "one CPU {one}, two CPU stages {two}");
+}
+
+/// Multi-GPU issue, expert parallel: each MoE layer's experts divided between two logical
+/// Vulkan devices (lavapipe in CI), the partial outputs summed after every MoE layer, pass the
+/// oracle rules as one device does; Llama 4's dense layers run on both.
+#[test]
+fn experts_over_two_vulkan_devices_match_llama_cpp() {
+    for name in ["qwen3moe", "gpt-oss", "qwen35moe", "llama4"] {
+        let Some((b, f16)) = expert_parallel(name, &["vk", "vk"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = expert_parallel(name, &["vk", "vk"]) else { return };
+        check_decode(name, b);
+    }
+}
+
+/// Expert parallel over three devices of two kinds: the CPU, a Vulkan device, the CPU.
+#[test]
+fn experts_across_cpu_and_vulkan_match_llama_cpp() {
+    for name in ["qwen3moe", "gpt-oss"] {
+        let Some((b, f16)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b);
+    }
 }
