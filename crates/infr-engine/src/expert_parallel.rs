@@ -156,6 +156,8 @@ pub struct ExpertParallelBackend {
     experts: HashMap<WeightId, u32>,
     /// Each plan's segments: per segment, the plan of each device taking part.
     plans: Vec<Vec<Vec<PlanId>>>,
+    /// Bytes of the model's expert tensors (all experts).
+    expert_bytes: u64,
 }
 
 impl ExpertParallelBackend {
@@ -199,7 +201,13 @@ impl ExpertParallelBackend {
             memory_bytes: devices.iter().map(|b| b.device().memory_bytes).sum(),
             features,
         };
-        Ok(Self { devices, info, slices, experts, plans: Vec::new() })
+        let expert_bytes = model
+            .weights
+            .iter()
+            .filter(|(id, _)| experts.contains_key(id))
+            .map(|(id, _)| model.weights.info(id).bytes())
+            .sum();
+        Ok(Self { devices, info, slices, experts, plans: Vec::new(), expert_bytes })
     }
 
     /// Device `d`'s slice of an expert tensor of `n_expert` experts (the outermost dimension).
@@ -258,17 +266,25 @@ impl Backend for ExpertParallelBackend {
         crate::pipeline::all_support(&self.devices, node)
     }
 
-    /// Every device holds nearly the whole model but its share of the experts: the tightest
-    /// device decides (stages with one id share that device's memory).
+    /// What the whole model may take so that every device fits its part: each holds all of it
+    /// but the experts outside its slices, so per device (stages with one id share it: `k` of
+    /// them holding a share `c` of the experts) `k (X - E) + c E <= free`, with `E` the expert
+    /// bytes; the tightest device decides.
     fn memory_available(&self) -> Option<u64> {
-        let mut devices: HashMap<&str, (u64, u64)> = HashMap::new();
-        for b in &self.devices {
+        let n_expert = self.slices.iter().map(|s| s.1 as u64).sum::<u64>().max(1) as f64;
+        let mut devices: HashMap<&str, (u64, u64, f64)> = HashMap::new();
+        for (b, &(_, count)) in self.devices.iter().zip(&self.slices) {
             let avail = b.memory_available()?;
-            let e = devices.entry(b.device().id.as_str()).or_insert((avail, 0));
+            let e = devices.entry(b.device().id.as_str()).or_insert((avail, 0, 0.0));
             e.0 = e.0.min(avail);
             e.1 += 1;
+            e.2 += count as f64 / n_expert;
         }
-        devices.values().map(|&(avail, copies)| avail / copies).min()
+        let experts = self.expert_bytes as f64;
+        devices
+            .values()
+            .map(|&(avail, copies, share)| ((avail as f64 - share * experts).max(0.0) / copies as f64 + experts) as u64)
+            .min()
     }
 
     fn load_weight(&mut self, id: WeightId, weight: &WeightData) -> Result<(), BackendError> {

@@ -267,15 +267,60 @@ fn pipeline_across_cpu_and_vulkan_matches_llama_cpp() {
     check_batch("qwen3moe", b, false);
 }
 
-/// Stages on one device share its memory: a pipeline of two CPU stages (or two logical
-/// devices of one GPU) offers no more than that device alone, less its second copy of the
-/// replicated weights, so the up-front memory check cannot pass a context that does not fit.
+/// A CPU backend that reports `free` bytes of memory, to check the composites' budgets.
+struct FixedMemory(CpuBackend, u64);
+
+impl Backend for FixedMemory {
+    fn device(&self) -> &infr_core::DeviceInfo {
+        self.0.device()
+    }
+    fn memory_available(&self) -> Option<u64> {
+        Some(self.1)
+    }
+    fn load_weight(
+        &mut self,
+        id: infr_core::WeightId,
+        w: &infr_core::WeightData,
+    ) -> Result<(), infr_core::BackendError> {
+        self.0.load_weight(id, w)
+    }
+    fn init_kv(&mut self, spec: &infr_core::KvSpec) -> Result<(), infr_core::BackendError> {
+        self.0.init_kv(spec)
+    }
+    fn compile(&mut self, g: &infr_core::Graph) -> Result<infr_core::PlanId, infr_core::BackendError> {
+        self.0.compile(g)
+    }
+    fn execute(
+        &mut self,
+        p: infr_core::PlanId,
+        i: &infr_core::StepInputs<'_>,
+    ) -> Result<Vec<f32>, infr_core::BackendError> {
+        self.0.execute(p, i)
+    }
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), infr_core::BackendError> {
+        self.0.copy_kv_pages(pairs)
+    }
+}
+
+/// Stages on one device share its memory, so the up-front memory check cannot pass a context
+/// that does not fit: two pipeline stages on one 1 GiB device offer it less its second copy of
+/// the replicated weights (not 2 GiB); two expert-parallel stages, each holding all but half
+/// the experts, offer half of it plus half the expert bytes (not just half).
 #[test]
 fn stages_on_one_device_do_not_count_its_memory_twice() {
-    let one = cpu().memory_available().expect("the CPU reports its memory");
-    let (two, _) = pipeline("qwen3", &["cpu", "cpu"]).expect("CPU stages");
-    let two = two.memory_available().expect("the pipeline reports memory");
-    assert!(two <= one && two > one / 2, "one CPU {one}, two CPU stages {two}");
+    const G: u64 = 1 << 30;
+    let fixed = || -> Vec<Box<dyn Backend>> {
+        let cpu = || CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
+        vec![Box::new(FixedMemory(cpu(), G)), Box::new(FixedMemory(cpu(), G))]
+    };
+    let w = GgufWeights::open(synth_dir().join("qwen3moe.gguf")).expect("synthetic model opens");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let p = infr_engine::PipelineBackend::new(fixed(), &model, &[]).expect("pipeline");
+    let got = p.memory_available().expect("pipeline memory");
+    assert!(got < G && got > G - (64 << 20), "pipeline of two stages on 1 GiB: {got}");
+    let ep = infr_engine::ExpertParallelBackend::new(fixed(), &model).expect("expert parallel");
+    let got = ep.memory_available().expect("expert-parallel memory");
+    assert!(got > G / 2 && got < G / 2 + (64 << 20), "two expert-parallel stages on 1 GiB: {got}");
 }
 
 /// Multi-GPU issue, expert parallel: each MoE layer's experts divided between two logical
