@@ -69,6 +69,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("slice_cols", include_str!("shaders/slice_cols.wgsl")),
     ("conv1d", include_str!("shaders/conv1d.wgsl")),
     ("delta_net", include_str!("shaders/delta_net.wgsl")),
+    ("delta_rows", include_str!("shaders/delta_rows.wgsl")),
     ("topk", include_str!("shaders/topk.wgsl")),
     ("canvas_sample", include_str!("shaders/canvas_sample.wgsl")),
 ];

@@ -84,7 +84,7 @@ pub fn delta_net(head_dim: u32, shuffles: bool) -> KernelSpec {
         step *= 2;
     }
     let name = if split { format!("delta_net_d{head_dim}.x{p}") } else { format!("delta_net_d{head_dim}") };
-    KernelSpec::new(name, &["common", "delta_net"], 9, push_size::<DeltaNetParamsGpu>())
+    KernelSpec::new(name, &["common", "delta_rows", "delta_net"], 9, push_size::<DeltaNetParamsGpu>())
         .define("D", head_dim)
         .define("D2", 2 * head_dim)
         .define("P", p)
@@ -136,7 +136,7 @@ pub fn delta_chunked(head_dim: u32) -> KernelSpec {
     }
     KernelSpec::new(
         format!("delta_chunked_d{head_dim}.x{p}"),
-        &["common", "delta_chunked"],
+        &["common", "delta_rows", "delta_chunked"],
         6,
         push_size::<DeltaNetParamsGpu>(),
     )

@@ -107,6 +107,16 @@ pub(super) fn delta_net(
 ) -> VkResult<Vec<Emit>> {
     let node = &graph.nodes[i];
     let Op::DeltaNet { q, k, v, alpha, beta, .. } = node.op else { unreachable!("delta_net lowering of another op") };
+    // What both forms read first: q, k, v, alpha, beta, the decays and the step inputs.
+    let inputs = [
+        Res::Act(q.0),
+        Res::Act(k.0),
+        Res::Act(v.0),
+        Res::Act(alpha.0),
+        Res::Act(beta.0),
+        Res::WeightVec(p.decay),
+        Res::Step,
+    ];
     if let Some(why) = unsupported(&node.op) {
         return Err(VkError::Unsupported(why));
     }
@@ -147,32 +157,13 @@ pub(super) fn delta_net(
             pad: [0; 3],
         };
         let prep_groups = u32_of(node.rows() * p.n_v_head as usize, "delta-rule chunk workgroups")?;
-        let prep = vec![
-            Res::Act(q.0),
-            Res::Act(k.0),
-            Res::Act(v.0),
-            Res::Act(alpha.0),
-            Res::Act(beta.0),
-            Res::WeightVec(p.decay),
-            Res::Step,
-            Res::Temp(t),
-        ];
+        let prep = [&inputs[..], &[Res::Temp(t)]].concat();
         let run = vec![Res::Act(q.0), Res::Act(k.0), Res::Temp(t), Res::Step, Res::State(p.state), Res::Act(i as u32)];
         return Ok(vec![
             emit(rk::delta_prep(p.head_dim), prep, bytes(&pp), prep_groups),
             emit(rk::delta_chunked(p.head_dim), run, bytes(&gp), groups),
         ]);
     }
-    let res = vec![
-        Res::Act(q.0),
-        Res::Act(k.0),
-        Res::Act(v.0),
-        Res::Act(alpha.0),
-        Res::Act(beta.0),
-        Res::WeightVec(p.decay),
-        Res::Step,
-        Res::State(p.state),
-        Res::Act(i as u32),
-    ];
+    let res = [&inputs[..], &[Res::State(p.state), Res::Act(i as u32)]].concat();
     Ok(vec![emit(rk::delta_net(p.head_dim, feat.shuffles4), res, bytes(&gp), groups)])
 }

@@ -36,14 +36,6 @@ const C: u32 = {{C}}u;
 // Row blocks of a head.
 const RB: u32 = D / ROWS;
 
-var<workgroup> run_end: u32;
-
-// Sum of `x` over the P lanes of a row.
-fn row_sum(x: f32) -> f32 {
-    var v = x;
-{{ROW_SUM}}
-    return v;
-}
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -52,21 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let rb = wg % RB;
     let t0 = wg / RB / hv;
     let h = (wg / RB) % hv;
-    if li == 0u {
-        // 0: not the first row of a run (or past the step).
-        var e = 0u;
-        if t0 < pc.n_tokens {
-            let s = STEP[pc.seq_off + t0];
-            if t0 == 0u || STEP[pc.seq_off + t0 - 1u] != s {
-                e = t0 + 1u;
-                while e < pc.n_tokens && STEP[pc.seq_off + e] == s {
-                    e++;
-                }
-            }
-        }
-        run_end = e;
-    }
-    let end = workgroupUniformLoad(&run_end);
+    let end = run_end_at(t0, li);
     if end == 0u {
         return;
     }

@@ -41,18 +41,10 @@ const WG: u32 = ROWS * P;
 const RB: u32 = D / ROWS;
 
 var<workgroup> kq: array<f32, {{D2}}>;
-var<workgroup> run_end: u32;
 
 // ggml_compute_softplus_f32.
 fn softplus(x: f32) -> f32 {
     return select(log(1.0 + exp(x)), x, x > 20.0);
-}
-
-// Sum of `x` over the P lanes of a row.
-fn row_sum(x: f32) -> f32 {
-    var v = x;
-{{ROW_SUM}}
-    return v;
 }
 
 @compute @workgroup_size({{WG}})
@@ -62,21 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let rb = wg % RB;
     let t0 = wg / RB / hv;
     let h = (wg / RB) % hv;
-    if li == 0u {
-        // 0: not the first row of a run (or past the step).
-        var e = 0u;
-        if t0 < pc.n_tokens {
-            let s = STEP[pc.seq_off + t0];
-            if t0 == 0u || STEP[pc.seq_off + t0 - 1u] != s {
-                e = t0 + 1u;
-                while e < pc.n_tokens && STEP[pc.seq_off + e] == s {
-                    e++;
-                }
-            }
-        }
-        run_end = e;
-    }
-    let end = workgroupUniformLoad(&run_end);
+    let end = run_end_at(t0, li);
     if end == 0u {
         return;
     }
