@@ -67,12 +67,14 @@ fn layer_of(name: &str) -> Option<usize> {
     name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|n| n.parse().ok())
 }
 
-/// The device of each node of `graph` (see the module doc), given each layer's device.
-fn node_stages(
-    graph: &Graph,
-    weight_layer: &HashMap<WeightId, usize>,
-    stage_of_layer: &dyn Fn(usize) -> usize,
-) -> Vec<usize> {
+/// The device of layer `l` under `bounds` (each device's first layer, the layer count last).
+fn stage_of(bounds: &[usize], l: usize) -> usize {
+    bounds[1..].iter().position(|&b| l < b).unwrap_or(bounds.len() - 2)
+}
+
+/// The device of each node of `graph` (see the module doc), given the layer `bounds`.
+fn node_stages(graph: &Graph, weight_layer: &HashMap<WeightId, usize>, bounds: &[usize]) -> Vec<usize> {
+    let stage_of_layer = |l: usize| stage_of(bounds, l);
     let mut stages: Vec<usize> = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
         let from_inputs = node.op.inputs().iter().map(|t| stages[t.0 as usize]).max().unwrap_or(0);
@@ -272,8 +274,7 @@ impl PipelineBackend {
             model.weights.iter().filter_map(|(id, name)| layer_of(name).map(|l| (id, l))).collect();
         let probe = model.graph(1, 1);
         let n = stages.len();
-        let stage_of = |l: usize| bounds[1..].iter().position(|&b| l < b).unwrap_or(n - 1);
-        let node_stage = node_stages(&probe, &weight_layer, &stage_of);
+        let node_stage = node_stages(&probe, &weight_layer, &bounds);
         let refuse = |why: String| EngineError::Invalid(format!("the model does not split across devices: {why}"));
         let map = MemoryMap::of(&probe, &node_stage, n).map_err(refuse)?;
         split_graph(&probe, &node_stage, &map, n).map_err(refuse)?;
@@ -311,15 +312,11 @@ impl PipelineBackend {
         &self.bounds
     }
 
-    fn stage_of_layer(&self, l: usize) -> usize {
-        self.bounds[1..].iter().position(|&b| l < b).unwrap_or(self.stages.len() - 1)
-    }
-
     /// The devices that hold a weight: its layer's, or every one for the model's other
     /// weights (embeddings, output, shared RoPE factors).
     fn holders(&self, id: WeightId, name: &str) -> Vec<usize> {
         match self.weight_layer.get(&id).copied().or_else(|| layer_of(name)) {
-            Some(l) => vec![self.stage_of_layer(l)],
+            Some(l) => vec![stage_of(&self.bounds, l)],
             None => (0..self.stages.len()).collect(),
         }
     }
@@ -423,8 +420,7 @@ impl Backend for PipelineBackend {
 
     fn compile(&mut self, graph: &Graph) -> Result<PlanId, BackendError> {
         let n = self.stages.len();
-        let stage_of = |l: usize| self.bounds[1..].iter().position(|&b| l < b).unwrap_or(n - 1);
-        let stages = node_stages(graph, &self.weight_layer, &stage_of);
+        let stages = node_stages(graph, &self.weight_layer, &self.bounds);
         let bad = |why: String| BackendError::Unsupported { backend: self.info.id.clone(), what: why };
         let map = MemoryMap::of(graph, &stages, n).map_err(bad)?;
         if map.kv.iter().zip(&self.map.kv).any(|(a, b)| a.is_some() && a != b)
