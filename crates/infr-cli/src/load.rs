@@ -136,10 +136,10 @@ pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_mode
              weights stay on its device"
         );
     }
-    if !cfg.multi.pipeline && !cfg.multi.expert_parallel {
+    if !cfg.multi.pipeline && !cfg.multi.expert_parallel && !cfg.multi.tensor_parallel {
         bail!(
-            "device.dev names {} devices but multi.pipeline and multi.expert_parallel are off: nothing else \
-             splits one model across devices (tensor parallel is not built)",
+            "device.dev names {} devices but multi.pipeline, multi.tensor_parallel and multi.expert_parallel are \
+             off: nothing else splits one model across devices",
             list.len()
         );
     }
@@ -151,8 +151,11 @@ pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_mode
         };
         stages.push(backend(&one, reference).with_context(|| format!("pipeline device '{d}'"))?);
     }
+    if cfg.multi.tensor_parallel {
+        return Ok(Box::new(infr_engine::ShardedBackend::tensor_parallel(stages, model)?));
+    }
     if cfg.multi.expert_parallel {
-        return Ok(Box::new(infr_engine::ExpertParallelBackend::new(stages, model)?));
+        return Ok(Box::new(infr_engine::ShardedBackend::expert_parallel(stages, model)?));
     }
     let shares = infr_engine::pipeline::parse_split(&cfg.multi.split)?;
     Ok(Box::new(infr_engine::PipelineBackend::new(stages, model, &shares)?))

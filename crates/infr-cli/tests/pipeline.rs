@@ -1,11 +1,19 @@
 //! Multi-GPU issue: `--dev Vulkan0,Vulkan0` (two logical devices on one Vulkan device,
 //! lavapipe in CI) splits a model's layers across them (`multi.pipeline`, `--tensor-split`)
-//! and gives the tokens one device gives, or divides its experts (`multi.expert_parallel`);
-//! what cannot split is refused with the reason.
+//! and gives the tokens one device gives, or divides every layer by heads and FFN columns
+//! (`multi.tensor_parallel`) or its experts (`multi.expert_parallel`); what cannot split is
+//! refused with the reason.
 
 mod common;
 
-const UNSET: &[&str] = &["INFR_DEV", "INFR_MULTI_PIPELINE", "INFR_MULTI_SPLIT", "INFR_DEVICE_GPU_LAYERS"];
+const UNSET: &[&str] = &[
+    "INFR_DEV",
+    "INFR_MULTI_PIPELINE",
+    "INFR_MULTI_SPLIT",
+    "INFR_MULTI_TENSOR_PARALLEL",
+    "INFR_MULTI_EXPERT_PARALLEL",
+    "INFR_DEVICE_GPU_LAYERS",
+];
 
 fn repo_file(rel: &str) -> String {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel).to_string_lossy().into_owned()
@@ -62,7 +70,12 @@ fn what_cannot_split_is_refused_with_the_reason() {
         let (ok, _, err) = generate(model, dev, extra);
         assert!(!ok && err.contains(why), "{model} on {dev} {extra:?}: expected '{why}' in: {err}");
     };
-    refused(smol, "cpu,cpu", &["--set", "multi.pipeline=false"], "multi.pipeline and multi.expert_parallel are off");
+    refused(
+        smol,
+        "cpu,cpu",
+        &["--set", "multi.pipeline=false"],
+        "multi.pipeline, multi.tensor_parallel and multi.expert_parallel are off",
+    );
     refused(smol, "cpu,cpu", &["-ts", "3,x"], "bad layer share 'x'");
     refused(smol, "cpu,cpu", &["-ts", "1,1,1"], "one positive share per device (2)");
     // Gemma 4 E's later layers read the KV cache of earlier ones.
@@ -77,6 +90,9 @@ fn what_cannot_split_is_refused_with_the_reason() {
     let ep = ["--set", "multi.expert_parallel=true"];
     refused(smol, "cpu,cpu", &ep, "no mixture-of-experts layers");
     refused(&repo_file("testdata/oracle/synth/gemma4-moe.gguf"), "cpu,cpu", &ep, "not added straight to the residual");
+    // Tensor parallel wants blocks whose projections are added straight to the residual.
+    let tp = ["--set", "multi.tensor_parallel=true"];
+    refused(&repo_file("testdata/oracle/synth/gemma4.gguf"), "cpu,cpu", &tp, "no attention, FFN or MoE block divides");
     // Two CPU stages run (and give the tokens the CPU alone gives).
     let (ok, want, err) = generate(smol, "cpu", &[]);
     assert!(ok, "{err}");
@@ -98,4 +114,26 @@ fn experts_divided_between_two_devices_run() {
     assert!(ok && got == want, "{err}");
     let (ok, got, err) = generate(&moe, "Vulkan0,Vulkan0", &["--set", "multi.expert_parallel=true"]);
     assert!(ok && !got.is_empty() && err.contains("expert parallel: experts 4..8 on Vulkan0"), "{err}");
+}
+
+/// Tensor parallel: SmolLM2 (9 query heads over 3 KV heads, 1,536 FFN columns, 30 layers)
+/// divided among three CPU devices (a KV head each) and two logical Vulkan devices (one KV
+/// head and two) gives the tokens one device of the same kind gives.
+#[test]
+fn layers_divided_by_heads_and_columns_give_the_same_tokens() {
+    let Some(smol) = common::real_model("smollm2-135m-instruct-q4_1.gguf") else { return };
+    let tp = ["--set", "multi.tensor_parallel=true"];
+    let (ok, want, err) = generate(&smol, "cpu", &[]);
+    assert!(ok && !want.is_empty(), "{err}");
+    let (ok, got, err) = generate(&smol, "cpu,cpu,cpu", &tp);
+    assert!(ok && err.contains("tensor parallel: 33% of the weights of 60 divided blocks"), "{err}");
+    assert_eq!(got, want, "cpu,cpu,cpu: tokens");
+    if !common::vulkan_present() {
+        return;
+    }
+    let (ok, want, err) = generate(&smol, "Vulkan0", &[]);
+    assert!(ok && !want.is_empty(), "{err}");
+    let (ok, got, err) = generate(&smol, "Vulkan0,Vulkan0", &tp);
+    assert!(ok && err.contains("of the weights of 60 divided blocks"), "{err}");
+    assert_eq!(got, want, "Vulkan0,Vulkan0: tokens");
 }

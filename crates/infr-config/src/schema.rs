@@ -150,7 +150,13 @@ pub const KEYS: &[KeySpec] = &[
         "multi.pipeline",
         Kind::Bool,
         "true",
-        "With several devices in `device.dev` (`Vulkan0,Vulkan1`; one named twice opens two logical devices on it): split the model's layers across them in order, each running its layers and handing its activations to the next through host memory. false refuses several devices unless `multi.expert_parallel` (tensor parallel is not built).",
+        "With several devices in `device.dev` (`Vulkan0,Vulkan1`; one named twice opens two logical devices on it): split the model's layers across them in order, each running its layers and handing its activations to the next through host memory. false refuses several devices unless `multi.tensor_parallel` or `multi.expert_parallel`.",
+    ),
+    KeySpec::new(
+        "multi.tensor_parallel",
+        Kind::Bool,
+        "false",
+        "With several devices in `device.dev`: divide every layer among them instead of the layers (attention by KV-head groups with each device's share of the KV cache, gated FFNs by hidden columns, MoE layers by experts; after each divided block the partial outputs are summed through host memory). Blocks that do not divide (KV heads fewer than the devices, a norm after the projection, cuts off the quantization blocks) run whole on every device; a model where nothing divides is refused. Wins over `multi.expert_parallel`.",
     ),
     KeySpec::new(
         "multi.expert_parallel",
@@ -342,6 +348,8 @@ pub struct DeviceConfig {
 pub struct MultiConfig {
     /// Split the layers across the devices of a `device.dev` list.
     pub pipeline: bool,
+    /// Divide every layer's heads, FFN columns and experts among the devices.
+    pub tensor_parallel: bool,
     /// Divide the MoE experts among the devices instead of the layers.
     pub expert_parallel: bool,
     /// Share of the layers per device (`3,1`); empty = even.

@@ -6,7 +6,6 @@
 
 mod diffusion;
 mod error;
-pub mod expert_parallel;
 pub mod oracle;
 mod pages;
 pub mod pipeline;
@@ -16,13 +15,13 @@ mod runner;
 mod sampling;
 mod scheduler;
 mod shapes;
+pub mod sharded;
 
 pub use diffusion::{
     accept_by_entropy, canvas_stats, denoise_canvas, draw_rows, generate_diffusion, temperature, Canvas, DenoiseStep,
     DiffusionEvent, DiffusionOptions, DiffusionOutput, NoiseSource, SeededNoise, StoppingRule,
 };
 pub use error::EngineError;
-pub use expert_parallel::ExpertParallelBackend;
 pub use pages::PagePool;
 pub use pipeline::PipelineBackend;
 pub use request::{
@@ -35,3 +34,4 @@ pub use scheduler::{
     slot_runner_options, Scheduler, SchedulerHandle, SchedulerOptions, SchedulerStats, SchedulerThread,
 };
 pub use shapes::ShapeLadder;
+pub use sharded::ShardedBackend;

@@ -209,10 +209,18 @@ fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
 }
 
 /// The MoE synth file `name`'s experts divided among `devices`
-/// ([`infr_engine::ExpertParallelBackend`]), as [`pipeline`] opens them.
+/// ([`infr_engine::ShardedBackend::expert_parallel`]), as [`pipeline`] opens them.
 fn expert_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
     across(name, devices, |stages, model| {
-        Box::new(infr_engine::ExpertParallelBackend::new(stages, model).expect("the experts split"))
+        Box::new(infr_engine::ShardedBackend::expert_parallel(stages, model).expect("the experts split"))
+    })
+}
+
+/// The synth file `name` divided among `devices` by heads, FFN columns and experts
+/// ([`infr_engine::ShardedBackend::tensor_parallel`]), as [`pipeline`] opens them.
+fn tensor_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+    across(name, devices, |stages, model| {
+        Box::new(infr_engine::ShardedBackend::tensor_parallel(stages, model).expect("the model divides"))
     })
 }
 
@@ -318,7 +326,7 @@ fn stages_on_one_device_do_not_count_its_memory_twice() {
     let p = infr_engine::PipelineBackend::new(fixed(), &model, &[]).expect("pipeline");
     let got = p.memory_available().expect("pipeline memory");
     assert!(got < G && got > G - (64 << 20), "pipeline of two stages on 1 GiB: {got}");
-    let ep = infr_engine::ExpertParallelBackend::new(fixed(), &model).expect("expert parallel");
+    let ep = infr_engine::ShardedBackend::expert_parallel(fixed(), &model).expect("expert parallel");
     let got = ep.memory_available().expect("expert-parallel memory");
     assert!(got > G / 2 && got < G / 2 + (64 << 20), "two expert-parallel stages on 1 GiB: {got}");
 }
@@ -345,4 +353,51 @@ fn experts_across_cpu_and_vulkan_match_llama_cpp() {
         let Some((b, _)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
         check_decode(name, b);
     }
+}
+
+/// Multi-GPU issue, tensor parallel: every layer divided between two logical Vulkan devices
+/// (lavapipe in CI; attention by KV-head groups with half the KV cache each, FFNs by hidden
+/// columns, MoE layers by experts), the partial outputs summed after each block, pass the
+/// oracle rules as one device does: dense, MoE, biased projections with attention sinks,
+/// and hybrid-recurrent models (whose DeltaNet layers run whole on both).
+#[test]
+fn tensors_over_two_vulkan_devices_match_llama_cpp() {
+    for name in ["qwen3", "qwen3moe", "gpt-oss", "llama4", "qwen35", "qwen35moe"] {
+        let Some((b, f16)) = tensor_parallel(name, &["vk", "vk"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = tensor_parallel(name, &["vk", "vk"]) else { return };
+        check_decode(name, b);
+    }
+}
+
+/// Tensor parallel over three devices of two kinds: the CPU, a Vulkan device, the CPU.
+#[test]
+fn tensors_across_cpu_and_vulkan_match_llama_cpp() {
+    for name in ["qwen3", "qwen3moe"] {
+        let Some((b, f16)) = tensor_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_batch(name, b, f16);
+        let Some((b, _)) = tensor_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b);
+    }
+}
+
+/// What tensor parallel divides: on two devices the qwen3 synth file (4 query heads over 2
+/// KV heads, 128 FFN columns, 2 layers) divides both blocks of both layers and gives each
+/// device half of every projection; on three devices its 2 KV heads cannot be shared out,
+/// so attention runs whole on each and only the FFNs divide; a model that is all post-norm
+/// blocks and too few heads is refused with the reasons.
+#[test]
+fn tensor_parallel_divides_heads_and_columns() {
+    let w = GgufWeights::open(synth_dir().join("qwen3.gguf")).expect("synthetic model opens");
+    let model = infr_models::load_model(&w).expect("model loads");
+    let cpus = |n: usize| -> Vec<Box<dyn Backend>> { (0..n).map(|_| cpu()).collect() };
+    let two = infr_engine::ShardedBackend::tensor_parallel(cpus(2), &model).expect("two devices");
+    assert_eq!(two.divided_blocks(), 4);
+    assert!(two.device().features.iter().all(|f| f.contains("50% of")), "{:?}", two.device().features);
+    let three = infr_engine::ShardedBackend::tensor_parallel(cpus(3), &model).expect("three devices");
+    assert_eq!(three.divided_blocks(), 2);
+    let w = GgufWeights::open(synth_dir().join("gemma4.gguf")).expect("synthetic model opens");
+    let gemma = infr_models::load_model(&w).expect("model loads");
+    let err = infr_engine::ShardedBackend::tensor_parallel(cpus(2), &gemma).err().expect("refused").to_string();
+    assert!(err.contains("not added to the residual"), "{err}");
 }
