@@ -13,13 +13,15 @@
 //! A divided block's output (the attention or FFN projection, or the MoE op) is a partial sum
 //! on each device. The step graph is cut at the residual add that reads it: the first device
 //! computes `h + part_0`, the others `part_d` alone, the host adds them, and every device's
-//! next segment starts from the sum (`Op::Input`). Blocks that do not fit the pattern (a norm
-//! after the projection, as Gemma's post-norms; a fused projection) run whole on every device.
+//! next segment starts from the sum (`Op::Input`); the devices of a segment run at once, a
+//! thread each. Blocks that do not fit the pattern (a norm after the projection, as Gemma's
+//! post-norms; a fused projection) run whole on every device.
 
 mod experts;
 mod tensors;
 
 use std::collections::HashMap;
+use std::sync::{mpsc, Arc};
 
 use infr_core::{
     Backend, BackendError, DeviceInfo, Graph, KvSpec, LogitAdjust, Node, Op, PlanId, StepInputs, TensorId, WeightData,
@@ -353,8 +355,8 @@ impl ShardedBackend {
         self.sharding.cuts.len()
     }
 
-    /// Run every segment but the last (all devices, their outputs summed); returns the last
-    /// segment's plan and the sum it takes.
+    /// Run every segment but the last (all devices at once, each on its own thread; their
+    /// outputs summed in device order); returns the last segment's plan and the sum it takes.
     fn run_front(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<(PlanId, Vec<f32>), BackendError> {
         let segments = self
             .plans
@@ -362,20 +364,53 @@ impl ShardedBackend {
             .cloned()
             .ok_or_else(|| BackendError::InvalidInput(format!("no plan {}", plan.0)))?;
         let (last, front) = segments.split_last().expect("a plan has segments");
-        let mut hidden: Vec<f32> = Vec::new();
-        for seg in front {
-            let mut sum: Vec<f32> = Vec::new();
-            for (d, &p) in seg.iter().enumerate() {
-                let out = self.devices[d].execute(p, &StepInputs { hidden: &hidden, ..*inputs })?;
-                if d == 0 {
-                    sum = out;
-                } else {
-                    sum.iter_mut().zip(&out).for_each(|(s, v)| *s += v);
-                }
-            }
-            hidden = sum;
+        if front.is_empty() {
+            return Ok((last[0], Vec::new()));
         }
-        Ok((last[0], hidden))
+        let n = self.devices.len();
+        let (first, others) = self.devices.split_at_mut(1);
+        std::thread::scope(|s| {
+            // One worker per other device: it takes each segment's input, hands back its part.
+            let (part_tx, part_rx) = mpsc::channel::<(usize, Result<Vec<f32>, BackendError>)>();
+            let mut to_workers = Vec::with_capacity(others.len());
+            for (i, dev) in others.iter_mut().enumerate() {
+                let d = i + 1;
+                let (tx, rx) = mpsc::channel::<Arc<Vec<f32>>>();
+                to_workers.push(tx);
+                let part_tx = part_tx.clone();
+                let plans: Vec<PlanId> = front.iter().map(|seg| seg[d]).collect();
+                s.spawn(move || {
+                    for p in plans {
+                        let Ok(hidden) = rx.recv() else { return };
+                        let out = dev.execute(p, &StepInputs { hidden: &hidden, ..*inputs });
+                        let failed = out.is_err();
+                        if part_tx.send((d, out)).is_err() || failed {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(part_tx);
+            let mut hidden: Arc<Vec<f32>> = Arc::new(Vec::new());
+            for seg in front {
+                for tx in &to_workers {
+                    // A worker that stopped has sent its error; it is read below.
+                    let _ = tx.send(Arc::clone(&hidden));
+                }
+                let mut sum = first[0].execute(seg[0], &StepInputs { hidden: &hidden, ..*inputs })?;
+                let mut parts: Vec<Option<Vec<f32>>> = vec![None; n];
+                for _ in 1..n {
+                    let (d, out) =
+                        part_rx.recv().map_err(|_| BackendError::Device("a device's worker thread stopped".into()))?;
+                    parts[d] = Some(out?);
+                }
+                for part in parts.into_iter().flatten() {
+                    sum.iter_mut().zip(&part).for_each(|(s, v)| *s += v);
+                }
+                hidden = Arc::new(sum);
+            }
+            Ok((last[0], Arc::try_unwrap(hidden).unwrap_or_else(|h| h.as_ref().clone())))
+        })
     }
 }
 
