@@ -362,7 +362,28 @@ pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
         defines: Vec::new(),
         bindings: MATMUL_BINDINGS,
         push_bytes: push_size::<MatmulParams>(),
-    };
+    }
+    .define("SPLIT_FIELDS", "")
+    .define("SPLIT_RANGE", "    let tile = lin;\n    let k_begin = 0u;\n    let k_end = pc.k;\n    let plane = 0u;");
+    with_layout(spec, l)
+}
+
+/// The tiled matmul with k split into ranges ([`SplitParams`]): workgroup `g` computes tile
+/// `g % tiles` over range `g / tiles` into that range's plane of partial products.
+pub fn matmul_tiled_split(l: &GpuLayout) -> KernelSpec {
+    let spec = KernelSpec {
+        name: format!("matmul_tiled_split.{}", l.ty),
+        parts: dequant_parts(l, "matmul_tiled"),
+        defines: Vec::new(),
+        bindings: MATMUL_BINDINGS,
+        push_bytes: push_size::<SplitParams>(),
+    }
+    .define("SPLIT_FIELDS", "    k_chunk: u32,\n    tiles: u32,\n    part_stride: u32,")
+    .define(
+        "SPLIT_RANGE",
+        "    let part = lin / pc.tiles;\n    let tile = lin % pc.tiles;\n    let k_begin = part * pc.k_chunk;\n    \
+         let k_end = min(pc.k, k_begin + pc.k_chunk);\n    let plane = part * pc.part_stride;",
+    );
     with_layout(spec, l)
 }
 
@@ -568,6 +589,7 @@ mod tests {
                 }
                 check(&embed(&l));
                 check(&matmul_tiled(&l));
+                check(&matmul_tiled_split(&l));
                 for f in [16, 8] {
                     let tiles = [
                         coop_tile(4096, 512, f, 49152, false),

@@ -36,7 +36,7 @@ fn target_groups() -> u32 {
 }
 
 /// Most bytes of the partial-product planes of one matmul.
-const PARTIALS_CAP: u64 = 64 << 20;
+pub(crate) const PARTIALS_CAP: u64 = 64 << 20;
 
 /// The cooperative configuration when the product of `n` activation rows with `lw` should run
 /// on the split-K path.

@@ -135,6 +135,37 @@ pub(super) fn lower_linear(
         Res::Act(x.0)
     };
     let shape = format!("{}x{} n={n}", lw.rows, lw.cols);
+    if spec.name.starts_with("matmul_tiled.") {
+        if let Some(mut split) = tiled_split(lw, n)? {
+            let plane_bytes = split.part_stride as u64 * 4;
+            split.planes = side.f16_bufs.partials(plane_bytes * split.parts as u64, side.temp_bytes);
+            let res = |ci| vec![Res::WeightChunk(*weight, ci), x_res, Res::Temp(split.planes), Res::Dummy, Res::Tables];
+            for (ci, ch) in lw.chunks.iter().enumerate() {
+                let tiles = ch.rows.div_ceil(r) * split.tiles_n;
+                let mm = chunk_params(lw, ch, n, false, ch.rows.div_ceil(r));
+                let p = kernels::SplitParams { mm, k_chunk: split.k_chunk, tiles, part_stride: split.part_stride };
+                let groups = tiles * split.parts;
+                emit(
+                    &mut emits,
+                    &kernels::matmul_tiled_split(&lw.layout),
+                    res(ci),
+                    bytes(&p),
+                    groups,
+                    Some(shape.clone()),
+                );
+            }
+            let rp = kernels::SplitReduceParams {
+                m: lw.rows as u32,
+                n: n as u32,
+                parts: split.parts,
+                has_bias: bias.is_some() as u32,
+            };
+            let groups = u32_of((n * lw.rows).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?;
+            let res = vec![Res::Temp(split.planes), me, bias_res];
+            emit(&mut emits, &kernels::split_reduce(), res, bytes(&rp), groups, Some(shape));
+            return Ok(emits);
+        }
+    }
     for (ci, ch) in lw.chunks.iter().enumerate() {
         let tiles_m = ch.rows.div_ceil(r);
         let tiles_n = (n as u32).div_ceil(c);
@@ -146,6 +177,39 @@ pub(super) fn lower_linear(
         emit(&mut emits, &spec, res, bytes(&p), groups, Some(shape.clone()));
     }
     Ok(emits)
+}
+
+/// How the tiled kernel splits k for one matmul: ranges, elements per range, activation
+/// tiles, the planes' temporary (set by the caller) and the elements of one plane.
+struct TiledSplit {
+    parts: u32,
+    k_chunk: u32,
+    tiles_n: u32,
+    planes: u32,
+    part_stride: u32,
+}
+
+/// Fewest output tiles for which the tiled kernel runs over the whole of k.
+const TILED_SPLIT_BELOW: u32 = 64;
+
+/// The k split of the tiled kernel for `n` activation rows, where an f32 weight (a MoE router,
+/// which keeps f32 operands) leaves fewer than [`TILED_SPLIT_BELOW`] tiles: Qwen3-30B-A3B's
+/// router (128 rows) at 512 tokens is 16 tiles of 64 k-steps each, 149 us on an H100 (2 of
+/// its 132 multiprocessors' worth of work), 9% of a prefill layer.
+fn tiled_split(lw: &GpuWeight, n: usize) -> VkResult<Option<TiledSplit>> {
+    let tiles_n = (n as u32).div_ceil(kernels::TILE);
+    let tiles = (lw.rows as u32).div_ceil(kernels::TILE) * tiles_n;
+    if lw.layout.ty != infr_quant::GgmlType::F32 || tiles >= TILED_SPLIT_BELOW || lw.cols < 1024 {
+        return Ok(None);
+    }
+    let plane = (n * lw.rows) as u64 * 4;
+    let max_parts = u32_of(((skinny_matmul::PARTIALS_CAP / plane) as usize).clamp(1, 16), "partial planes")?;
+    let (parts, k_chunk) = skinny_matmul::split(tiles, lw.cols as u32, 32, max_parts);
+    if parts < 2 {
+        return Ok(None);
+    }
+    let part_stride = u32_of(n * lw.rows, "partial plane")?;
+    Ok(Some(TiledSplit { parts, k_chunk, tiles_n, planes: 0, part_stride }))
 }
 
 /// The kernel of a matmul over f32 activations (rounded as llama.cpp's CPU rounds them) with

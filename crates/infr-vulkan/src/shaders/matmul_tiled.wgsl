@@ -3,7 +3,9 @@
 // k-step dequantizes a 64×32 slice of W once into workgroup memory (shared by all 64
 // activation rows) next to the matching 64×32 slice of X; every thread accumulates 4×4
 // outputs. Portable (no subgroup operations); cooperative-matrix kernels replace it where
-// the device has them.
+// the device has them. The split variant (SplitParams) gives each workgroup one range of k
+// and writes its partial product to that range's plane, for `split_reduce` to add up: a
+// product of few tiles (a MoE router: 128 rows) still fills a large GPU.
 
 struct Params {
     k: u32,
@@ -14,6 +16,7 @@ struct Params {
     soff: u32,
     has_bias: u32,
     tiles_m: u32,
+{{SPLIT_FIELDS}}
 }
 
 var<immediate> pc: Params;
@@ -35,8 +38,9 @@ var<workgroup> xs: array<vec4<f32>, 512>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let lin = wg_linear(wid, nwg);
-    let tm = lin % pc.tiles_m;
-    let tn = lin / pc.tiles_m;
+{{SPLIT_RANGE}}
+    let tm = tile % pc.tiles_m;
+    let tn = tile / pc.tiles_m;
     let r0 = tm * BM;
     let c0 = tn * BN;
     if c0 >= pc.n {
@@ -48,7 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let bpr = pc.k / BLOCK;
     let nq = pc.k / 4u;
     let sbase = pc.soff * 4u;
-    for (var k0 = 0u; k0 < pc.k; k0 += BK) {
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
         // Each thread loads 2 quads of W and 2 quads of X: 512 quads per tile each.
         for (var h = 0u; h < 2u; h++) {
             let idx = t + 256u * h;
@@ -57,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let ke = k0 + 4u * kq;
             var wv = vec4<f32>(0.0);
             var xv = vec4<f32>(0.0);
-            if ke < pc.k {
+            if ke < k_end {
                 let wr = min(r0 + row, pc.m - 1u);
                 let blk = wr * bpr + ke / BLOCK;
                 wv = {{DEQ}}(blk * QW, sbase + blk * SB, (ke % BLOCK) / 4u);
@@ -91,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var j = 0u; j < 4u; j++) {
                 let c = c0 + 4u * tx + j;
                 if c < pc.n {
-                    Y[c * pc.out_stride + col] = acc[i][j] + bias;
+                    Y[plane + c * pc.out_stride + col] = acc[i][j] + bias;
                 }
             }
         }

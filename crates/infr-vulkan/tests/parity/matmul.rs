@@ -161,6 +161,14 @@ fn linear_tiled_multi_tile() {
     }
 }
 
+/// An f32 weight of few rows (a MoE router) over prefill batches: the tiled kernel splits k
+/// into ranges whose partial products `split_reduce` adds up (with the bias).
+#[test]
+fn linear_f32_router_splits_k() {
+    let Some(mut vk) = vulkan() else { return };
+    check_linear_k(&mut vk, GgmlType::F32, 2048, 128, &[100, 17], true, 21);
+}
+
 /// Prefill shapes large enough for the biggest cooperative-matrix tiles (128×128 per
 /// workgroup), with interior tiles stored directly and ragged edges in both dimensions.
 #[test]
