@@ -54,8 +54,9 @@ pub fn tokenizer(w: &GgufWeights) -> Result<Tokenizer> {
 pub struct DeviceArgs {
     /// Device: `cpu`, `Vulkan0`, `Vulkan1`… (`infr devices` lists them); `auto` (default)
     /// picks the first GPU and falls back to the CPU. A list (`Vulkan0,Vulkan1`) splits the
-    /// model's layers across the devices (`multi.pipeline`). Config key `device.dev`, env
-    /// `INFR_DEV`.
+    /// model's layers across the devices (`multi.pipeline`), or divides every layer by heads
+    /// and FFN columns (`multi.tensor_parallel`) or by experts (`multi.expert_parallel`).
+    /// Config key `device.dev`, env `INFR_DEV`.
     #[arg(long = "dev", visible_alias = "device")]
     pub dev: Option<String>,
     /// CPU threads (0 = all cores). Config key `device.threads`.
@@ -115,8 +116,8 @@ impl DeviceArgs {
 }
 
 /// Build the backend for the configured device (`device.gpu_layers = 0` means the CPU); a
-/// list of devices (`Vulkan0,Vulkan1`) runs `model` as a pipeline across them
-/// (`multi.pipeline`, split by `multi.split`).
+/// list of devices (`Vulkan0,Vulkan1`) runs `model` across them: tensor parallel, expert
+/// parallel, or (default) as a pipeline split by `multi.split`.
 pub fn backend_for(cfg: &infr_config::Config, reference: bool, model: &infr_models::Model) -> Result<Box<dyn Backend>> {
     let list: Vec<&str> = cfg.device.dev.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
     if list.len() < 2 || cfg.device.gpu_layers == 0 {

@@ -115,7 +115,7 @@ pub const KEYS: &[KeySpec] = &[
         .flag("--offline")
         .env(&["HF_HUB_OFFLINE"]),
     KeySpec::new("model.hf_endpoint", Kind::Str, "", "Hugging Face endpoint or mirror URL.").env(&["HF_ENDPOINT"]),
-    KeySpec::new("device.dev", Kind::Str, "\"auto\"", "Compute device: `auto`, `cpu`, `Vulkan0`, ...; a list (`Vulkan0,Vulkan1`) splits the model across them (`multi.pipeline`).")
+    KeySpec::new("device.dev", Kind::Str, "\"auto\"", "Compute device: `auto`, `cpu`, `Vulkan0`, ...; a list (`Vulkan0,Vulkan1`) splits the model across them (`multi.pipeline`, `multi.tensor_parallel`, `multi.expert_parallel`).")
         .flag("--device")
         .env(&["INFR_DEV"]),
     KeySpec::new("device.threads", UINT, "0", "CPU threads; 0 = auto.").flag("-t, --threads"),
