@@ -315,6 +315,60 @@ impl Backend for FixedMemory {
     }
 }
 
+/// A CPU backend whose steps panic, for the composites' error paths.
+struct PanicsOnStep(CpuBackend);
+
+impl Backend for PanicsOnStep {
+    fn device(&self) -> &infr_core::DeviceInfo {
+        self.0.device()
+    }
+    fn load_weight(
+        &mut self,
+        id: infr_core::WeightId,
+        w: &infr_core::WeightData,
+    ) -> Result<(), infr_core::BackendError> {
+        self.0.load_weight(id, w)
+    }
+    fn init_kv(&mut self, spec: &infr_core::KvSpec) -> Result<(), infr_core::BackendError> {
+        self.0.init_kv(spec)
+    }
+    fn compile(&mut self, g: &infr_core::Graph) -> Result<infr_core::PlanId, infr_core::BackendError> {
+        self.0.compile(g)
+    }
+    fn execute(
+        &mut self,
+        _: infr_core::PlanId,
+        _: &infr_core::StepInputs<'_>,
+    ) -> Result<Vec<f32>, infr_core::BackendError> {
+        panic!("a device fails mid-step");
+    }
+    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), infr_core::BackendError> {
+        self.0.copy_kv_pages(pairs)
+    }
+}
+
+/// A device that panics in the middle of a divided step fails the step with an error naming
+/// it; the other devices' workers stop (three devices: two workers, one of them waiting).
+#[test]
+fn a_device_failing_mid_step_is_an_error_not_a_hang() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let w = GgufWeights::open(synth_dir().join("qwen3moe.gguf")).expect("synthetic model opens");
+        let model = infr_models::load_model(&w).expect("model loads");
+        let panics =
+            Box::new(PanicsOnStep(CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap()));
+        let devices: Vec<Box<dyn Backend>> = vec![cpu(), panics, cpu()];
+        let b = infr_engine::ShardedBackend::tensor_parallel(devices, &model).expect("the model divides");
+        let opts = infr_engine::RunnerOptions { n_ctx: 64, ..Default::default() };
+        let mut r = infr_engine::Runner::new(model, &w, Box::new(b), opts).expect("runner");
+        let seq = r.add_sequence();
+        let _ = tx.send(r.prefill(seq, &[1, 2, 3, 4], false).err().map(|e| e.to_string()));
+    });
+    let err = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the step returns instead of hanging");
+    let err = err.expect("the step fails");
+    assert!(err.contains("device 1 panicked"), "{err}");
+}
+
 /// Stages on one device share its memory, so the up-front memory check cannot pass a context
 /// that does not fit: two pipeline stages on one 1 GiB device offer it less its second copy of
 /// the replicated weights (not 2 GiB); two expert-parallel stages, each holding all but half

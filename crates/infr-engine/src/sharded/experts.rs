@@ -40,7 +40,12 @@ pub(super) fn split_experts(graph: &Graph, m: usize, add: usize, sh: &mut Shardi
     let n = sh.devices();
     let slices = expert_slices(params.n_expert, n).map_err(|e| e.to_string())?;
     let cut = WeightCut::Outer(slices.iter().map(|&(f, c)| (f as usize, c as usize)).collect());
-    for id in expert_tensors(params) {
+    let tensors = expert_tensors(params);
+    // All or nothing: a MoE op left whole must not read a weight cut for another.
+    if let Some(id) = tensors.iter().find(|id| sh.weights.get(id).is_some_and(|old| *old != cut)) {
+        return Err(format!("weight {} is read by two blocks cut differently", id.0));
+    }
+    for id in tensors {
         sh.cut_weight(id, cut.clone())?;
     }
     for (d, &slice) in slices.iter().enumerate() {

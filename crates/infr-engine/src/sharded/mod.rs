@@ -382,7 +382,11 @@ impl ShardedBackend {
                 s.spawn(move || {
                     for p in plans {
                         let Ok(hidden) = rx.recv() else { return };
-                        let out = dev.execute(p, &StepInputs { hidden: &hidden, ..*inputs });
+                        // A panic is answered as an error, so the host never waits on it.
+                        let run = || dev.execute(p, &StepInputs { hidden: &hidden, ..*inputs });
+                        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
+                            Err(BackendError::Device(format!("device {d} panicked running its part of a step")))
+                        });
                         let failed = out.is_err();
                         if part_tx.send((d, out)).is_err() || failed {
                             return;
@@ -405,6 +409,13 @@ impl ShardedBackend {
                     parts[d] = Some(out?);
                 }
                 for part in parts.into_iter().flatten() {
+                    if part.len() != sum.len() {
+                        return Err(BackendError::InvalidInput(format!(
+                            "a device's part holds {} values, the first device's {}",
+                            part.len(),
+                            sum.len()
+                        )));
+                    }
                     sum.iter_mut().zip(&part).for_each(|(s, v)| *s += v);
                 }
                 hidden = Arc::new(sum);

@@ -16,6 +16,10 @@ use infr_core::{Graph, Op, WeightId, WeightInfo};
 
 use super::{consumers, even, residual_add, with_cols, Sharding, WeightCut};
 
+/// Fewest columns a cut of a projection's input moves by (Vulkan reads float rows in fours
+/// and its fast kernels want k in 32s; quantized weights cut on their blocks, 32 or 256).
+const CUT_COLUMNS: usize = 32;
+
 /// Facts about the graph that every block's check reads.
 struct Ctx<'a> {
     graph: &'a Graph,
@@ -80,16 +84,18 @@ impl Ctx<'_> {
         }
     }
 
-    /// Whether columns `parts` of weight `w` fall on its quantization blocks.
-    fn aligned(&self, w: WeightId, parts: &[(usize, usize)]) -> Result<(), String> {
+    /// The columns weight `w` is cut in: whole quantization blocks, and at least 32 (float
+    /// weights too), the granularity the backends' kernels read rows in.
+    fn cut_unit(&self, w: WeightId) -> Result<usize, String> {
         let info = self.infos.get(&w).ok_or_else(|| format!("weight {} is unknown", w.0))?;
-        let block = info.ty.info().block_size;
-        match parts.iter().find(|&&(f, c)| f % block != 0 || c % block != 0) {
-            Some(&(f, c)) => Err(format!(
-                "columns {f}..{} of a {} projection are not on its blocks of {block}",
-                f + c,
-                info.ty.info().name
-            )),
+        Ok(info.ty.info().block_size.max(CUT_COLUMNS))
+    }
+
+    /// Whether columns `parts` of weight `w` fall on its cut unit.
+    fn aligned(&self, w: WeightId, parts: &[(usize, usize)]) -> Result<(), String> {
+        let unit = self.cut_unit(w)?;
+        match parts.iter().find(|&&(f, c)| f % unit != 0 || c % unit != 0) {
+            Some(&(f, c)) => Err(format!("columns {f}..{} of a projection are not on its units of {unit}", f + c)),
             None => Ok(()),
         }
     }
@@ -171,9 +177,9 @@ impl Ctx<'_> {
             .ok_or("the down projection is not added to the residual")?;
         let (wd, _) = self.own_linear(down)?;
         let n_ff = self.graph.nodes[glu].shape.cols();
-        let block = self.infos.get(&wd).map_or(1, |i| i.ty.info().block_size);
+        let block = self.cut_unit(wd)?;
         if n_ff % block != 0 || n_ff / block < self.n {
-            return Err(format!("{n_ff} hidden columns in blocks of {block} do not divide among {} devices", self.n));
+            return Err(format!("{n_ff} hidden columns in units of {block} do not divide among {} devices", self.n));
         }
         let parts: Vec<(usize, usize)> =
             even(n_ff / block, self.n).into_iter().map(|(f, c)| (f * block, c * block)).collect();
