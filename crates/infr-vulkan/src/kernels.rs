@@ -356,34 +356,42 @@ pub const TILE: u32 = 64;
 
 /// The tiled matmul for prefill (portable; any weight type).
 pub fn matmul_tiled(l: &GpuLayout) -> KernelSpec {
-    let spec = KernelSpec {
-        name: format!("matmul_tiled.{}", l.ty),
-        parts: dequant_parts(l, "matmul_tiled"),
-        defines: Vec::new(),
-        bindings: MATMUL_BINDINGS,
-        push_bytes: push_size::<MatmulParams>(),
-    }
-    .define("SPLIT_FIELDS", "")
-    .define("SPLIT_RANGE", "    let tile = lin;\n    let k_begin = 0u;\n    let k_end = pc.k;\n    let plane = 0u;");
-    with_layout(spec, l)
+    tiled(l, false)
 }
 
 /// The tiled matmul with k split into ranges ([`SplitParams`]): workgroup `g` computes tile
 /// `g % tiles` over range `g / tiles` into that range's plane of partial products.
 pub fn matmul_tiled_split(l: &GpuLayout) -> KernelSpec {
+    tiled(l, true)
+}
+
+/// `matmul_tiled.wgsl` over the whole of k, or one range of it per workgroup (`split`).
+fn tiled(l: &GpuLayout, split: bool) -> KernelSpec {
+    let (name, push_bytes, fields, range) = if split {
+        (
+            "matmul_tiled_split",
+            push_size::<SplitParams>(),
+            "    k_chunk: u32,\n    tiles: u32,\n    part_stride: u32,",
+            "    let part = lin / pc.tiles;\n    let tile = lin % pc.tiles;\n    let k_begin = part * pc.k_chunk;\n    \
+             let k_end = min(pc.k, k_begin + pc.k_chunk);\n    let plane = part * pc.part_stride;",
+        )
+    } else {
+        (
+            "matmul_tiled",
+            push_size::<MatmulParams>(),
+            "",
+            "    let tile = lin;\n    let k_begin = 0u;\n    let k_end = pc.k;\n    let plane = 0u;",
+        )
+    };
     let spec = KernelSpec {
-        name: format!("matmul_tiled_split.{}", l.ty),
+        name: format!("{name}.{}", l.ty),
         parts: dequant_parts(l, "matmul_tiled"),
         defines: Vec::new(),
         bindings: MATMUL_BINDINGS,
-        push_bytes: push_size::<SplitParams>(),
+        push_bytes,
     }
-    .define("SPLIT_FIELDS", "    k_chunk: u32,\n    tiles: u32,\n    part_stride: u32,")
-    .define(
-        "SPLIT_RANGE",
-        "    let part = lin / pc.tiles;\n    let tile = lin % pc.tiles;\n    let k_begin = part * pc.k_chunk;\n    \
-         let k_end = min(pc.k, k_begin + pc.k_chunk);\n    let plane = part * pc.part_stride;",
-    );
+    .define("SPLIT_FIELDS", fields)
+    .define("SPLIT_RANGE", range);
     with_layout(spec, l)
 }
 
