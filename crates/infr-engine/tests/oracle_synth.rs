@@ -280,70 +280,51 @@ fn pipeline_across_cpu_and_vulkan_matches_llama_cpp() {
     check_batch("qwen3moe", b, false);
 }
 
-/// A CPU backend that reports `free` bytes of memory, to check the composites' budgets.
-struct FixedMemory(CpuBackend, u64);
+/// A one-thread CPU backend for the composites' budgets and error paths: it reports `memory`
+/// bytes free (none when unset) and, with `panics`, panics in every step.
+struct TestDevice {
+    cpu: CpuBackend,
+    memory: Option<u64>,
+    panics: bool,
+}
 
-impl Backend for FixedMemory {
+impl TestDevice {
+    fn boxed(memory: Option<u64>, panics: bool) -> Box<dyn Backend> {
+        let cpu = CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
+        Box::new(Self { cpu, memory, panics })
+    }
+}
+
+impl Backend for TestDevice {
     fn device(&self) -> &infr_core::DeviceInfo {
-        self.0.device()
+        self.cpu.device()
     }
     fn memory_available(&self) -> Option<u64> {
-        Some(self.1)
+        self.memory
     }
     fn load_weight(
         &mut self,
         id: infr_core::WeightId,
         w: &infr_core::WeightData,
     ) -> Result<(), infr_core::BackendError> {
-        self.0.load_weight(id, w)
+        self.cpu.load_weight(id, w)
     }
     fn init_kv(&mut self, spec: &infr_core::KvSpec) -> Result<(), infr_core::BackendError> {
-        self.0.init_kv(spec)
+        self.cpu.init_kv(spec)
     }
     fn compile(&mut self, g: &infr_core::Graph) -> Result<infr_core::PlanId, infr_core::BackendError> {
-        self.0.compile(g)
+        self.cpu.compile(g)
     }
     fn execute(
         &mut self,
         p: infr_core::PlanId,
         i: &infr_core::StepInputs<'_>,
     ) -> Result<Vec<f32>, infr_core::BackendError> {
-        self.0.execute(p, i)
+        assert!(!self.panics, "a device fails mid-step");
+        self.cpu.execute(p, i)
     }
     fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), infr_core::BackendError> {
-        self.0.copy_kv_pages(pairs)
-    }
-}
-
-/// A CPU backend whose steps panic, for the composites' error paths.
-struct PanicsOnStep(CpuBackend);
-
-impl Backend for PanicsOnStep {
-    fn device(&self) -> &infr_core::DeviceInfo {
-        self.0.device()
-    }
-    fn load_weight(
-        &mut self,
-        id: infr_core::WeightId,
-        w: &infr_core::WeightData,
-    ) -> Result<(), infr_core::BackendError> {
-        self.0.load_weight(id, w)
-    }
-    fn init_kv(&mut self, spec: &infr_core::KvSpec) -> Result<(), infr_core::BackendError> {
-        self.0.init_kv(spec)
-    }
-    fn compile(&mut self, g: &infr_core::Graph) -> Result<infr_core::PlanId, infr_core::BackendError> {
-        self.0.compile(g)
-    }
-    fn execute(
-        &mut self,
-        _: infr_core::PlanId,
-        _: &infr_core::StepInputs<'_>,
-    ) -> Result<Vec<f32>, infr_core::BackendError> {
-        panic!("a device fails mid-step");
-    }
-    fn copy_kv_pages(&mut self, pairs: &[(u32, u32)]) -> Result<(), infr_core::BackendError> {
-        self.0.copy_kv_pages(pairs)
+        self.cpu.copy_kv_pages(pairs)
     }
 }
 
@@ -355,9 +336,7 @@ fn a_device_failing_mid_step_is_an_error_not_a_hang() {
     std::thread::spawn(move || {
         let w = GgufWeights::open(synth_dir().join("qwen3moe.gguf")).expect("synthetic model opens");
         let model = infr_models::load_model(&w).expect("model loads");
-        let panics =
-            Box::new(PanicsOnStep(CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap()));
-        let devices: Vec<Box<dyn Backend>> = vec![cpu(), panics, cpu()];
+        let devices: Vec<Box<dyn Backend>> = vec![cpu(), TestDevice::boxed(None, true), cpu()];
         let b = infr_engine::ShardedBackend::tensor_parallel(devices, &model).expect("the model divides");
         let opts = infr_engine::RunnerOptions { n_ctx: 64, ..Default::default() };
         let mut r = infr_engine::Runner::new(model, &w, Box::new(b), opts).expect("runner");
@@ -376,10 +355,7 @@ fn a_device_failing_mid_step_is_an_error_not_a_hang() {
 #[test]
 fn stages_on_one_device_do_not_count_its_memory_twice() {
     const G: u64 = 1 << 30;
-    let fixed = || -> Vec<Box<dyn Backend>> {
-        let cpu = || CpuBackend::new(CpuOptions { threads: 1, tier: KernelTier::Fast }).unwrap();
-        vec![Box::new(FixedMemory(cpu(), G)), Box::new(FixedMemory(cpu(), G))]
-    };
+    let fixed = || vec![TestDevice::boxed(Some(G), false), TestDevice::boxed(Some(G), false)];
     let w = GgufWeights::open(synth_dir().join("qwen3moe.gguf")).expect("synthetic model opens");
     let model = infr_models::load_model(&w).expect("model loads");
     let p = infr_engine::PipelineBackend::new(fixed(), &model, &[]).expect("pipeline");

@@ -358,11 +358,8 @@ impl ShardedBackend {
     /// Run every segment but the last (all devices at once, each on its own thread; their
     /// outputs summed in device order); returns the last segment's plan and the sum it takes.
     fn run_front(&mut self, plan: PlanId, inputs: &StepInputs<'_>) -> Result<(PlanId, Vec<f32>), BackendError> {
-        let segments = self
-            .plans
-            .get(plan.0 as usize)
-            .cloned()
-            .ok_or_else(|| BackendError::InvalidInput(format!("no plan {}", plan.0)))?;
+        let segments =
+            self.plans.get(plan.0 as usize).ok_or_else(|| BackendError::InvalidInput(format!("no plan {}", plan.0)))?;
         let (last, front) = segments.split_last().expect("a plan has segments");
         if front.is_empty() {
             return Ok((last[0], Vec::new()));
