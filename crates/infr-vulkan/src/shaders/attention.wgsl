@@ -90,9 +90,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if tok >= pc.n_tokens {
         return;
     }
-    // Rows `attention_coop.wgsl` computed: its block's first token shares the page table.
-    if pc.flash_rows != 0u && S[pc.pt_off + tok] == S[pc.pt_off + tok - tok % pc.flash_rows] {
-        return;
+    // Rows `attention_coop.wgsl` computed: they share the page table of their block's first
+    // token, and so does the block's second token.
+    if pc.flash_rows != 0u {
+        let b0 = tok - tok % pc.flash_rows;
+        let pt0 = S[pc.pt_off + b0];
+        if S[pc.pt_off + tok] == pt0 && b0 + 1u < pc.n_tokens && S[pc.pt_off + b0 + 1u] == pt0 {
+            return;
+        }
     }
     let h = lin % pc.n_head;
     let kvh = h / pc.group;

@@ -12,8 +12,8 @@
 // keys (a table in workgroup memory) are looked up while the previous tile's rows are
 // copied; K and V rows are copied 8 dims (16 bytes) at a time into row-major tiles, which
 // S = Q·Kᵀ reads as a column-major operand and P·V as a row-major one. A row is handled here only when its sequence's page table is that of the
-// block's first token (all rows of a prefill chunk of one sequence); `attention.wgsl` runs
-// after this kernel and computes exactly the other rows.
+// block's first token and the block's second token's (a prefill chunk of one sequence);
+// `attention.wgsl` runs after this kernel and computes exactly the other rows.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -113,6 +113,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let tok0c = min(tok0, pc.n_tokens - 1u);
     let kvh = h / pc.group;
     let pt0 = S[pc.pt_off + tok0c];
+    // Only blocks whose first two rows share a sequence (a prefill chunk) are taken here: in a
+    // step of decode rows, one per sequence, the block's first row alone would cost a whole
+    // pass over its keys, which the scalar kernel does as cheaply for every row.
+    let chunk = tok0c + 1u < pc.n_tokens && S[pc.pt_off + tok0c + 1u] == pt0;
     if t == 0u {
         atomicStore(&kr[0], 0xffffffffu);
         atomicStore(&kr[1], 0u);
@@ -124,7 +128,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Each of the first BR threads folds its token's key range into the block's.
     if t < BR {
         let tk = tok0 + t;
-        if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
+        if chunk && tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
             let keys = attn_keys(S[pc.pos_off + tk], first, last, pc.window);
             atomicMin(&kr[0], keys.x);
             atomicMax(&kr[1], keys.y);
@@ -139,7 +143,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var lo = 0u;
     var hi = 0u;
     if tok < pc.n_tokens {
-        handled = S[pc.pt_off + tok] == pt0;
+        handled = chunk && S[pc.pt_off + tok] == pt0;
         let keys = attn_keys(S[pc.pos_off + tok], first, last, pc.window);
         lo = keys.x;
         hi = keys.y;
@@ -257,11 +261,12 @@ fn scale_rows(fb: u32, sgi: u32, sr: u32) {
 }
 
 // Write one F×F output fragment staged column-major at ss[sb..] (columns d0..d0+F-1), its
-// rows multiplied by their factors in `row_scale` (this subgroup's rows from sr).
-fn store_rows(sb: u32, sgi: u32, sr: u32, tok_base: u32, h: u32, pt0: u32, d0: u32) {
+// rows multiplied by their factors in `row_scale` (this subgroup's rows from sr); only the
+// rows this kernel handles (`chunk`: the block is a prefill chunk's).
+fn store_rows(sb: u32, sgi: u32, sr: u32, tok_base: u32, h: u32, pt0: u32, chunk: bool, d0: u32) {
     for (var e = sgi; e < F * F; e += SGS) {
         let tk = tok_base + e % F;
-        if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
+        if chunk && tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
             O[(tk * pc.n_head + h) * pc.dv + d0 + e / F] = ss[sb + e] * row_scale[sr + e % F];
         }
     }

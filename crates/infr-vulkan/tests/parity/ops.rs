@@ -607,7 +607,8 @@ fn attention_with_fused_rope_inputs() {
 /// Prefill chunks as the cooperative-matrix attention takes them (blocks of 64 query rows)
 /// on devices that have cooperative matrices: head dims 128 and 64 with GQA, a step whose
 /// first block mixes two sequences (the rows of the second are left to the scalar kernel),
-/// a chunk continuing the first sequence, and a window with a soft cap.
+/// a chunk continuing the first sequence, a step whose first row is a lone decode row (its
+/// block goes to the scalar kernel whole), and a window with a soft cap.
 #[test]
 fn attention_prefill_blocks() {
     prefill_blocks(false);
@@ -734,5 +735,17 @@ fn prefill_blocks(disable_coopmat: bool) {
         // 40 tokens x 4 heads = 160 rows: one key split, so the cooperative kernel runs.
         let more = Step::simple(tokens(40, 3), na, pa.clone());
         p.check(&format!("{name} continued"), &build(40), &[more], tol, tol);
+        // A decode row of the second sequence first, then the first's 40 rows again: the
+        // block whose first row is alone in its sequence is left to the scalar kernel whole.
+        let lone_first = Step {
+            tokens: std::iter::once(5).chain(tokens(40, 3)).collect(),
+            positions: std::iter::once(nb).chain(na..na + 40).collect(),
+            token_seq: std::iter::once(1).chain(std::iter::repeat_n(0, 40)).collect(),
+            seqs: vec![pa.clone(), pb.clone()],
+            output_rows: (0..41).collect(),
+            embed_mix: Vec::new(),
+            hidden: Vec::new(),
+        };
+        p.check(&format!("{name} lone first row"), &build(41), &[lone_first], tol, tol);
     }
 }
