@@ -51,6 +51,10 @@ pub struct VulkanOptions {
     /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
     /// default, never, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
     pub delta_chunk_min: u32,
+    /// The cooperative matmul reads Q4_K and Q6_K weight units as raw words and dequantizes
+    /// them when staging, not as read (also on with `INFR_VK_COOP_RAW=1`): not yet timed on a
+    /// GPU, so off by default; for tests and measurements.
+    pub coop_raw_units: bool,
 }
 
 /// The Vulkan backend.
@@ -121,7 +125,10 @@ impl VulkanBackend {
             )
             .with_max_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes)
-            .with_delta_chunk_min(opts.delta_chunk_min),
+            .with_delta_chunk_min(opts.delta_chunk_min)
+            .with_coop_raw_units(
+                opts.coop_raw_units || std::env::var("INFR_VK_COOP_RAW").is_ok_and(|v| v.trim() == "1"),
+            ),
             kv_spill: opts.kv_spill_to_host,
             in_flight: None,
             finished: None,

@@ -5,6 +5,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::features::Coop;
 use crate::kernels::{dequant_parts, push_size, with_layout, MatmulParams, MATMUL_BINDINGS};
 use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
@@ -188,8 +189,15 @@ pub fn split_reduce() -> KernelSpec {
 }
 
 /// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of `gm × gn`
-/// subgroups of `subgroup_size` lanes (needs f16 `frag`³ → f32 cooperative matrices).
-pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) -> KernelSpec {
+/// subgroups of the device's `coop.subgroup` lanes (needs f16 `frag`³ → f32 cooperative
+/// matrices). Where `coop.raw_units`, the quantized loader reads Q4_K and Q6_K units as raw
+/// words and dequantizes them when staging: a unit dequantized as read makes its thread wait
+/// for the load before the current step's multiplications, so reading ahead hides nothing
+/// (the f16 X loader's raw words made 8B pp512 26% faster on an H200 for that reason; on an
+/// H100 the split-K products of 32-row decode read weights at 263-294 GB/s with per-call
+/// times flat across sizes, c38). Not yet timed on a GPU, so off by default.
+pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> KernelSpec {
+    let subgroup_size = coop.subgroup;
     let f = tile.frag;
     let (fm, fnn) = (tile.bm / f / tile.gm, tile.bn / f / tile.gn);
     let mut acc = String::new();
@@ -229,21 +237,44 @@ pub fn matmul_coop(ops: CoopOperands<'_>, subgroup_size: u32, tile: CoopTile) ->
             ));
         }
     }
-    // Dequantize W's 16-element unit at `row_blk` (the unit's row, in blocks) and `ke`.
-    let load_w = |l: &GpuLayout| match l.deq {
-        "q4_k" | "q6_k" => format!(
-            "let blk = row_blk + ke / BLOCK;\n    return deq16_{}(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);",
-            l.deq
+    // W's 16-element unit at `row_blk` (the unit's row, in blocks) and `ke`: with
+    // `coop.raw_units`, Q4_K and Q6_K as raw words opened when staged; otherwise (and for
+    // other types) dequantized as read.
+    let raw = coop.raw_units;
+    let w_unit = |l: &GpuLayout| match l.deq {
+        "q4_k" if raw => (
+            "alias WUnit = RawQ4K;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return open_q4_k(v);\n}",
+            "let blk = row_blk + ke / BLOCK;
+    let e0 = ke % BLOCK;
+    let sw = pc.soff + blk * (SB / 4u);
+    return RawQ4K(W[q4k_word(blk * QW, e0) >> 2u], W[sw >> 2u], e0 >> 5u);"
+                .to_owned(),
         ),
-        _ => "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
+        "q6_k" if raw => (
+            "alias WUnit = RawQ6K;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return open_q6_k(v);\n}",
+            "let blk = row_blk + ke / BLOCK;
+    let a = q6k_where(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);
+    return RawQ6K(W[a[0] >> 2u], W[a[1] >> 2u], wload(a[2]), wload(a[3]), a[4]);"
+                .to_owned(),
+        ),
+        _ => (
+            "alias WUnit = array<vec4<f16>, 4>;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return v;\n}",
+            "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
+        ),
     };
     // The quantized weight loader, then the X loader and output parts.
     let quantized = |l: &GpuLayout, name: String, x_out: &[&'static str], bindings: u32, push_bytes: u32| {
         let mut parts = dequant_parts(l, "coop_load_quant");
+        for p in parts.iter_mut() {
+            if *p == "weight_io" {
+                *p = "weight_io4";
+            }
+        }
         parts.extend(x_out);
         parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
         let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
-        with_layout(spec.define("LOAD_W", load_w(l)), l)
+        let (unit, load) = w_unit(l);
+        with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l)
     };
     let spec = match ops {
         CoopOperands::Quantized(l) => {
@@ -406,12 +437,12 @@ mod tests {
     fn f16_matmul_compiles_for_both_fragment_sizes() {
         for f in [8, 16] {
             for tile in [coop_tile(4096, 512, f, 49152, true), coop_tile(64, 64, f, 32768, true)] {
-                let spec = matmul_coop(CoopOperands::F16, 32, tile);
+                let spec = matmul_coop(CoopOperands::F16, Coop { frag: f, subgroup: 32, raw_units: false }, tile);
                 crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
                 // And the order without bands, and every read-ahead depth.
                 for stages in 0..=2 {
                     let plain = CoopTile { raster: 0, stages, ..tile };
-                    let spec = matmul_coop(CoopOperands::F16, 32, plain);
+                    let spec = matmul_coop(CoopOperands::F16, Coop { frag: f, subgroup: 32, raw_units: false }, plain);
                     crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
                 }
             }

@@ -54,6 +54,9 @@ pub(crate) struct Coop {
     pub frag: u32,
     /// The device's fixed subgroup size (workgroups are built from whole subgroups).
     pub subgroup: u32,
+    /// The quantized loader reads Q4_K and Q6_K units as raw words and dequantizes them when
+    /// staging (see `coop_kernels::matmul_coop`).
+    pub raw_units: bool,
 }
 
 impl Features {
@@ -86,7 +89,7 @@ impl Features {
                     && caps.shared_memory_bytes >= 24 * 1024
                     && (4..=64).contains(&subgroup) =>
             {
-                Some(Coop { frag, subgroup })
+                Some(Coop { frag, subgroup, raw_units: false })
             }
             _ => None,
         };
@@ -115,6 +118,14 @@ impl Features {
     pub fn with_delta_chunk_min(mut self, min: u32) -> Self {
         if min > 0 {
             self.delta_chunk_min = min;
+        }
+        self
+    }
+
+    /// Let the cooperative matmul read Q4_K / Q6_K units raw (`VulkanOptions::coop_raw_units`).
+    pub fn with_coop_raw_units(mut self, on: bool) -> Self {
+        if let Some(c) = self.coopmat.as_mut() {
+            c.raw_units = on;
         }
         self
     }

@@ -608,7 +608,10 @@ mod tests {
                         // Every read-ahead depth (INFR_VK_COOP_STAGES), though quantized
                         // operands read one step ahead by default.
                         for stages in 0..=2 {
-                            check(&matmul_coop(CoopOperands::Quantized(&l), 32, CoopTile { stages, ..tile }));
+                            for raw_units in [false, true] {
+                                let coop = crate::features::Coop { frag: f, subgroup: 32, raw_units };
+                                check(&matmul_coop(CoopOperands::Quantized(&l), coop, CoopTile { stages, ..tile }));
+                            }
                         }
                     }
                 }
@@ -626,13 +629,17 @@ mod tests {
                 }
                 for (f, shared) in [(16, 49152), (8, 49152), (8, 32768)] {
                     let tile = crate::moe_kernels::moe_coop_tile(f, shared);
-                    check(&matmul_coop(CoopOperands::Experts(&l), 32, tile));
-                    // A narrower tile with more subgroups along the weight rows (tuning knob).
-                    let narrow = CoopTile { bn: 32, gm: 4, gn: 2, ..tile };
-                    check(&matmul_coop(CoopOperands::Experts(&l), 32, narrow));
+                    for raw_units in [false, true] {
+                        let coop = crate::features::Coop { frag: f, subgroup: 32, raw_units };
+                        check(&matmul_coop(CoopOperands::Experts(&l), coop, tile));
+                        // A narrower tile with more subgroups along the weight rows (tuning knob).
+                        let narrow = CoopTile { bn: 32, gm: 4, gn: 2, ..tile };
+                        check(&matmul_coop(CoopOperands::Experts(&l), coop, narrow));
+                    }
                 }
                 let wide = CoopTile { frag: 16, bm: 128, bn: 128, gm: 2, gn: 4, bk: 64, raster: 8, stages: 2 };
-                check(&matmul_coop(CoopOperands::Quantized(&l), 32, wide));
+                let coop = crate::features::Coop { frag: 16, subgroup: 32, raw_units: true };
+                check(&matmul_coop(CoopOperands::Quantized(&l), coop, wide));
             }
         }
         check(&round_act16());

@@ -237,7 +237,7 @@ pub(crate) fn lower(
                 emits.push(dequant(lw, m.weight, ci, r, rows, wi));
             }
             let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes, true);
-            let mm = kernels::matmul_coop(CoopOperands::F16, coop.subgroup, tile);
+            let mm = kernels::matmul_coop(CoopOperands::F16, coop, tile);
             let tiles_m = rows.div_ceil(tile.bm);
             let tiles_n = (n as u32).div_ceil(tile.bn);
             let mp = MatmulParams {

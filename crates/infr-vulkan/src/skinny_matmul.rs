@@ -101,7 +101,7 @@ pub(crate) fn lower(
     let mut emits = Vec::new();
     let xi = bufs.x16_copy(m.x, lw.layout.ty, n, k, temp_bytes, &mut emits)?;
     let t = tile(coop.frag, n, feat.shared_bytes);
-    let spec = kernels::matmul_coop(CoopOperands::SplitK(&lw.layout), coop.subgroup, t);
+    let spec = kernels::matmul_coop(CoopOperands::SplitK(&lw.layout), coop, t);
     let step = t.bk * t.stages.max(1);
     let plane = (n * lw.rows) as u64 * 4;
     let max_parts = u32_of(((PARTIALS_CAP / plane) as usize).max(1), "partial planes")?;
@@ -172,14 +172,20 @@ mod tests {
         assert_eq!(split(8, 4096, 64, 2).0, 2);
     }
 
-    /// The split kernel compiles for both fragment sizes and every activation tile.
+    /// The split kernel compiles for both fragment sizes, every activation tile and both ways
+    /// of reading Q4_K / Q6_K units.
     #[test]
     fn split_matmul_compiles() {
-        let layout = crate::repack::gpu_layout(infr_quant::GgmlType::Q4_K).unwrap();
-        for f in [8, 16] {
-            for n in [8, 16, 24, 64] {
-                let spec = kernels::matmul_coop(CoopOperands::SplitK(&layout), 32, tile(f, n, 49152));
-                crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
+        for ty in [infr_quant::GgmlType::Q4_K, infr_quant::GgmlType::Q6_K] {
+            let layout = crate::repack::gpu_layout(ty).unwrap();
+            for f in [8, 16] {
+                for n in [8, 16, 24, 64] {
+                    for raw_units in [false, true] {
+                        let coop = Coop { frag: f, subgroup: 32, raw_units };
+                        let spec = kernels::matmul_coop(CoopOperands::SplitK(&layout), coop, tile(f, n, 49152));
+                        crate::pipeline::compile_wgsl(&spec.name, &spec.wgsl().unwrap(), true).unwrap();
+                    }
+                }
             }
         }
         let spec = kernels::split_reduce();

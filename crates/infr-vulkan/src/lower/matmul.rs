@@ -231,7 +231,7 @@ pub(super) fn float_matmul_kernel(lw: &GpuWeight, n: usize, feat: Features) -> (
             Some(c) if lw.layout.ty != infr_quant::GgmlType::F32 => {
                 let tile = kernels::coop_tile(lw.rows, n, c.frag, feat.shared_bytes, false);
                 let ops = kernels::CoopOperands::Quantized(&lw.layout);
-                (kernels::matmul_coop(ops, c.subgroup, tile), tile.bn, tile.bm)
+                (kernels::matmul_coop(ops, c, tile), tile.bn, tile.bm)
             }
             _ => (kernels::matmul_tiled(&lw.layout), kernels::TILE, kernels::TILE),
         },

@@ -675,7 +675,7 @@ impl ExpertDispatch<'_> {
                     x_div: mp.x_div,
                     scale: mp.scale,
                 };
-                let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&self.gw.layout), coop.subgroup, tile);
+                let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&self.gw.layout), coop, tile);
                 let res = vec![w, self.x, self.y, self.bias, Res::Tables, Res::Temp(t.route), Res::Temp(t.tiles)];
                 (spec, res, bytes(&cp), grid(tiles_m, self.max_tiles)?)
             }

@@ -1,9 +1,11 @@
-// Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights: W tiles are
-// dequantized as they are staged, from weight row `wrow0` on (0 for a plain product; the
-// expert loader sets its expert's first row). Bindings 0 and 2-4; binding 1 (X) belongs to the
-// X loader part: `coop_x_f32.wgsl`, `coop_x_f16.wgsl` or the expert loader's gather.
+// Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights, from weight row
+// `wrow0` on (0 for a plain product; the expert loader sets its expert's first row). Q4_K and
+// Q6_K units are read as raw words and dequantized when staged (deq16_k.wgsl), so the next
+// k-steps' loads stay in flight while the current one is multiplied; other types are
+// dequantized as read. Bindings 0 and 2-4; binding 1 (X) belongs to the X loader part:
+// `coop_x_f32.wgsl`, `coop_x_f16.wgsl` or the expert loader's gather.
 
-@group(0) @binding(0) var<storage, read> W: array<u32>;
+@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;
@@ -11,12 +13,7 @@
 // First weight row of this workgroup's product.
 var<private> wrow0: u32;
 
-// Weight loader units are dequantized when read.
-alias WUnit = array<vec4<f16>, 4>;
-
-fn open_w(v: WUnit) -> array<vec4<f16>, 4> {
-    return v;
-}
+{{W_UNIT}}
 
 fn fetch_w(u: u32, r0: u32, k0: u32) -> WUnit {
     let row = u / KU;

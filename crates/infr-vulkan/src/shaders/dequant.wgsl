@@ -112,6 +112,20 @@ fn deq4_q3_k(qb: u32, sb: u32, i: u32) -> vec4<f32> {
     return dl * (q - 4.0 + 4.0 * h);
 }
 
+// Byte j of the 12 packed Q4_K/Q5_K scale bytes held in three words.
+fn kbyte(s: vec3<u32>, j: u32) -> u32 {
+    return (s[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu;
+}
+
+// get_scale_min_k4 over those bytes.
+fn kscale_min(s: vec3<u32>, j: u32) -> vec2<f32> {
+    if j < 4u {
+        return vec2<f32>(f32(kbyte(s, j) & 63u), f32(kbyte(s, j + 4u) & 63u));
+    }
+    let a = kbyte(s, j + 4u);
+    return vec2<f32>(f32((a & 0xfu) | ((kbyte(s, j - 4u) >> 6u) << 4u)), f32((a >> 4u) | ((kbyte(s, j) >> 6u) << 4u)));
+}
+
 // get_scale_min_k4 over the 12 scale bytes at `sb + 4`.
 fn scale_min_k4(sb: u32, j: u32) -> vec2<f32> {
     if j < 4u {

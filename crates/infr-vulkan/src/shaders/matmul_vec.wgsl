@@ -56,19 +56,6 @@ fn vdot_q8_0(qb: u32, sb: u32, lane: u32, xq0: u32) -> array<f32, {{C}}> {
     return out;
 }
 
-// Byte j of the 12 packed Q4_K/Q5_K scale bytes held in three words.
-fn kbyte(s: vec3<u32>, j: u32) -> u32 {
-    return (s[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu;
-}
-
-fn kscale_min(s: vec3<u32>, j: u32) -> vec2<f32> {
-    if j < 4u {
-        return vec2<f32>(f32(kbyte(s, j) & 63u), f32(kbyte(s, j + 4u) & 63u));
-    }
-    let a = kbyte(s, j + 4u);
-    return vec2<f32>(f32((a & 0xfu) | ((kbyte(s, j - 4u) >> 6u) << 4u)), f32((a >> 4u) | ((kbyte(s, j) >> 6u) << 4u)));
-}
-
 // Q4_K, 16 lanes per super-block: lane covers 8 low-nibble and 8 high-nibble elements of
 // one 64-element chunk.
 fn vdot_q4_k(qb: u32, sb: u32, lane: u32, xq0: u32) -> array<f32, {{C}}> {

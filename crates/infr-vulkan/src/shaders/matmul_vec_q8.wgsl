@@ -238,18 +238,6 @@ fn wdot_mxfp4(w: WMXFP4, x: XQ8_0) -> f32 {
     return w.d * x.s * f32(s);
 }
 
-fn kbyte(s: vec3<u32>, j: u32) -> u32 {
-    return (s[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu;
-}
-
-fn kscale_min(s: vec3<u32>, j: u32) -> vec2<f32> {
-    if j < 4u {
-        return vec2<f32>(f32(kbyte(s, j) & 63u), f32(kbyte(s, j + 4u) & 63u));
-    }
-    let a = kbyte(s, j + 4u);
-    return vec2<f32>(f32((a & 0xfu) | ((kbyte(s, j - 4u) >> 6u) << 4u)), f32((a >> 4u) | ((kbyte(s, j) >> 6u) << 4u)));
-}
-
 // Q4_K, 4 lanes per super-block: lane c covers the 32-byte chunk c = groups 2c (low nibbles)
 // and 2c+1 (high nibbles), i.e. activation blocks 2c and 2c+1.
 struct WQ4_K {

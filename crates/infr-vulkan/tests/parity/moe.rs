@@ -221,6 +221,34 @@ fn moe_matches_cpu_with_uneven_routing() {
     }
 }
 
+/// Q4_K gate/up and Q6_K down experts with the cooperative loader reading units as raw words
+/// (`VulkanOptions::coop_raw_units`): 96 tokens take the cooperative expert matmuls where the
+/// device has cooperative matrices, 40 the tiled ones.
+#[test]
+fn moe_raw_weight_units_match_cpu() {
+    let mut rng = Rng(43);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    let rt = router_table(&mut w, &mut rng);
+    // Q6_K needs whole 256-element blocks along the down product's inner dimension.
+    let ff = 256;
+    let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q4_K, COLS, ff);
+    let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_K, COLS, ff);
+    let down = experts(&mut w, &mut rng, "down", GgmlType::Q6_K, ff, COLS);
+    let opts = infr_vulkan::VulkanOptions { validation: true, coop_raw_units: true, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
+    let params = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
+    for n in [40, 96] {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(xt);
+            let logits = g.embed(rt);
+            g.moe(x, logits, params)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
+        p.check(&format!("raw units n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
+    }
+}
+
 /// Experts in host memory behind a device cache of a few slots (`WeightPlace::Paged`): one-
 /// token steps route to experts that are, or are not, in a slot (copies in, the least
 /// recently used out), a step with more pairs than slots reads host memory, and every output
