@@ -194,7 +194,7 @@ pub fn split_reduce() -> KernelSpec {
 /// words and dequantizes them when staging: a unit dequantized as read makes its thread wait
 /// for the load before the current step's multiplications, so reading ahead hides nothing
 /// (the f16 X loader's raw words made 8B pp512 26% faster on an H200 for that reason; on an
-/// H100 the split-K products of 32-row decode read weights at 263-294 GB/s with per-call
+/// H100 the split-K products of 32-row decode read weights at 196-294 GB/s (Q4_K) with per-call
 /// times flat across sizes, c38). Not yet timed on a GPU, so off by default.
 pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> KernelSpec {
     let subgroup_size = coop.subgroup;
@@ -265,16 +265,12 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
     // The quantized weight loader, then the X loader and output parts.
     let quantized = |l: &GpuLayout, name: String, x_out: &[&'static str], bindings: u32, push_bytes: u32| {
         let mut parts = dequant_parts(l, "coop_load_quant");
-        for p in parts.iter_mut() {
-            if *p == "weight_io" {
-                *p = "weight_io4";
-            }
-        }
         parts.extend(x_out);
         parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
         let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
         let (unit, load) = w_unit(l);
-        with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l)
+        // The loader binds W as 16-byte words.
+        with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l).redefine("W_WORD", "W[i >> 2u][i & 3u]")
     };
     let spec = match ops {
         CoopOperands::Quantized(l) => {

@@ -256,7 +256,8 @@ pub(crate) fn with_layout(spec: KernelSpec, l: &GpuLayout) -> KernelSpec {
         .define("QW", l.qw)
         .define("SB", l.sb)
         .define("BLOCK", l.block_elems)
-        .define("DEQ", format!("deq4_{}", l.deq));
+        .define("DEQ", format!("deq4_{}", l.deq))
+        .define("W_WORD", "W[i]");
     for (k, v) in crate::tables::defines() {
         s = s.define(k, v);
     }

@@ -39,7 +39,6 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("deq16_generic", include_str!("shaders/deq16_generic.wgsl")),
     ("deq16_k", include_str!("shaders/deq16_k.wgsl")),
     ("weight_io", include_str!("shaders/weight_io.wgsl")),
-    ("weight_io4", include_str!("shaders/weight_io4.wgsl")),
     ("dequant_f16", include_str!("shaders/dequant_f16.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),
     ("kv_write_q8", include_str!("shaders/kv_write_q8.wgsl")),

@@ -1,8 +1,8 @@
 // Weight loader of `matmul_coop.wgsl` for quantized (or plain float) weights, from weight row
-// `wrow0` on (0 for a plain product; the expert loader sets its expert's first row). Q4_K and
-// Q6_K units are read as raw words and dequantized when staged (deq16_k.wgsl), so the next
-// k-steps' loads stay in flight while the current one is multiplied; other types are
-// dequantized as read. Bindings 0 and 2-4; binding 1 (X) belongs to the X loader part:
+// `wrow0` on (0 for a plain product; the expert loader sets its expert's first row). Units are
+// dequantized as read, or (`W_UNIT` for Q4_K and Q6_K with the device's `raw_units`) read as
+// raw words and dequantized when staged (deq16_k.wgsl), so the next k-steps' loads stay in
+// flight while the current one is multiplied. Bindings 0 and 2-4; binding 1 (X) belongs to the X loader part:
 // `coop_x_f32.wgsl`, `coop_x_f16.wgsl` or the expert loader's gather.
 
 @group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;

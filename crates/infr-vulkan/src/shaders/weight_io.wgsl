@@ -1,9 +1,11 @@
 // What dequant.wgsl (and dequant_iq.wgsl) read through, for kernels that bind the weight as
-// `W: array<u32>` and the i-quant tables as `TBL: array<u32>`: word accessors and the weight
-// layout's constants (templated by `kernels::with_layout`).
+// `W` and the i-quant tables as `TBL: array<u32>`: word accessors and the weight layout's
+// constants (templated by `kernels::with_layout`). `W_WORD` reads word `i`: `W[i]` where W is
+// an `array<u32>`; the cooperative matmul's loader binds `array<vec4<u32>>` (16-byte loads of
+// whole quant runs) and redefines it.
 
 fn wload(i: u32) -> u32 {
-    return W[i];
+    return {{W_WORD}};
 }
 
 fn tload(i: u32) -> u32 {

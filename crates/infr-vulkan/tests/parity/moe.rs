@@ -209,15 +209,21 @@ fn moe_matches_cpu_with_uneven_routing() {
     for (name, params) in cases {
         // 40 tokens take the tiled expert matmuls (grouped by expert), fewer the per-pair
         // ones; 96 the cooperative ones where the device has cooperative matrices.
-        for n in [1, 7, 40, 96] {
-            let g = graph(&w, n, n, |g| {
-                let x = g.embed(xt);
-                let logits = g.embed(rt);
-                g.moe(x, logits, params)
-            });
-            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
-            p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
-        }
+        check_moe(&mut p, &w, [xt, rt], params, &[1, 7, 40, 96], name);
+    }
+}
+
+/// A MoE layer over the inputs of table `tables[0]` routed by the logits of `tables[1]`,
+/// against the CPU for each token count of `ns`.
+fn check_moe(p: &mut Pair, w: &Weights, tables: [WeightId; 2], params: MoeParams, ns: &[usize], name: &str) {
+    for &n in ns {
+        let g = graph(w, n, n, |g| {
+            let x = g.embed(tables[0]);
+            let logits = g.embed(tables[1]);
+            g.moe(x, logits, params)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
+        p.check(&format!("{name} n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
     }
 }
 
@@ -238,15 +244,7 @@ fn moe_raw_weight_units_match_cpu() {
     let opts = infr_vulkan::VulkanOptions { validation: true, coop_raw_units: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
     let params = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
-    for n in [40, 96] {
-        let g = graph(&w, n, n, |g| {
-            let x = g.embed(xt);
-            let logits = g.embed(rt);
-            g.moe(x, logits, params)
-        });
-        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % VOCAB as u32).collect();
-        p.check(&format!("raw units n={n}"), &g, &[Step::simple(tokens, 0, vec![0; n.div_ceil(16)])], 2e-3, 2e-2);
-    }
+    check_moe(&mut p, &w, [xt, rt], params, &[40, 96], "raw units");
 }
 
 /// Experts in host memory behind a device cache of a few slots (`WeightPlace::Paged`): one-
