@@ -312,7 +312,7 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32, dtype: KvDType) -> 
         store.push_str(&format!(
             "    coopStore(o{i}, &ss[sb], F);
     workgroupBarrier();
-    store_rows(sb, sgi, F * sgid, tok0 + F * sgid, h, pt0, chunk, {c}u);
+    store_rows(sb, sgi, F * sgid, tok0 + F * sgid, h, pt0, {c}u);
     workgroupBarrier();\n"
         ));
         // Through the two halves of the subgroup's score tile in turn: a half is stored again

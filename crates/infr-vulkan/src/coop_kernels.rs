@@ -190,12 +190,11 @@ pub fn split_reduce() -> KernelSpec {
 
 /// The cooperative-matrix matmul for prefill: `tile` shaped workgroups of `gm × gn`
 /// subgroups of the device's `coop.subgroup` lanes (needs f16 `frag`³ → f32 cooperative
-/// matrices). Where `coop.raw_units`, the quantized loader reads Q4_K and Q6_K units as raw
-/// words and dequantizes them when staging: a unit dequantized as read makes its thread wait
-/// for the load before the current step's multiplications, so reading ahead hides nothing
-/// (the f16 X loader's raw words made 8B pp512 26% faster on an H200 for that reason; on an
-/// H100 the split-K products of 32-row decode read weights at 196-294 GB/s (Q4_K) with per-call
-/// times flat across sizes, c38). Not yet timed on a GPU, so off by default.
+/// matrices). Where `coop.raw_units` (the default), the quantized loader reads Q4_K and Q6_K
+/// units as raw words and dequantizes them when staging: a unit dequantized as read makes its
+/// thread wait for the load before the current step's multiplications, so reading ahead hides
+/// nothing. On an H100 (c40, Qwen3-8B Q4_K_M) raw units took 32-row decode steps from 24.7 to
+/// 20.4 ms and the split-K Q4_K products from 196-294 to 316-384 GB/s.
 pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> KernelSpec {
     let subgroup_size = coop.subgroup;
     let f = tile.frag;
@@ -269,8 +268,15 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
         parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
         let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
         let (unit, load) = w_unit(l);
-        // The loader binds W as 16-byte words.
-        with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l).redefine("W_WORD", "W[i >> 2u][i & 3u]")
+        let spec = with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l);
+        if raw && matches!(l.deq, "q4_k" | "q6_k") {
+            // Raw units bind W as 16-byte words (whole quant runs per load).
+            spec.define("W_ELEM", "vec4<u32>").redefine("W_WORD", "W[i >> 2u][i & 3u]")
+        } else {
+            // Units dequantized as read load single words, as the other kernels do: the same
+            // reads through 16-byte words made 16-row split-K decode 40% slower (c40, H100).
+            spec.define("W_ELEM", "u32")
+        }
     };
     let spec = match ops {
         CoopOperands::Quantized(l) => {

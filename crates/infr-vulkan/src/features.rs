@@ -89,7 +89,7 @@ impl Features {
                     && caps.shared_memory_bytes >= 24 * 1024
                     && (4..=64).contains(&subgroup) =>
             {
-                Some(Coop { frag, subgroup, raw_units: false })
+                Some(Coop { frag, subgroup, raw_units: true })
             }
             _ => None,
         };
@@ -122,7 +122,8 @@ impl Features {
         self
     }
 
-    /// Let the cooperative matmul read Q4_K / Q6_K units raw (`VulkanOptions::coop_raw_units`).
+    /// Whether the cooperative matmul reads Q4_K / Q6_K units raw (the default; off with
+    /// `VulkanOptions::coop_dequant_on_read`).
     pub fn with_coop_raw_units(mut self, on: bool) -> Self {
         if let Some(c) = self.coopmat.as_mut() {
             c.raw_units = on;

@@ -50,14 +50,16 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
 }
 
 /// The tile for `n` activation rows: 4 subgroups along 64 weight rows (one fragment row each;
-/// 32 with 8×8 fragments), one activation tile of `n` rounded up to fragments, k-steps of 64,
-/// one step read ahead. On an H100 (8B decode, ms per step) this beat 128 weight rows at 32
-/// rows (25.0 against 34.1) and 64 rows (57.3 against 65.4), and 128 rows with 8 subgroups or
-/// k-steps of 32 (26.3-26.5 at 32 rows). `INFR_VK_SKINNY_TILE=bm,gm,bk,stages` overrides it
-/// for tuning.
+/// 32 with 8×8 fragments), one activation tile of `n` rounded up to fragments, k-steps of 32,
+/// two steps read ahead. On an H100 (8B decode, 32 rows, ms per step) with units dequantized
+/// as read, 64 weight rows in k-steps of 64 with one read ahead beat 128 rows (25.0 against
+/// 34.1; 57.3 against 65.4 at 64 rows) and 128 rows with 8 subgroups or k-steps of 32
+/// (26.3-26.5); with raw Q4_K/Q6_K units (c41) k-steps of 32 two ahead took 18.96 ms against
+/// 21.30 (64, one ahead), 19.71 (64, two), 20.24 (128 rows) and 21.43 (128 rows in 8
+/// subgroups). `INFR_VK_SKINNY_TILE=bm,gm,bk,stages` overrides it for tuning.
 pub(crate) fn tile(frag: u32, n: usize, max_shared: u32) -> CoopTile {
     let bn = (n as u32).div_ceil(frag) * frag;
-    let plain = CoopTile { frag, bm: 4 * frag, bn, gm: 4, gn: 1, bk: 64, raster: 0, stages: 1 };
+    let plain = CoopTile { frag, bm: 4 * frag, bn, gm: 4, gn: 1, bk: 32, raster: 0, stages: 2 };
     let forced = std::env::var("INFR_VK_SKINNY_TILE").ok().and_then(|v| {
         let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
         match p[..] {

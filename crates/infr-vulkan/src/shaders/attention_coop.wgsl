@@ -108,27 +108,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // short blocks fill in behind them instead of the long ones running alone at the end.
     let n_blocks = (pc.n_tokens + BR - 1u) / BR;
     let tok0 = (n_blocks - 1u - lin / pc.n_head) * BR;
-    // Padding workgroups cannot return early (uniform control flow for the cooperative
-    // operations): they see no handled rows and write nothing.
     let tok0c = min(tok0, pc.n_tokens - 1u);
     let kvh = h / pc.group;
     let pt0 = S[pc.pt_off + tok0c];
     // Only blocks whose first two rows share a sequence (a prefill chunk) are taken here: in a
     // step of decode rows, one per sequence, the block's first row alone would cost a whole
-    // pass over its keys, which the scalar kernel does as cheaply for every row.
+    // pass over its keys, which the scalar kernel does as cheaply for every row. Other blocks
+    // (and padding workgroups) leave at once, the whole workgroup together (the flag goes
+    // through workgroup memory, so the cooperative operations below stay in uniform control
+    // flow).
     let chunk = tok0c + 1u < pc.n_tokens && S[pc.pt_off + tok0c + 1u] == pt0;
     if t == 0u {
         atomicStore(&kr[0], 0xffffffffu);
         atomicStore(&kr[1], 0u);
+        krange = vec4<u32>(0u, 0u, u32(chunk), 0u);
     }
-    workgroupBarrier();
+    if workgroupUniformLoad(&krange).z == 0u {
+        return;
+    }
     // The step's first and last positions (a bidirectional canvas sees all of its rows).
     let first = S[pc.pos_off];
     let last = S[pc.pos_off + pc.n_tokens - 1u];
     // Each of the first BR threads folds its token's key range into the block's.
     if t < BR {
         let tk = tok0 + t;
-        if chunk && tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
+        if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
             let keys = attn_keys(S[pc.pos_off + tk], first, last, pc.window);
             atomicMin(&kr[0], keys.x);
             atomicMax(&kr[1], keys.y);
@@ -143,7 +147,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var lo = 0u;
     var hi = 0u;
     if tok < pc.n_tokens {
-        handled = chunk && S[pc.pt_off + tok] == pt0;
+        handled = S[pc.pt_off + tok] == pt0;
         let keys = attn_keys(S[pc.pos_off + tok], first, last, pc.window);
         lo = keys.x;
         hi = keys.y;
@@ -262,11 +266,11 @@ fn scale_rows(fb: u32, sgi: u32, sr: u32) {
 
 // Write one F×F output fragment staged column-major at ss[sb..] (columns d0..d0+F-1), its
 // rows multiplied by their factors in `row_scale` (this subgroup's rows from sr); only the
-// rows this kernel handles (`chunk`: the block is a prefill chunk's).
-fn store_rows(sb: u32, sgi: u32, sr: u32, tok_base: u32, h: u32, pt0: u32, chunk: bool, d0: u32) {
+// rows of the block's sequence.
+fn store_rows(sb: u32, sgi: u32, sr: u32, tok_base: u32, h: u32, pt0: u32, d0: u32) {
     for (var e = sgi; e < F * F; e += SGS) {
         let tk = tok_base + e % F;
-        if chunk && tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
+        if tk < pc.n_tokens && S[pc.pt_off + tk] == pt0 {
             O[(tk * pc.n_head + h) * pc.dv + d0 + e / F] = ss[sb + e] * row_scale[sr + e % F];
         }
     }

@@ -5,7 +5,8 @@
 // flight while the current one is multiplied. Bindings 0 and 2-4; binding 1 (X) belongs to the X loader part:
 // `coop_x_f32.wgsl`, `coop_x_f16.wgsl` or the expert loader's gather.
 
-@group(0) @binding(0) var<storage, read> W: array<vec4<u32>>;
+// Words (`u32`), or 16-byte words (`vec4<u32>`) where units are read raw.
+@group(0) @binding(0) var<storage, read> W: array<{{W_ELEM}}>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<f32>;
 @group(0) @binding(4) var<storage, read> TBL: array<u32>;

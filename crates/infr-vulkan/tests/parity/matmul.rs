@@ -563,15 +563,15 @@ fn few_rows_take_split_k_products() {
     split_k_chain(false);
 }
 
-/// [`few_rows_take_split_k_products`] with the cooperative loader reading Q4_K and Q6_K units
-/// as raw words (`VulkanOptions::coop_raw_units`), and 80 and 200 rows (the whole-k
-/// cooperative matmul over quantized weights).
+/// [`few_rows_take_split_k_products`] with the cooperative loader dequantizing Q4_K and Q6_K
+/// units as read (`VulkanOptions::coop_dequant_on_read`) instead of reading raw words (the
+/// default).
 #[test]
-fn raw_weight_units_match_cpu() {
+fn units_dequantized_on_read_match_cpu() {
     split_k_chain(true);
 }
 
-fn split_k_chain(raw_units: bool) {
+fn split_k_chain(dequant_on_read: bool) {
     let mut rng = Rng(909);
     let mut w = Weights::default();
     let table = w.add(weight("tok", GgmlType::F32, K, 8, &mut rng, 1.0));
@@ -580,11 +580,14 @@ fn split_k_chain(raw_units: bool) {
     let bias = w.add(weight("bias", GgmlType::F32, 320, 1, &mut rng, 1.0));
     let wide = w.add(weight("wide", GgmlType::Q5_0, 320, 1472, &mut rng, 0.1));
     let back = w.add(weight("back", GgmlType::Q8_0, 1472, 136, &mut rng, 0.05));
-    let opts =
-        infr_vulkan::VulkanOptions { validation: true, profile: true, coop_raw_units: raw_units, ..Default::default() };
+    let opts = infr_vulkan::VulkanOptions {
+        validation: true,
+        profile: true,
+        coop_dequant_on_read: dequant_on_read,
+        ..Default::default()
+    };
     let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts) else { return };
-    let ns: &[usize] = if raw_units { &[4, 12, 17, 40, 80, 200] } else { &[4, 12, 17, 40] };
-    for &n in ns {
+    for n in [4, 12, 17, 40, 80, 200] {
         let g = graph(&w, n, n, |g| {
             let x = g.embed(table);
             let h = g.linear(x, up, None);

@@ -227,11 +227,12 @@ fn check_moe(p: &mut Pair, w: &Weights, tables: [WeightId; 2], params: MoeParams
     }
 }
 
-/// Q4_K gate/up and Q6_K down experts with the cooperative loader reading units as raw words
-/// (`VulkanOptions::coop_raw_units`): 96 tokens take the cooperative expert matmuls where the
-/// device has cooperative matrices, 40 the tiled ones.
+/// Q4_K gate/up and Q6_K down experts with the cooperative loader dequantizing units as read
+/// (`VulkanOptions::coop_dequant_on_read`; raw words are the default, which the other MoE
+/// tests take): 96 tokens take the cooperative expert matmuls where the device has
+/// cooperative matrices, 40 the tiled ones.
 #[test]
-fn moe_raw_weight_units_match_cpu() {
+fn moe_units_dequantized_on_read_match_cpu() {
     let mut rng = Rng(43);
     let mut w = Weights::default();
     let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
@@ -241,10 +242,10 @@ fn moe_raw_weight_units_match_cpu() {
     let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q4_K, COLS, ff);
     let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_K, COLS, ff);
     let down = experts(&mut w, &mut rng, "down", GgmlType::Q6_K, ff, COLS);
-    let opts = infr_vulkan::VulkanOptions { validation: true, coop_raw_units: true, ..Default::default() };
+    let opts = infr_vulkan::VulkanOptions { validation: true, coop_dequant_on_read: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
     let params = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
-    check_moe(&mut p, &w, [xt, rt], params, &[40, 96], "raw units");
+    check_moe(&mut p, &w, [xt, rt], params, &[40, 96], "dequantized on read");
 }
 
 /// Experts in host memory behind a device cache of a few slots (`WeightPlace::Paged`): one-
