@@ -34,9 +34,13 @@ fn a_template_exhausting_memory_fails_the_render_not_the_process() {
         assert!(err.contains("renderer died") && err.contains("GiB of address space"), "{name}: {err}");
         let _ = std::fs::remove_file(&path);
     }
-    // A template within its fuel and memory whose instructions are each expensive (a string
-    // grown by 100 kB per step, copied each time: hundreds of GB of copying) meets the render
-    // deadline instead of stalling every request behind it.
+}
+
+/// A template within its fuel and memory whose instructions are each expensive (a string grown
+/// by 100 kB per step, copied each time: hundreds of GB of copying) meets the render deadline
+/// instead of stalling every request behind it.
+#[test]
+fn a_slow_template_meets_the_render_deadline() {
     let slow = "{% set ns = namespace(s='a' * 100000) %}{% for i in range(3000) %}\
                 {% set ns.s = ns.s ~ ns.s[:100000] %}{% endfor %}{{ ns.s|length }}";
     let path = model_with_template("slow", slow);
@@ -50,7 +54,11 @@ fn a_template_exhausting_memory_fails_the_render_not_the_process() {
     assert!(err.contains("ran past 10 s"), "{err}");
     assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
     let _ = std::fs::remove_file(&path);
-    // The same program renders a sane template as before.
+}
+
+/// The same program renders a sane template as before.
+#[test]
+fn a_sane_template_renders() {
     let path = model_with_template("sane", "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
     let out = Command::new(env!("CARGO_BIN_EXE_infr"))
         .args(["run", path.to_str().unwrap(), "hello", "-n", "1"])

@@ -128,6 +128,7 @@ impl HubApi {
             }
             Err(e) => return Err(HubError::Setup(format!("HF_ENDPOINT {:?} is not a URL: {e}", opts.endpoint))),
         }
+        install_tls_provider();
         let build = |policy: reqwest::redirect::Policy| {
             reqwest::Client::builder()
                 .user_agent(opts.user_agent.clone())
@@ -420,6 +421,13 @@ fn next_link(header: &str) -> Option<String> {
         let (url, params) = part.split_once(';')?;
         params.contains("rel=\"next\"").then(|| url.trim().trim_start_matches('<').trim_end_matches('>').to_string())
     })
+}
+
+/// Makes rustls's ring provider the process default, which reqwest's clients use for HTTPS
+/// (built without aws-lc-rs, whose C library was the longest step of a clean build). Safe to
+/// call more than once: a provider already installed stays.
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 #[cfg(test)]

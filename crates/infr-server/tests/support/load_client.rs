@@ -3,7 +3,7 @@
 //! the run reports whether every stream ended with `[DONE]` and the aggregate completion tokens
 //! per second.
 //!
-//! Shared by `tests/load.rs` and `examples/load.rs` (through `#[path]`).
+//! Shared by `tests/api/load.rs` and `examples/load.rs` (through `#[path]`).
 
 #![allow(dead_code)]
 
@@ -104,6 +104,8 @@ impl LoadReport {
 
 /// Run `opts.clients` concurrent streams and wait for all of them.
 pub async fn run(opts: &LoadOptions) -> LoadReport {
+    // reqwest is built without a default TLS provider (see the workspace's Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder().timeout(opts.timeout).build().expect("http client");
     let start = Instant::now();
     let mut tasks = Vec::new();

@@ -1,6 +1,5 @@
 //! Shared setup of the HTTP tests: the real server on 127.0.0.1 (random port) with a test model
-//! on the CPU, and small request helpers. Included by each test file with
-//! `#[path = "support/server.rs"] mod server;`.
+//! on the CPU, and small request helpers (the `server` module of `tests/api/main.rs`).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -92,6 +91,8 @@ pub fn start_server_custom(
 
 /// An HTTP client with a generous timeout (CPU generation).
 pub fn client() -> reqwest::Client {
+    // reqwest is built without a default TLS provider (see the workspace's Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
 }
 

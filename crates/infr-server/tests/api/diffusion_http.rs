@@ -3,8 +3,7 @@
 //! (streamed and not, OpenAI and Anthropic streams well-formed), a second identical request
 //! gives the same text, and what a diffusion model cannot do is refused with a clear error.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use infr_core::GgufWeights;
 use infr_cpu::{CpuBackend, CpuOptions, KernelTier};

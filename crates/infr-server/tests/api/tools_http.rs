@@ -4,8 +4,7 @@
 //! model actually calls a tool is up to the model; the parsing and streaming of calls is
 //! unit-tested on canned replies in `src/tools/`.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::OnceLock;
 

@@ -2,8 +2,7 @@
 //! conversation resumes the recurrent state the first one left (the answer reports cached
 //! prompt tokens) and gives the same completion as a cold server.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::*;

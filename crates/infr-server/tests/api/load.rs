@@ -6,10 +6,8 @@
 //! The same client runs standalone against any server: `cargo run --release -p infr-server
 //! --example load -- --url http://127.0.0.1:8080 --clients 16 --max-tokens 64`.
 
-#[path = "support/load_client.rs"]
-mod load_client;
-#[path = "support/server.rs"]
-mod server;
+use crate::load_client;
+use crate::server;
 
 use std::time::Duration;
 

@@ -3,8 +3,7 @@
 //! the history render in its XML dialect, a forced call comes back parsed, and thinking is on
 //! by default and off with `chat_template_kwargs: {"enable_thinking": false}`.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::OnceLock;
 

@@ -5,14 +5,12 @@
 //! Skipped with a notice when `python3 -c "import huggingface_hub"` fails, unless `INFR_REQUIRE_PYTHON_HUB`
 //! is set (then it fails).
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{bytes, MockFile, MockHub, MockRepo};
 use infr_hub::{Hub, HubOptions, ProgressMode};
-use support::{bytes, MockFile, MockHub, MockRepo};
 
 const REPO: &str = "org/Interop-GGUF";
 

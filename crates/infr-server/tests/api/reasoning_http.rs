@@ -5,8 +5,7 @@
 //! streamed and not. The splitter itself and the builders are unit-tested in the crate
 //! (`reasoning`, `reply`).
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::OnceLock;
 

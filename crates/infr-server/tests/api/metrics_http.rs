@@ -2,8 +2,7 @@
 //! the text parses as Prometheus exposition, the route needs the API key, and it answers 501
 //! when the server runs without metrics.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::collections::HashMap;
 

@@ -2,8 +2,7 @@
 //! answers 503 `"loading"` and every other route 503 in its API's shape until the load
 //! finishes, then the model's routes answer; a failed load ends the server with its error.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::time::Duration;
 

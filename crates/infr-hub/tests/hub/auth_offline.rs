@@ -1,12 +1,10 @@
 //! Tokens, HTTP error mapping, `HF_ENDPOINT`, offline mode and the cache fallback.
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::{bytes, MockFile, MockHub, MockRepo};
 use infr_hub::{Hub, HubError, HubOptions, ProgressMode};
-use support::{bytes, MockFile, MockHub, MockRepo};
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))

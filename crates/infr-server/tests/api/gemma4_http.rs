@@ -3,8 +3,7 @@
 //! its `<|tool_call>call:f{...}` dialect, thinking is switched by `enable_thinking`, and a
 //! conversation with a call in its history completes over HTTP.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{assert_forecast_call, forecast_tool, post, start_server_custom};

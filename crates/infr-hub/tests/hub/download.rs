@@ -1,12 +1,10 @@
 //! Downloads against the local fake Hub: layout, resume, parallel ranges, checksum, retries, timeouts.
 
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::{bytes, Faults, MockFile, MockHub, MockRepo};
 use infr_hub::{Hub, HubError, HubOptions, ProgressMode};
-use support::{bytes, Faults, MockFile, MockHub, MockRepo};
 
 const REPO: &str = "org/Model-GGUF";
 

@@ -1,8 +1,7 @@
 //! The real server on 127.0.0.1 (random port) with smollm2 on the CPU, driven over HTTP.
 //! Generations are short (CPU, 2 cores): every test takes seconds.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

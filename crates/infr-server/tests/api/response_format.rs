@@ -2,8 +2,7 @@
 //! `json_schema` replies are forced (by a grammar) to be JSON of the schema and end when the
 //! JSON closes; malformed formats are 400s naming `response_format`.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::OnceLock;
 

@@ -3,8 +3,7 @@
 //! the harmony reasoning split and tool dialect for it; a forced call (`tool_choice`) from a
 //! random-weight gpt-oss comes back as an OpenAI tool call.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 
