@@ -236,30 +236,24 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
             ));
         }
     }
-    // W's 16-element unit at `row_blk` (the unit's row, in blocks) and `ke`: with
-    // `coop.raw_units`, Q4_K and Q6_K as raw words opened when staged; otherwise (and for
-    // other types) dequantized as read.
+    // W's 16-element unit at `row_blk` (the unit's row, in blocks) and `ke`, read as raw words
+    // and opened when staged: Q4_K and Q6_K with `coop.raw_units` (the unit type and its load).
     let raw = coop.raw_units;
-    let w_unit = |l: &GpuLayout| match l.deq {
-        "q4_k" if raw => (
+    let raw_unit = |l: &GpuLayout| match l.deq {
+        "q4_k" if raw => Some((
             "alias WUnit = RawQ4K;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return open_q4_k(v);\n}",
             "let blk = row_blk + ke / BLOCK;
     let e0 = ke % BLOCK;
     let sw = pc.soff + blk * (SB / 4u);
-    return RawQ4K(W[q4k_word(blk * QW, e0) >> 2u], W[sw >> 2u], e0 >> 5u);"
-                .to_owned(),
-        ),
-        "q6_k" if raw => (
+    return RawQ4K(W[q4k_word(blk * QW, e0) >> 2u], W[sw >> 2u], e0 >> 5u);",
+        )),
+        "q6_k" if raw => Some((
             "alias WUnit = RawQ6K;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return open_q6_k(v);\n}",
             "let blk = row_blk + ke / BLOCK;
     let a = q6k_where(blk * QW, pc.soff * 4u + blk * SB, ke % BLOCK);
-    return RawQ6K(W[a[0] >> 2u], W[a[1] >> 2u], wload(a[2]), wload(a[3]), a[4]);"
-                .to_owned(),
-        ),
-        _ => (
-            "alias WUnit = array<vec4<f16>, 4>;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return v;\n}",
-            "return deq16_generic(row_blk, pc.soff * 4u, ke);".to_owned(),
-        ),
+    return RawQ6K(W[a[0] >> 2u], W[a[1] >> 2u], wload(a[2]), wload(a[3]), a[4]);",
+        )),
+        _ => None,
     };
     // The quantized weight loader, then the X loader and output parts.
     let quantized = |l: &GpuLayout, name: String, x_out: &[&'static str], bindings: u32, push_bytes: u32| {
@@ -267,15 +261,22 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
         parts.extend(x_out);
         parts.extend(["deq16_generic", "deq16_k", "matmul_coop"]);
         let spec = KernelSpec { name, parts, defines: Vec::new(), bindings, push_bytes };
-        let (unit, load) = w_unit(l);
-        let spec = with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l);
-        if raw && matches!(l.deq, "q4_k" | "q6_k") {
+        match raw_unit(l) {
             // Raw units bind W as 16-byte words (whole quant runs per load).
-            spec.define("W_ELEM", "vec4<u32>").redefine("W_WORD", "W[i >> 2u][i & 3u]")
-        } else {
-            // Units dequantized as read load single words, as the other kernels do: the same
-            // reads through 16-byte words made 16-row split-K decode 40% slower (c40, H100).
-            spec.define("W_ELEM", "u32")
+            Some((unit, load)) => with_layout(spec.define("W_UNIT", unit).define("LOAD_W", load), l)
+                .define("W_ELEM", "vec4<u32>")
+                .redefine("W_WORD", "W[i >> 2u][i & 3u]"),
+            // Other units are dequantized as read, through single words as the other kernels
+            // read them.
+            None => with_layout(
+                spec.define(
+                    "W_UNIT",
+                    "alias WUnit = array<vec4<f16>, 4>;\n\nfn open_w(v: WUnit) -> array<vec4<f16>, 4> {\n    return v;\n}",
+                )
+                .define("LOAD_W", "return deq16_generic(row_blk, pc.soff * 4u, ke);"),
+                l,
+            )
+            .define("W_ELEM", "u32"),
         }
     };
     let spec = match ops {

@@ -227,12 +227,12 @@ fn check_moe(p: &mut Pair, w: &Weights, tables: [WeightId; 2], params: MoeParams
     }
 }
 
-/// Q4_K gate/up and Q6_K down experts with the cooperative loader dequantizing units as read
-/// (`VulkanOptions::coop_dequant_on_read`; raw words are the default, which the other MoE
-/// tests take): 96 tokens take the cooperative expert matmuls where the device has
-/// cooperative matrices, 40 the tiled ones.
+/// Q4_K gate/up and Q6_K down experts through both cooperative loaders: raw words (the
+/// default) and units dequantized as read (`VulkanOptions::coop_dequant_on_read`). 96 tokens
+/// take the cooperative expert matmuls where the device has cooperative matrices, 40 the
+/// tiled ones.
 #[test]
-fn moe_units_dequantized_on_read_match_cpu() {
+fn moe_k_quant_experts_match_cpu_on_both_loaders() {
     let mut rng = Rng(43);
     let mut w = Weights::default();
     let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
@@ -242,10 +242,12 @@ fn moe_units_dequantized_on_read_match_cpu() {
     let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q4_K, COLS, ff);
     let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_K, COLS, ff);
     let down = experts(&mut w, &mut rng, "down", GgmlType::Q6_K, ff, COLS);
-    let opts = infr_vulkan::VulkanOptions { validation: true, coop_dequant_on_read: true, ..Default::default() };
-    let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
     let params = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
-    check_moe(&mut p, &w, [xt, rt], params, &[40, 96], "dequantized on read");
+    for (coop_dequant_on_read, name) in [(false, "raw units"), (true, "dequantized on read")] {
+        let opts = infr_vulkan::VulkanOptions { validation: true, coop_dequant_on_read, ..Default::default() };
+        let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
+        check_moe(&mut p, &w, [xt, rt], params, &[40, 96], name);
+    }
 }
 
 /// Experts in host memory behind a device cache of a few slots (`WeightPlace::Paged`): one-
