@@ -54,8 +54,11 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32, f16_operands: b
     // Every subgroup needs at least one fragment each way, and the slices must fit.
     let usable =
         |t: &CoopTile| t.bm % (frag * t.gm) == 0 && t.bn % (frag * t.gn) == 0 && t.shared_bytes() <= max_shared;
+    // The tier is chosen in 16×16-fragment sizes (as the device with those would); see
+    // [`fragment_scaled`] for 8×8 fragments.
     let tile = |bm: u32, bn: u32| {
         let stages = coop_stages(bm, bn, f16_operands);
+        let (bm, bn) = (fragment_scaled(bm, frag), fragment_scaled(bn, frag));
         let t = CoopTile { frag, bm, bn, gm, gn, bk, raster, stages };
         if usable(&t) {
             t
@@ -77,6 +80,20 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32, f16_operands: b
     // Few activation rows (batched decode of 17-64 sequences): 32-row weight tiles double the
     // workgroups of a small grid, which otherwise leaves most of the device idle.
     tile(32, 64)
+}
+
+/// A tile edge sized for 16×16 fragments, on a device whose fragments are `frag`×`frag`: scaled
+/// by `frag / 16`, so that each subgroup holds the same grid of fragments (and runs the same
+/// kernel structure) as on a 16×16 device. The devices with 8×8 fragments are software ones
+/// (Mesa lavapipe, where the cooperative kernels are tested): full-size tiles there meant four
+/// times the fragments per subgroup and a JIT compile to match (sid's lavapipe, cold shader
+/// cache: `few_rows_take_split_k_products` 124 s with full-size tiles, 82 s with scaled ones).
+pub(crate) fn fragment_scaled(edge: u32, frag: u32) -> u32 {
+    if frag >= 16 {
+        edge
+    } else {
+        (edge * frag / 16).max(frag)
+    }
 }
 
 /// `INFR_VK_COOP_TILE=bm,bn` (tuning): every cooperative matmul uses that tile where the
@@ -433,6 +450,23 @@ pub fn dequant_f16(l: &GpuLayout) -> (KernelSpec, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With 8×8 fragments each subgroup holds the grid of fragments that 16×16 ones give, in
+    /// every tier of `coop_tile` and in the expert tile (the structure NVIDIA runs is the
+    /// one lavapipe tests).
+    #[test]
+    fn tiles_hold_the_same_fragment_grid_for_both_fragment_sizes() {
+        let grid = |t: CoopTile| (t.bm / t.frag / t.gm, t.bn / t.frag / t.gn, t.gm, t.gn, t.bk, t.stages);
+        for (m, n) in [(4096, 512), (1024, 512), (4096, 100), (1024, 100), (64, 64), (37, 260)] {
+            for f16 in [false, true] {
+                let (big, small) = (coop_tile(m, n, 16, 49152, f16), coop_tile(m, n, 8, 49152, f16));
+                assert_eq!(grid(small), grid(big), "{m}x{n}: {small:?} against {big:?}");
+                assert_eq!((small.bm * 2, small.bn * 2), (big.bm, big.bn), "{m}x{n}");
+            }
+        }
+        let moe = |f| crate::moe_kernels::moe_coop_tile(f, 49152);
+        assert_eq!(grid(moe(8)), grid(moe(16)));
+    }
 
     /// The f16-operand matmul compiles for both fragment sizes (8 runs on lavapipe, 16 on
     /// NVIDIA), in the tile shapes `coop_tile` picks, with 0 to 2 k-steps read ahead.

@@ -4,6 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 use infr_core::Activation;
 
+use crate::coop_kernels::fragment_scaled;
 use crate::kernels::{dequant_parts, elt_body, push_size, with_layout, with_reduce, CoopTile, Elt, MATMUL_WG};
 use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
@@ -72,9 +73,10 @@ pub fn moe_coop_min_tokens() -> usize {
 /// dequantized again for the next: with ~32 pairs per expert (Qwen3-30B-A3B, pp512: 4,096
 /// pairs over 128 experts), 32-pair tiles gave 5,356 t/s and 64-pair tiles 6,734 on an
 /// H100 in one run (128x32 reading two steps ahead: 4,107; 64x64: 5,790; 64x32: 5,552;
-/// 256x32: 5,375).
+/// 256x32: 5,375). Scaled for 8×8 fragments ([`fragment_scaled`]).
 pub fn moe_coop_tile(frag: u32, max_shared: u32) -> CoopTile {
-    let tile = CoopTile { frag, bm: 128, bn: 64, gm: 2, gn: 4, bk: 64, raster: 0, stages: 1 };
+    let (bm, bn) = (fragment_scaled(128, frag), fragment_scaled(64, frag));
+    let tile = CoopTile { frag, bm, bn, gm: 2, gn: 4, bk: 64, raster: 0, stages: 1 };
     if let Some(t) = forced_moe_tile(frag).filter(|t| t.shared_bytes() <= max_shared) {
         return t;
     }

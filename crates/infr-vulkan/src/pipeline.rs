@@ -282,7 +282,11 @@ impl Pipelines {
         }
         let src = spec.wgsl()?;
         let words = compile_wgsl(&spec.name, &src, self.ctx.caps.int_dot)?;
+        let started = std::time::Instant::now();
         let p = Arc::new(self.build(spec, &words)?);
+        // Drivers that compile lazily (lavapipe) take their time at the first dispatch instead.
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(kernel = %spec.name, ms, "pipeline built");
         self.built.insert(spec.clone(), p.clone());
         self.unsaved = true;
         Ok(p)
