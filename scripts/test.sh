@@ -13,24 +13,45 @@ export INFR_REQUIRE_PYTHON_HUB="${INFR_REQUIRE_PYTHON_HUB:-1}"
 # Prefer lavapipe unless the caller chose drivers.
 export VK_LOADER_DRIVERS_SELECT="${VK_LOADER_DRIVERS_SELECT:-*lvp*}"
 cargo test --release --workspace --locked "$@"
+# The binaries the stages below run, from that same workspace build: building one package
+# alone unifies dependency features differently and compiles infr-vulkan, infr-engine and
+# infr-cli again (~70 s on 2 cores).
+built=$(cargo test --release --workspace --locked --no-run --message-format=json)
+binary() { # TARGET-NAME KIND: the executable of that target from the build above
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    t = m.get("target") or {}
+    # A bin target has two artifacts: its unit-test harness (profile.test) and the program.
+    program = not (m.get("profile") or {}).get("test", False)
+    wanted = t.get("name") == sys.argv[1] and sys.argv[2] in t.get("kind", []) and (sys.argv[2] != "bin" or program)
+    if m.get("reason") == "compiler-artifact" and wanted and m.get("executable"):
+        print(m["executable"])' "$1" "$2" <<<"$built" | tail -1
+}
+need() { [ -n "$2" ] || { echo "test.sh: the workspace build made no $1" >&2; exit 1; }; }
 # The cooperative-matrix kernels run on no driver above (bookworm's lavapipe has none): the
 # Vulkan parity tests once more on Debian sid's lavapipe, which has them (8x8 fragments).
-parity=$(cargo test --release --locked -p infr-vulkan --test parity --no-run --message-format=json |
-    grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
-[ -n "$parity" ] || { echo "test.sh: no Vulkan parity test binary was built" >&2; exit 1; }
-INFR_REQUIRE_COOPMAT=1 scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed
+# This stage is bound by the driver's cold JIT compiles (its shader cache starts empty in CI),
+# so it leaves out the tests that never reach a cooperative kernel (portable kernels, f32 and
+# integer-dot matrix-vector kernels of 1-16 rows, embedding gathers: all run above) and skips
+# LLVM's optimization passes (GALLIVM_PERF=nopt): cold, on 2 cores, 594 s against 822 s with
+# every test and the optimizer.
+parity=$(binary parity test); need "Vulkan parity test binary" "$parity"
+non_coop=(linear_every_type_portable linear_f32_vec_kernels linear_gemv_full_rows embed_every_type tiny_model_portable)
+INFR_REQUIRE_COOPMAT=1 GALLIVM_PERF=nopt scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed \
+    "${non_coop[@]/#/--skip=}"
 # The synth-model oracles on that driver too: batches of more than 16 rows take the f16
 # cooperative path there, as on NVIDIA GPUs (its own tolerance, see tests/oracle_synth.rs).
-oracle=$(cargo test --release --locked -p infr-engine --test oracle_synth --no-run --message-format=json |
-    grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
-[ -n "$oracle" ] || { echo "test.sh: no synth oracle test binary was built" >&2; exit 1; }
+oracle=$(binary oracle_synth test); need "synth oracle test binary" "$oracle"
 scripts/coopmat-lavapipe.sh "$oracle" vulkan
 # And the real-model oracle with a q8_0 KV cache there: its SmolLM2 chat case has a clear row
 # that the summation order of the cooperative (split-K) prompt products can tip.
-oracle_real=$(cargo test --release --locked -p infr-engine --test oracle_vulkan --no-run --message-format=json |
-    grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
-[ -n "$oracle_real" ] || { echo "test.sh: no real-model oracle test binary was built" >&2; exit 1; }
+oracle_real=$(binary oracle_vulkan test); need "real-model oracle test binary" "$oracle_real"
 scripts/coopmat-lavapipe.sh "$oracle_real" q8_0_cache
-# The official SDKs against `infr serve` (builds target/release/infr, starts it on a free
-# loopback port with smollm2, stops it afterwards).
-crates/infr-server/tests/clients/run.sh
+# The official SDKs, LiteLLM, the chat page and the agents against `infr serve`, with the
+# `infr` of the workspace build (run.sh starts it on a free loopback port with smollm2).
+INFR_BIN=$(binary infr bin); need "infr binary" "$INFR_BIN"
+INFR_BIN=$INFR_BIN crates/infr-server/tests/clients/run.sh
