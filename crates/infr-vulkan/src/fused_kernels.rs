@@ -24,12 +24,45 @@ pub struct NormQ8Params {
     pub group: u32,
     /// vec4 offset of the block scales in the quantized-activation buffer.
     pub scale_off: u32,
+    /// Partial-product planes bound as B (1: B is the tensor itself) and the vec4s between
+    /// them (a split-K matmul whose reduction this kernel does).
+    pub b_parts: u32,
+    pub b_stride: u32,
 }
 
-/// Residual add (optional) + whole-row RMS norm + int8 quantization of the result.
-/// Bindings: A, B, sum, norm output, weight, quants, scales.
-pub fn norm_q8() -> KernelSpec {
-    KernelSpec::new("norm_q8", &["common", "q8_block", "norm_q8"], 7, push_size::<NormQ8Params>())
+/// What a quantizing kernel (`norm_q8`, `glu_q8`) writes beside its f32 output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantOut {
+    /// Int8 words and block scales, for the integer-dot matmuls (`q8_store.wgsl`).
+    Int8,
+    /// The same quantization scaled back and stored as f16: the operand of the split-K
+    /// cooperative matmul, as `round_act16` would write it (`q8_round16.wgsl`).
+    F16,
+}
+
+impl QuantOut {
+    /// The shader part writing it, its function, the element type of the Q binding and the
+    /// kernel-name suffix.
+    fn parts(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            QuantOut::Int8 => ("q8_store", "quant_vec4", "u32", ""),
+            QuantOut::F16 => ("q8_round16", "round16_vec4", "vec2<u32>", "_f16"),
+        }
+    }
+}
+
+/// Residual add (optional) + whole-row RMS norm + int8 quantization of the result (or its f16
+/// rounding, `out`). Bindings: A, B, sum, norm output, weight, quants, scales (unused for f16).
+pub fn norm_q8(out: QuantOut) -> KernelSpec {
+    let (part, f, elem, suffix) = out.parts();
+    KernelSpec::new(
+        format!("norm_q8{suffix}"),
+        &["common", "q8_block", part, "norm_q8"],
+        7,
+        push_size::<NormQ8Params>(),
+    )
+    .define("QUANT", f)
+    .define("Q_ELEM", elem)
 }
 
 /// Push constants of `glu_q8.wgsl`.
@@ -42,13 +75,28 @@ pub struct GluQ8Params {
     pub scale_off: u32,
     /// Words per half of a side-by-side gate | up row (A and B bound to one buffer), or 0.
     pub ab_words: u32,
+    /// Partial-product planes bound as A and as B (1: the tensor itself), and the vec4s
+    /// between them (split-K matmuls whose reductions this kernel does).
+    pub a_parts: u32,
+    pub a_stride: u32,
+    pub b_parts: u32,
+    pub b_stride: u32,
 }
 
-/// Gated activation + int8 quantization of the result. Bindings: gate, up, output, quants, scales.
-pub fn glu_q8(act: Activation) -> KernelSpec {
+/// Gated activation + int8 quantization of the result (or its f16 rounding, `out`).
+/// Bindings: gate, up, output, quants, scales (unused for f16).
+pub fn glu_q8(act: Activation, out: QuantOut) -> KernelSpec {
     let (name, body) = elt_body(Elt::Glu(act));
-    KernelSpec::new(format!("{name}_q8"), &["common", "q8_block", "glu_q8"], 5, push_size::<GluQ8Params>())
-        .define("OP", body)
+    let (part, f, elem, suffix) = out.parts();
+    KernelSpec::new(
+        format!("{name}_q8{suffix}"),
+        &["common", "q8_block", part, "glu_q8"],
+        5,
+        push_size::<GluQ8Params>(),
+    )
+    .define("OP", body)
+    .define("QUANT", f)
+    .define("Q_ELEM", elem)
 }
 
 /// Push constants of `qk_rope.wgsl`.
@@ -72,6 +120,9 @@ pub struct QkRopeParams {
     pub pt_off: u32,
     pub kw: u32,
     pub vw: u32,
+    /// Partial-product planes of Q, K and V, a byte each (1: the tensor itself; more: a
+    /// split-K matmul whose reduction this kernel does).
+    pub parts: u32,
 }
 
 /// Largest head dim `qk_rope.wgsl` takes (its workgroup arrays).
@@ -105,7 +156,7 @@ pub struct AttnCombineQ8Params {
 pub fn attn_combine_q8() -> KernelSpec {
     KernelSpec::new(
         "attention_combine_q8",
-        &["common", "q8_block", "attn_combine_q8"],
+        &["common", "q8_block", "q8_store", "attn_combine_q8"],
         5,
         push_size::<AttnCombineQ8Params>(),
     )
@@ -154,14 +205,13 @@ mod tests {
 
     #[test]
     fn fused_shaders_compile() {
-        let mut specs = vec![
-            norm_q8(),
-            glu_q8(Activation::Silu),
-            glu_q8(Activation::GeluTanh),
-            glu_q8(Activation::GeluTanhExact),
-            glu_q8(Activation::SwigluOai),
-            attn_combine_q8(),
-        ];
+        let mut specs = vec![attn_combine_q8()];
+        for out in [QuantOut::Int8, QuantOut::F16] {
+            specs.push(norm_q8(out));
+            for act in [Activation::Silu, Activation::GeluTanh, Activation::GeluTanhExact, Activation::SwigluOai] {
+                specs.push(glu_q8(act, out));
+            }
+        }
         for dt in [KvDType::F16, KvDType::F32] {
             specs.push(qk_rope(dt, 128));
             specs.push(qk_rope(dt, QK_ROPE_MAX_DIM));

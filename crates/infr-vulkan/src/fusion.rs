@@ -2,12 +2,12 @@
 //! and how that moves the reads of their inputs later (activation memory is reused after a
 //! tensor's last reader, so the allocator must see the moved reads).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use infr_core::{Graph, Op, TensorId, WeightId};
 use infr_quant::GgmlType;
 
-use crate::fused_kernels::{NORM_Q8_MAX_COLS, QK_ROPE_MAX_DIM};
+use crate::fused_kernels::{QuantOut, NORM_Q8_MAX_COLS, QK_ROPE_MAX_DIM};
 use crate::kernels::MAX_GEMV_JOBS;
 
 /// How a matmul node reads int8-quantized activations (it runs the integer-dot kernel).
@@ -52,14 +52,17 @@ pub(crate) struct AttnPrep {
     pub k: RopeSide,
 }
 
-/// A whole-row RMS norm that also quantizes its output for the integer-dot kernels, with
-/// the residual add before it folded in (`norm_q8.wgsl`).
+/// A whole-row RMS norm that also quantizes its output for the integer-dot kernels (or
+/// rounds it into the f16 operand of the split-K matmuls), with the residual add before it
+/// folded in (`norm_q8.wgsl`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NormQ8 {
     /// The operands of the absorbed add node (its output is the norm's input).
     pub add: Option<(TensorId, TensorId)>,
     /// Quantization group (1 or 8 blocks per scale).
     pub group: u32,
+    /// Int8 quants or their f16 rounding.
+    pub out: QuantOut,
 }
 
 /// The fusion decisions for one graph.
@@ -68,8 +71,8 @@ pub(crate) struct Fusions {
     pub absorbed: Vec<bool>,
     /// Whole-row norms that quantize their output (and the adds folded into them).
     pub norm_q8: HashMap<usize, NormQ8>,
-    /// Gated activations that also quantize their output, with the group.
-    pub glu_q8: HashMap<usize, u32>,
+    /// Gated activations that also quantize their output, with the group and the form.
+    pub glu_q8: HashMap<usize, (u32, QuantOut)>,
     /// Attention nodes whose split-merge also quantizes the output, with the group (used
     /// when the attention splits its keys).
     pub attn_q8: HashMap<usize, u32>,
@@ -78,6 +81,9 @@ pub(crate) struct Fusions {
     /// Consecutive matmuls of one input and weight type run as jobs of one dispatch: the
     /// first node → every member (itself included).
     pub gemv_jobs: HashMap<usize, Vec<usize>>,
+    /// Split-K matmuls whose partial products the fused kernel reading them adds up (a
+    /// `norm_q8` absorbing the residual add they feed, a `glu_q8`): no reduction dispatch.
+    pub defer_reduce: HashSet<usize>,
     /// For every node, the last node index whose dispatch reads its output.
     pub last_uses: Vec<usize>,
 }
@@ -91,12 +97,31 @@ pub(crate) struct FusionOptions {
     pub qk_rope: bool,
     /// Several integer-dot matmuls in one dispatch (up to 11 storage buffers).
     pub gemv_jobs: bool,
+    /// Norms and GLUs that write the f16 operand of the split-K matmuls reading them (needs
+    /// the cooperative-matrix kernels, which imply subgroup shuffles).
+    pub round16: bool,
 }
 
-/// Decide the fusions of `graph`. `q8(j)` says how node `j` reads int8-quantized
-/// activations, if it is a matmul that does (or a mixture of experts whose expert matmuls
-/// do: only the group counts there).
-pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Option<Q8Info>) -> Fusions {
+/// How the lowering will run the matmul nodes, as the fusion plan needs to know it.
+pub(crate) struct MatmulPaths<Q, R, S> {
+    /// How node `j` reads int8-quantized activations, if it is a matmul that does (or a
+    /// mixture of experts whose expert matmuls do: only the group counts there).
+    pub q8: Q,
+    /// The quantization group by which node `j` rounds its f16 operand, if it is a split-K
+    /// matmul whose rounding is an int8 one.
+    pub round16: R,
+    /// Whether node `j` is a split-K matmul whose reduction its reader may do (no bias).
+    pub split_k: S,
+}
+
+/// Decide the fusions of `graph`, whose matmuls run as `paths` says.
+pub(crate) fn plan<Q, R, S>(graph: &Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S>) -> Fusions
+where
+    Q: Fn(usize) -> Option<Q8Info>,
+    R: Fn(usize) -> Option<u32>,
+    S: Fn(usize) -> bool,
+{
+    let MatmulPaths { q8, round16, split_k } = paths;
     let n = graph.nodes.len();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -113,7 +138,12 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
         attn_q8: HashMap::new(),
         attn_prep: HashMap::new(),
         gemv_jobs: HashMap::new(),
+        defer_reduce: HashSet::new(),
         last_uses: graph.last_uses(),
+    };
+    // A split-K matmul read only by node `reader`, whose reduction that reader may do.
+    let deferrable = |j: usize, reader: usize| {
+        matches!(graph.nodes[j].op, Op::Linear { .. }) && consumers[j] == [reader] && split_k(j)
     };
     // The quantization group of the first integer-dot matmul reading node `i` as its input.
     let quant_group = |i: usize| {
@@ -122,18 +152,29 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
             _ => None,
         })
     };
+    // What a quantizing kernel producing node `i` writes: int8 quants for an integer-dot
+    // reader, else the f16 rounding of a split-K matmul reading it.
+    let quant_out = |i: usize| {
+        quant_group(i).map(|g| (g, QuantOut::Int8)).or_else(|| {
+            let g = consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
+                Op::Linear { x, .. } if x.0 as usize == i && opts.round16 => round16(j),
+                _ => None,
+            })?;
+            Some((g, QuantOut::F16))
+        })
+    };
     let read_at = |fx: &mut Fusions, t: TensorId, at: usize| {
         let l = &mut fx.last_uses[t.0 as usize];
         *l = (*l).max(at);
     };
     for (i, node) in graph.nodes.iter().enumerate() {
         match &node.op {
-            Op::RmsNorm { x, group, .. } if opts.quantizing => {
+            Op::RmsNorm { x, group, .. } if opts.quantizing || opts.round16 => {
                 let cols = node.cols();
                 if *group as usize != cols || cols % 32 != 0 || cols > NORM_Q8_MAX_COLS {
                     continue;
                 }
-                let Some(g) = quant_group(i) else { continue };
+                let Some((g, out)) = quant_out(i) else { continue };
                 let xi = x.0 as usize;
                 let add = match graph.nodes[xi].op {
                     Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] => {
@@ -145,16 +186,30 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
                     }
                     _ => None,
                 };
+                // The operand bound as B may be a split-K matmul's planes (a + b = b + a).
+                let add = add.map(|(a, b)| {
+                    let (a, b) =
+                        if !deferrable(b.0 as usize, xi) && deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
+                    if deferrable(b.0 as usize, xi) {
+                        fx.defer_reduce.insert(b.0 as usize);
+                    }
+                    (a, b)
+                });
                 if let Some((a, b)) = add {
                     fx.absorbed[xi] = true;
                     read_at(&mut fx, a, i);
                     read_at(&mut fx, b, i);
                 }
-                fx.norm_q8.insert(i, NormQ8 { add, group: g });
+                fx.norm_q8.insert(i, NormQ8 { add, group: g, out });
             }
-            Op::Glu { .. } if opts.quantizing && node.cols() % 32 == 0 => {
-                if let Some(g) = quant_group(i) {
-                    fx.glu_q8.insert(i, g);
+            Op::Glu { gate, up, .. } if (opts.quantizing || opts.round16) && node.cols() % 32 == 0 => {
+                if let Some(q) = quant_out(i) {
+                    fx.glu_q8.insert(i, q);
+                    for t in [gate, up] {
+                        if deferrable(t.0 as usize, i) {
+                            fx.defer_reduce.insert(t.0 as usize);
+                        }
+                    }
                 }
             }
             Op::Attention { q, k, v, params } if opts.qk_rope || opts.quantizing => {
@@ -185,6 +240,21 @@ pub(crate) fn plan(graph: &Graph, opts: FusionOptions, q8: impl Fn(usize) -> Opt
                     && params.head_dim_v % 2 == 0;
                 if !ok {
                     continue;
+                }
+                // The q / k / v matmuls whose only reader this dispatch absorbs (the side's
+                // norm, else its RoPE; v, which it appends to the cache) leave their
+                // reductions to it.
+                for side in [qs, ks] {
+                    let first = match (side.norm, &graph.node(side.rope).op) {
+                        (Some(_), Op::Rope { x, .. }) => *x,
+                        _ => side.rope,
+                    };
+                    if deferrable(side.x.0 as usize, first.0 as usize) {
+                        fx.defer_reduce.insert(side.x.0 as usize);
+                    }
+                }
+                if params.write_kv && deferrable(v.0 as usize, i) {
+                    fx.defer_reduce.insert(v.0 as usize);
                 }
                 for side in [qs, ks] {
                     fx.absorbed[side.rope.0 as usize] = true;

@@ -61,7 +61,12 @@ pub fn qact_bytes(n: usize, k: usize) -> u64 {
 
 /// Activation quantization to int8 blocks of 32.
 pub fn quantize_act() -> KernelSpec {
-    KernelSpec::new("quantize_act", &["common", "q8_block", "quantize_act"], 3, push_size::<QuantizeParams>())
+    KernelSpec::new(
+        "quantize_act",
+        &["common", "q8_block", "q8_store", "quantize_act"],
+        3,
+        push_size::<QuantizeParams>(),
+    )
 }
 
 /// Whether llama.cpp's CPU multiplies weights of type `ty` with activations quantized to

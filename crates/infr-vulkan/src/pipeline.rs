@@ -20,6 +20,8 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("matmul_tiled", include_str!("shaders/matmul_tiled.wgsl")),
     ("matmul_vec_q8", include_str!("shaders/matmul_vec_q8.wgsl")),
     ("q8_block", include_str!("shaders/q8_block.wgsl")),
+    ("q8_store", include_str!("shaders/q8_store.wgsl")),
+    ("q8_round16", include_str!("shaders/q8_round16.wgsl")),
     ("quantize_act", include_str!("shaders/quantize_act.wgsl")),
     ("norm_q8", include_str!("shaders/norm_q8.wgsl")),
     ("glu_q8", include_str!("shaders/glu_q8.wgsl")),

@@ -6,6 +6,8 @@
 //! one bandwidth-bound pass instead. (Loading fragments straight from the storage buffers,
 //! without staging in workgroup memory, measured 4x slower there.)
 
+use std::collections::HashMap;
+
 use infr_core::WeightId;
 
 use crate::error::VkResult;
@@ -77,8 +79,25 @@ pub(crate) struct F16Buffers {
     w16: [Option<u32>; 2],
     /// The weight already dequantized into buffer `1` by the previous matmul.
     prefetched: Option<(WeightId, usize)>,
-    /// The partial-product planes of split-K matmuls (`skinny_matmul.rs`).
-    partials: Option<u32>,
+    /// The partial-product planes of split-K matmuls (`skinny_matmul.rs`): each buffer, and
+    /// whether a deferred reduction still holds it.
+    partials: Vec<(u32, bool)>,
+    /// Split-K matmuls whose reduction the kernel reading them does, by node.
+    deferred: HashMap<u32, Planes>,
+}
+
+/// The partial products of a split-K matmul left for its reader to add up (in
+/// `split_reduce.wgsl`'s order), or its output itself where it ran as one range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Planes {
+    /// The buffer holding them.
+    pub res: Res,
+    /// How many (1: the output itself).
+    pub parts: u32,
+    /// vec4s from one plane to the next.
+    pub stride_vec4: u32,
+    /// The `partials` buffer to release once read.
+    buf: Option<u32>,
 }
 
 impl F16Buffers {
@@ -109,11 +128,57 @@ impl F16Buffers {
         Ok(xi)
     }
 
-    /// The buffer of split-K partial products, at least `size` bytes.
-    pub fn partials(&mut self, size: u64, temp_bytes: &mut Vec<u64>) -> u32 {
-        let i = temp_slot(&mut self.partials, temp_bytes);
+    /// The f16 copy of `n` rows of node `x` (`k` wide) rounded by `mode`, for `x`'s own
+    /// kernel to write (a norm or GLU that rounds its output, `fused_kernels::QuantOut::F16`):
+    /// the copy holds that from then on, so the matmuls reading it emit no rounding.
+    pub fn x16_written_by_producer(
+        &mut self,
+        x: u32,
+        mode: u32,
+        n: usize,
+        k: usize,
+        temp_bytes: &mut Vec<u64>,
+    ) -> VkResult<u32> {
+        Ok(self.x16.prepare(x, mode, n * k, (n * k * 2) as u64, temp_bytes)?.0)
+    }
+
+    /// A buffer for split-K partial products, at least `size` bytes, that no deferred
+    /// reduction holds; `hold` keeps it from later products until [`Self::take_planes`].
+    pub fn partials(&mut self, size: u64, hold: bool, temp_bytes: &mut Vec<u64>) -> u32 {
+        let slot = match self.partials.iter().position(|&(_, held)| !held) {
+            Some(s) => s,
+            None => {
+                temp_bytes.push(0);
+                self.partials.push((temp_bytes.len() as u32 - 1, false));
+                self.partials.len() - 1
+            }
+        };
+        let (i, _) = self.partials[slot];
+        self.partials[slot].1 = hold;
         grow_temp(temp_bytes, i, size);
         i
+    }
+
+    /// Record that node `node`'s split-K reduction is left to its reader: `res` holds its
+    /// `parts` planes of `plane` elements (`res` is a buffer from [`Self::partials`] taken with
+    /// `hold`, or the output itself with one part).
+    pub fn defer(&mut self, node: u32, res: Res, parts: u32, plane: u32) {
+        let buf = match res {
+            Res::Temp(i) if self.partials.iter().any(|&(b, held)| b == i && held) => Some(i),
+            _ => None,
+        };
+        self.deferred.insert(node, Planes { res, parts, stride_vec4: plane / 4, buf });
+    }
+
+    /// The planes node `node` left for its reader (releasing their buffer), if it did.
+    pub fn take_planes(&mut self, node: u32) -> Option<Planes> {
+        let p = self.deferred.remove(&node)?;
+        if let Some(b) = p.buf {
+            for slot in self.partials.iter_mut().filter(|s| s.0 == b) {
+                slot.1 = false;
+            }
+        }
+        Some(p)
     }
 
     fn w16(&mut self, slot: usize, temp_bytes: &mut Vec<u64>) -> u32 {

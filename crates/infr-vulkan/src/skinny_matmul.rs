@@ -11,7 +11,7 @@ use crate::error::VkResult;
 use crate::features::{Coop, Features};
 use crate::kernels::{self, CoopOperands, CoopTile, MatmulParams, SplitParams, SplitReduceParams};
 use crate::lower::{bytes, u32_of, Res};
-use crate::prefill_matmul::{Emit, F16Buffers, F16Matmul};
+use crate::prefill_matmul::{Emit, F16Buffers, F16Matmul, Planes};
 use crate::weights::GpuWeight;
 
 /// Most activation rows the split-K path takes (one activation tile of 64 rows).
@@ -47,6 +47,19 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
     let quantized = lw.layout.ty != infr_quant::GgmlType::F32;
     let fits = (n * k * 2) as u64 <= feat.max_binding_bytes;
     (rows_ok && quantized && fits && k % 64 == 0 && !lw.chunks.is_empty()).then_some(coop)
+}
+
+/// The quantization group (blocks of 32 per scale) by which the split-K product of `n` rows
+/// with `lw` rounds its f16 operand, where that rounding is an int8 one (k-quants: 8, legacy
+/// quants: 1) and so can be written by the kernel producing the input
+/// (`fused_kernels::QuantOut::F16`).
+pub(crate) fn round16_group(feat: Features, lw: &GpuWeight, n: usize) -> Option<u32> {
+    eligible(feat, lw, n)?;
+    match kernels::act_round_mode(lw.layout.ty, lw.cols)? {
+        kernels::ROUND_Q8_K => Some(8),
+        kernels::ROUND_Q8_0 => Some(1),
+        _ => None,
+    }
 }
 
 /// The tile for `n` activation rows: 4 subgroups along 64 weight rows (one fragment row each;
@@ -90,9 +103,12 @@ pub(crate) fn split(tiles: u32, k: u32, step: u32, max_parts: u32) -> (u32, u32)
 
 /// Dispatches of one matmul over few rows: the activations rounded into the f16 copy, one
 /// split product per weight chunk into the partial planes, and their sum into the output (or,
-/// with one range, the product straight into the output).
+/// with one range, the product straight into the output). With `defer` (the matmul's node;
+/// the fusion plan's `defer_reduce`, no bias) the sum is left to the kernel reading the
+/// output, which finds the planes through `F16Buffers::take_planes`.
 pub(crate) fn lower(
     m: &F16Matmul<'_>,
+    defer: Option<u32>,
     coop: Coop,
     feat: Features,
     bufs: &mut F16Buffers,
@@ -114,7 +130,9 @@ pub(crate) fn lower(
     let widest = lw.chunks.iter().map(|c| c.rows).max().unwrap_or(0);
     let (parts, k_chunk) = split(widest.div_ceil(t.bm) * tiles_n, k as u32, step, max_parts);
     let direct = parts == 1;
-    let out = if direct { m.out } else { Res::Temp(bufs.partials(plane * parts as u64, temp_bytes)) };
+    let part_stride = u32_of(n * lw.rows, "partial plane")?;
+    let defer = defer.filter(|_| !has_bias && part_stride % 4 == 0);
+    let out = if direct { m.out } else { Res::Temp(bufs.partials(plane * parts as u64, defer.is_some(), temp_bytes)) };
     for (ci, ch) in lw.chunks.iter().enumerate() {
         let tiles = ch.rows.div_ceil(t.bm) * tiles_n;
         let mm = MatmulParams {
@@ -127,7 +145,7 @@ pub(crate) fn lower(
             has_bias: (direct && has_bias) as u32,
             tiles_m: ch.rows.div_ceil(t.bm),
         };
-        let p = SplitParams { mm, k_chunk, tiles, part_stride: u32_of(n * lw.rows, "partial plane")? };
+        let p = SplitParams { mm, k_chunk, tiles, part_stride };
         emits.push(Emit {
             spec: spec.clone(),
             res: vec![
@@ -143,7 +161,9 @@ pub(crate) fn lower(
             barrier_after: true,
         });
     }
-    if !direct {
+    if let Some(node) = defer {
+        bufs.defer(node, out, parts, part_stride);
+    } else if !direct {
         let rp = SplitReduceParams { m: lw.rows as u32, n: n as u32, parts, has_bias: has_bias as u32 };
         emits.push(Emit {
             spec: kernels::split_reduce(),
@@ -155,6 +175,24 @@ pub(crate) fn lower(
         });
     }
     Ok(emits)
+}
+
+/// The reduction a deferred split-K product skipped, for a reader that cannot sum `planes`
+/// itself: their sum (`n` rows of `m`) into `out`; nothing where the product ran as one range
+/// straight into its output.
+pub(crate) fn reduce_planes(planes: &Planes, out: Res, n: usize, m: u32) -> VkResult<Option<Emit>> {
+    if planes.parts <= 1 {
+        return Ok(None);
+    }
+    let rp = SplitReduceParams { m, n: n as u32, parts: planes.parts, has_bias: 0 };
+    Ok(Some(Emit {
+        spec: kernels::split_reduce(),
+        res: vec![planes.res, out, Res::Dummy],
+        push: bytes(&rp),
+        groups: u32_of((n * m as usize).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?,
+        shape: None,
+        barrier_after: true,
+    }))
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use crate::fused_kernels;
 use crate::fusion::{Fusions, HeadNorm};
 use crate::kernels;
 use crate::pipeline::KernelSpec;
-use crate::prefill_matmul::Emit;
+use crate::prefill_matmul::{Emit, F16Buffers};
+use crate::skinny_matmul;
 use crate::weights::GpuWeight;
 
 /// One attention node as the lowering sees it.
@@ -27,12 +28,14 @@ pub(super) struct AttnNode<'a> {
     pub cols: usize,
 }
 
-/// Plan-wide state the attention lowering adds to: split partials (scratch bytes), and the
-/// int8 copy of its output that the merge writes for the next matmul.
+/// Plan-wide state the attention lowering adds to: split partials (scratch bytes), the int8
+/// copy of its output that the merge writes for the next matmul, and the f16 buffers (where
+/// the q / k / v split-K products left their partial planes).
 pub(super) struct Side<'a> {
     pub scratch: &'a mut u64,
     pub temp_bytes: &'a mut Vec<u64>,
     pub qact_of: &'a mut HashMap<(u32, u32), u32>,
+    pub f16_bufs: &'a mut F16Buffers,
 }
 
 fn emit(emits: &mut Vec<Emit>, spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) {
@@ -103,6 +106,20 @@ pub(super) fn lower(
         };
         let (q_norm, q_eps, wq) = norm(&prep.q)?;
         let (k_norm, k_eps, wk) = norm(&prep.k)?;
+        let (xq, q_parts, _) = super::norm::read_planes(prep.q.x, side.f16_bufs);
+        let (xk, k_parts, _) = super::norm::read_planes(prep.k.x, side.f16_bufs);
+        let (xv, v_parts, _) = match side.f16_bufs.take_planes(node.v.0) {
+            // The q8_0 cache's own append reads V after this dispatch: sum its planes first.
+            Some(planes) if q8_cache => {
+                emits.extend(skinny_matmul::reduce_planes(&planes, Res::Act(node.v.0), n_tok, vw)?);
+                (Res::Act(node.v.0), 1, 0)
+            }
+            Some(planes) => (planes.res, planes.parts, 0),
+            None => (Res::Act(node.v.0), 1, 0),
+        };
+        if [q_parts, k_parts, v_parts].iter().any(|&p| p > 255) {
+            return Err(VkError::Unsupported(format!("node {}: more than 255 partial planes", node.index)));
+        }
         let p = fused_kernels::QkRopeParams {
             rope,
             dk: ap.head_dim_k,
@@ -120,22 +137,11 @@ pub(super) fn lower(
             pt_off,
             kw,
             vw,
+            parts: q_parts | (k_parts << 8) | (v_parts << 16),
         };
         let (kc, vc) =
             if p.write_kv != 0 { (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer)) } else { (Res::Dummy, Res::Dummy) };
-        let res = vec![
-            Res::Act(prep.q.x.0),
-            Res::Act(prep.q.rope.0),
-            Res::Act(prep.k.x.0),
-            Res::Act(prep.k.rope.0),
-            Res::Act(node.v.0),
-            kc,
-            vc,
-            Res::Step,
-            ff,
-            wq,
-            wk,
-        ];
+        let res = vec![xq, Res::Act(prep.q.rope.0), xk, Res::Act(prep.k.rope.0), xv, kc, vc, Res::Step, ff, wq, wk];
         let heads = ap.n_head + ap.n_kv_head * (1 + p.write_kv);
         let groups = u32_of(n_tok * heads as usize, "attention heads")?;
         emit(&mut emits, &fused_kernels::qk_rope(kv.dtype, ap.head_dim_k), res, bytes(&p), groups);

@@ -111,7 +111,8 @@ pub(super) fn lower_linear(
     }
     if let Some(coop) = skinny_matmul::eligible(feat, lw, n) {
         let m = prefill_matmul::F16Matmul { lw, weight: *weight, x: x.0, n, bias: bias_of(lw.rows)?, out: me };
-        emits.extend(skinny_matmul::lower(&m, coop, feat, side.f16_bufs, side.temp_bytes)?);
+        let defer = fx.defer_reduce.contains(&i);
+        emits.extend(skinny_matmul::lower(&m, defer.then_some(i as u32), coop, feat, side.f16_bufs, side.temp_bytes)?);
         return Ok(emits);
     }
     if let Some(coop) = prefill_matmul::eligible(feat, lw, n) {
@@ -138,7 +139,7 @@ pub(super) fn lower_linear(
     if spec.name.starts_with("matmul_tiled.") {
         if let Some(mut split) = tiled_split(lw, n)? {
             let plane_bytes = split.part_stride as u64 * 4;
-            split.planes = side.f16_bufs.partials(plane_bytes * split.parts as u64, side.temp_bytes);
+            split.planes = side.f16_bufs.partials(plane_bytes * split.parts as u64, false, side.temp_bytes);
             let res = |ci| vec![Res::WeightChunk(*weight, ci), x_res, Res::Temp(split.planes), Res::Dummy, Res::Tables];
             for (ci, ch) in lw.chunks.iter().enumerate() {
                 let tiles = ch.rows.div_ceil(r) * split.tiles_n;

@@ -13,6 +13,7 @@ use crate::kernels;
 use crate::pipeline::{KernelSpec, Pipeline, Pipelines};
 use crate::prefill_matmul;
 use crate::profile::OpLabel;
+use crate::skinny_matmul;
 use crate::weights::GpuWeight;
 
 pub(crate) use crate::features::Features;
@@ -259,15 +260,28 @@ pub(crate) fn lower(
         quantizing: feat.fusion && feat.int8,
         qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
         gemv_jobs: feat.fusion && feat.int8 && feat.max_bindings >= 5 + 3 * (kernels::MAX_GEMV_JOBS as u32 - 1),
+        round16: feat.fusion && feat.coopmat.is_some(),
     };
-    let fx = fusion::plan(graph, fopts, |j| {
+    let q8 = |j: usize| {
         let node = &graph.nodes[j];
         match &node.op {
             Op::Linear { weight, .. } => weights.get(weight).and_then(|lw| q8_info(lw, node.rows(), feat)),
             Op::Moe { x, params, .. } => moe::int8_input(params, node.rows(), graph.node(*x).cols(), feat, weights),
             _ => None,
         }
-    });
+    };
+    let linear_weight = |j: usize| match &graph.nodes[j].op {
+        Op::Linear { weight, bias, .. } => weights.get(weight).map(|lw| (lw, bias.is_some(), graph.nodes[j].rows())),
+        _ => None,
+    };
+    let paths = fusion::MatmulPaths {
+        q8,
+        round16: |j| linear_weight(j).and_then(|(lw, _, n)| skinny_matmul::round16_group(feat, lw, n)),
+        split_k: |j| {
+            linear_weight(j).is_some_and(|(lw, bias, n)| !bias && skinny_matmul::eligible(feat, lw, n).is_some())
+        },
+    };
+    let fx = fusion::plan(graph, fopts, paths);
     // The matmuls that take the f16 path, in order (each prefetches the next one's weight).
     let f16_order: Vec<(usize, WeightId)> = graph
         .nodes
@@ -345,7 +359,8 @@ pub(crate) fn lower(
                     rows: node.rows(),
                     cols: node.cols(),
                 };
-                emit_all(&mut push_with, norm::rms_norm(&n, &fx, weights, &mut temp_bytes, &mut qact_of)?)?;
+                let emits = norm::rms_norm(&n, &fx, weights, &mut temp_bytes, &mut qact_of, &mut f16_bufs)?;
+                emit_all(&mut push_with, emits)?;
             }
             Op::Rope { x, params: rp } => {
                 emit_all(&mut push_with, pointwise::rope(i, *x, rp, node.rows(), node.cols(), &st, weights)?)?
@@ -361,8 +376,12 @@ pub(crate) fn lower(
                     rows: node.rows(),
                     cols: node.cols(),
                 };
-                let mut side =
-                    attention::Side { scratch: &mut scratch, temp_bytes: &mut temp_bytes, qact_of: &mut qact_of };
+                let mut side = attention::Side {
+                    scratch: &mut scratch,
+                    temp_bytes: &mut temp_bytes,
+                    qact_of: &mut qact_of,
+                    f16_bufs: &mut f16_bufs,
+                };
                 emit_all(&mut push_with, attention::lower(graph, &n, &fx, kv, &st, feat, weights, &mut side)?)?;
             }
             Op::Add { .. }
@@ -372,8 +391,9 @@ pub(crate) fn lower(
             | Op::Softcap { .. }
             | Op::Glu { .. }
             | Op::OutputRows { .. } => {
-                let emits =
-                    pointwise::lower(i, &node.op, node.rows(), node.cols(), &st, &fx, &mut temp_bytes, &mut qact_of)?;
+                let (rows, cols) = (node.rows(), node.cols());
+                let side = (&mut temp_bytes, &mut qact_of, &mut f16_bufs);
+                let emits = pointwise::lower(i, &node.op, rows, cols, &st, &fx, side)?;
                 emit_all(&mut push_with, emits)?;
             }
             Op::Moe { x, logits, params } => {

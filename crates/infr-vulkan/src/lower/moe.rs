@@ -458,10 +458,24 @@ impl<'a> MoeLowering<'a, '_> {
         let h = if let ExpertPath::Int8 { gh, .. } = self.path {
             grow_temp(self.temp_bytes, t.qh, kernels::qact_bytes(pairs, ff));
             let n_words = u32_of(pairs * ff / 4, "activations")?;
-            let gp =
-                crate::fused_kernels::GluQ8Params { n_words, group: gh, scale_off: n_words / 4, ab_words: p.n_ff / 4 };
+            let gp = crate::fused_kernels::GluQ8Params {
+                n_words,
+                group: gh,
+                scale_off: n_words / 4,
+                ab_words: p.n_ff / 4,
+                a_parts: 1,
+                a_stride: 0,
+                b_parts: 1,
+                b_stride: 0,
+            };
             let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
-            self.emit(crate::fused_kernels::glu_q8(p.act), res, bytes(&gp), n_words.div_ceil(64), None);
+            self.emit(
+                crate::fused_kernels::glu_q8(p.act, crate::fused_kernels::QuantOut::Int8),
+                res,
+                bytes(&gp),
+                n_words.div_ceil(64),
+                None,
+            );
             Res::Temp(t.qh)
         } else {
             let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };

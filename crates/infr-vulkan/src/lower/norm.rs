@@ -8,8 +8,9 @@ use infr_core::{TensorId, WeightId};
 
 use super::{bytes, one, u32_of, vector_of, Res};
 use crate::error::VkResult;
+use crate::fused_kernels::QuantOut;
 use crate::fusion::Fusions;
-use crate::prefill_matmul::Emit;
+use crate::prefill_matmul::{Emit, F16Buffers};
 use crate::weights::GpuWeight;
 use crate::{fused_kernels, kernels};
 
@@ -25,13 +26,15 @@ pub(super) struct NormNode {
     pub cols: usize,
 }
 
-/// The dispatch of an RMS norm node; a fused one registers its int8 copy in `qact_of`.
+/// The dispatch of an RMS norm node; a fused one registers its int8 copy in `qact_of` (or
+/// writes the f16 copy of `f16_bufs`).
 pub(super) fn rms_norm(
     n: &NormNode,
     fx: &Fusions,
     weights: &HashMap<WeightId, GpuWeight>,
     temp_bytes: &mut Vec<u64>,
     qact_of: &mut HashMap<(u32, u32), u32>,
+    f16_bufs: &mut F16Buffers,
 ) -> VkResult<Vec<Emit>> {
     let (i, me, cells) = (n.index, Res::Act(n.index as u32), n.rows * n.cols);
     let wres = match &n.weight {
@@ -39,9 +42,11 @@ pub(super) fn rms_norm(
         None => Res::Dummy,
     };
     if let Some(nq) = fx.norm_q8.get(&i) {
-        let qi = temp_bytes.len() as u32;
-        temp_bytes.push(kernels::qact_bytes(n.rows, n.cols));
-        qact_of.insert((i as u32, nq.group), qi);
+        let (q, qs) = quant_outputs(i as u32, nq.group, nq.out, n.rows, n.cols, temp_bytes, qact_of, f16_bufs)?;
+        let (b, b_parts, b_stride) = match nq.add {
+            Some((_, b)) => read_planes(b, f16_bufs),
+            None => (Res::Dummy, 1, 0),
+        };
         let p = fused_kernels::NormQ8Params {
             k: n.cols as u32,
             n_rows: n.rows as u32,
@@ -50,16 +55,55 @@ pub(super) fn rms_norm(
             has_add: nq.add.is_some() as u32,
             group: nq.group,
             scale_off: (cells / 16) as u32,
+            b_parts,
+            b_stride,
         };
-        let (a, b, sum) = match nq.add {
-            Some((a, b)) => (Res::Act(a.0), Res::Act(b.0), Res::Act(n.x.0)),
-            None => (Res::Act(n.x.0), Res::Dummy, Res::Dummy),
+        let (a, sum) = match nq.add {
+            Some((a, _)) => (Res::Act(a.0), Res::Act(n.x.0)),
+            None => (Res::Act(n.x.0), Res::Dummy),
         };
-        let res = vec![a, b, sum, me, wres, Res::Temp(qi), Res::Temp(qi)];
+        let res = vec![a, b, sum, me, wres, q, qs];
         let groups = u32_of(n.rows * (n.cols / 4).div_ceil(256), "norm groups")?;
-        return Ok(vec![one(fused_kernels::norm_q8(), res, bytes(&p), groups)]);
+        return Ok(vec![one(fused_kernels::norm_q8(nq.out), res, bytes(&p), groups)]);
     }
     let n_groups = u32_of(cells / n.group as usize, "norm groups")?;
     let p = kernels::NormParams { group: n.group, n_groups, eps: n.eps, has_weight: n.weight.is_some() as u32 };
     Ok(vec![one(kernels::rms_norm(), vec![Res::Act(n.x.0), me, wres], bytes(&p), n_groups)])
+}
+
+/// The quants and scales bindings of a quantizing kernel producing node `x` (`rows` x
+/// `cols`): a new int8 copy registered in `qact_of`, or the f16 copy of `f16_bufs` (rounded as
+/// `group` quantizes) with no scales.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn quant_outputs(
+    x: u32,
+    group: u32,
+    out: QuantOut,
+    rows: usize,
+    cols: usize,
+    temp_bytes: &mut Vec<u64>,
+    qact_of: &mut HashMap<(u32, u32), u32>,
+    f16_bufs: &mut F16Buffers,
+) -> VkResult<(Res, Res)> {
+    Ok(match out {
+        QuantOut::Int8 => {
+            let qi = temp_bytes.len() as u32;
+            temp_bytes.push(kernels::qact_bytes(rows, cols));
+            qact_of.insert((x, group), qi);
+            (Res::Temp(qi), Res::Temp(qi))
+        }
+        QuantOut::F16 => {
+            let mode = if group > 1 { kernels::ROUND_Q8_K } else { kernels::ROUND_Q8_0 };
+            (Res::Temp(f16_bufs.x16_written_by_producer(x, mode, rows, cols, temp_bytes)?), Res::Dummy)
+        }
+    })
+}
+
+/// How a fused kernel binds its input `t`: the partial-product planes a split-K matmul left
+/// for it (buffer, planes, vec4s between them), or the tensor itself.
+pub(super) fn read_planes(t: TensorId, f16_bufs: &mut F16Buffers) -> (Res, u32, u32) {
+    match f16_bufs.take_planes(t.0) {
+        Some(p) => (p.res, p.parts, p.stride_vec4),
+        None => (Res::Act(t.0), 1, 0),
+    }
 }

@@ -11,7 +11,7 @@ use crate::error::{VkError, VkResult};
 use crate::fused_kernels;
 use crate::fusion::Fusions;
 use crate::kernels::{self, Elt};
-use crate::prefill_matmul::Emit;
+use crate::prefill_matmul::{Emit, F16Buffers};
 use crate::weights::GpuWeight;
 
 /// One dispatch of the elementwise kernel `op` over `cells` elements: `out = op(a, b)` with
@@ -24,8 +24,7 @@ fn elementwise(op: Elt, (a, b, out): (Res, Res, Res), cells: usize, s: f32, inv_
 
 /// The dispatch of node `i` (`rows` x `cols`) for an add, multiply, scale, temperature
 /// scaling, soft-cap, gated linear unit or output-row gather; a fused GLU registers its int8
-/// copy in `qact_of`.
-#[allow(clippy::too_many_arguments)]
+/// copy in `qact_of` (or writes the f16 copy of `f16_bufs`).
 pub(super) fn lower(
     i: usize,
     op: &Op,
@@ -33,8 +32,7 @@ pub(super) fn lower(
     cols: usize,
     st: &StepLayout,
     fx: &Fusions,
-    temp_bytes: &mut Vec<u64>,
-    qact_of: &mut HashMap<(u32, u32), u32>,
+    (temp_bytes, qact_of, f16_bufs): (&mut Vec<u64>, &mut HashMap<(u32, u32), u32>, &mut F16Buffers),
 ) -> VkResult<Vec<Emit>> {
     let (me, cells) = (Res::Act(i as u32), rows * cols);
     let act = |t: &TensorId| Res::Act(t.0);
@@ -55,14 +53,24 @@ pub(super) fn lower(
             one(kernels::temp_scale(), vec![act(x), Res::Step, me], bytes(&p), threads_groups(cells)?)
         }
         Op::Glu { gate, up, act: f } => match fx.glu_q8.get(&i) {
-            Some(&group) => {
-                let qi = temp_bytes.len() as u32;
-                temp_bytes.push(kernels::qact_bytes(rows, cols));
-                qact_of.insert((i as u32, group), qi);
+            Some(&(group, out)) => {
+                let (q, qs) =
+                    super::norm::quant_outputs(i as u32, group, out, rows, cols, temp_bytes, qact_of, f16_bufs)?;
                 let n_words = u32_of(cells / 4, "elements")?;
-                let p = fused_kernels::GluQ8Params { n_words, group, scale_off: n_words / 4, ab_words: 0 };
-                let res = vec![act(gate), act(up), me, Res::Temp(qi), Res::Temp(qi)];
-                one(fused_kernels::glu_q8(*f), res, bytes(&p), n_words.div_ceil(64))
+                let (a, a_parts, a_stride) = super::norm::read_planes(*gate, f16_bufs);
+                let (b, b_parts, b_stride) = super::norm::read_planes(*up, f16_bufs);
+                let p = fused_kernels::GluQ8Params {
+                    n_words,
+                    group,
+                    scale_off: n_words / 4,
+                    ab_words: 0,
+                    a_parts,
+                    a_stride,
+                    b_parts,
+                    b_stride,
+                };
+                let res = vec![a, b, me, q, qs];
+                one(fused_kernels::glu_q8(*f, out), res, bytes(&p), n_words.div_ceil(64))
             }
             None => elementwise(Elt::Glu(*f), (act(gate), act(up), me), cells, 0.0, 0.0)?,
         },

@@ -2,13 +2,19 @@
 // the down projection): Y = act(A) * B elementwise, then Q/QS from Y (q8_block.wgsl).
 // 64 invocations per workgroup, one vec4 each. With `ab_words` set, A and B are the two
 // halves of each row of one buffer (gate | up, `ab_words` words each, as the expert FFNs
-// write them) and Y has rows of one half.
+// write them) and Y has rows of one half. Otherwise A and B may each be the partial-product
+// planes of a split-K matmul (`*_parts` planes, `*_stride` vec4s apart), summed here in
+// split_reduce.wgsl's order instead of by a reduction dispatch.
 
 struct Params {
     n_words: u32,
     group: u32,
     scale_off: u32,
     ab_words: u32,
+    a_parts: u32,
+    a_stride: u32,
+    b_parts: u32,
+    b_stride: u32,
 }
 
 var<immediate> pc: Params;
@@ -16,10 +22,27 @@ var<immediate> pc: Params;
 @group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> Q: array<u32>;
+@group(0) @binding(3) var<storage, read_write> Q: array<{{Q_ELEM}}>;
 @group(0) @binding(4) var<storage, read_write> QS: array<vec4<f32>>;
 
 const QWG: u32 = 64u;
+
+// Element vec4 i of A / B: the sum of its planes, in order.
+fn sum_a(i: u32) -> vec4<f32> {
+    var v = A[i];
+    for (var p = 1u; p < pc.a_parts; p++) {
+        v += A[p * pc.a_stride + i];
+    }
+    return v;
+}
+
+fn sum_b(i: u32) -> vec4<f32> {
+    var v = B[i];
+    for (var p = 1u; p < pc.b_parts; p++) {
+        v += B[p * pc.b_stride + i];
+    }
+    return v;
+}
 
 fn op(a: f32, b: f32) -> f32 {
     {{OP}}
@@ -38,10 +61,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ia = (w / pc.ab_words) * 2u * pc.ab_words + w % pc.ab_words;
             ib = ia + pc.ab_words;
         }
-        let a = A[ia];
-        let b = B[ib];
+        let a = sum_a(ia);
+        let b = sum_b(ib);
         v = vec4<f32>(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
         Y[w] = v;
     }
-    quant_vec4(u, v, valid, w, pc.group, pc.scale_off, sgs);
+    {{QUANT}}(u, v, valid, w, pc.group, pc.scale_off, sgs);
 }

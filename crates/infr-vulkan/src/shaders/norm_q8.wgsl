@@ -2,7 +2,9 @@
 // quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
 // has_add; else A is the input), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
 // (q8_block.wgsl). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
-// of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements).
+// of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements). B may be the
+// partial-product planes of a split-K matmul (b_parts of them, b_stride vec4s apart), summed
+// here in split_reduce.wgsl's order instead of by a reduction dispatch.
 
 struct Params {
     k: u32,
@@ -12,6 +14,8 @@ struct Params {
     has_add: u32,
     group: u32,
     scale_off: u32,
+    b_parts: u32,
+    b_stride: u32,
 }
 
 var<immediate> pc: Params;
@@ -21,8 +25,17 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read_write> S: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> Y: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> WT: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> Q: array<u32>;
+@group(0) @binding(5) var<storage, read_write> Q: array<{{Q_ELEM}}>;
 @group(0) @binding(6) var<storage, read_write> QS: array<vec4<f32>>;
+
+// Element vec4 i of B: the sum of its planes, in order (split_reduce.wgsl).
+fn sum_planes(i: u32) -> vec4<f32> {
+    var v = B[i];
+    for (var p = 1u; p < pc.b_parts; p++) {
+        v += B[p * pc.b_stride + i];
+    }
+    return v;
+}
 
 const QWG: u32 = 256u;
 const NJ: u32 = 8u;
@@ -49,7 +62,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if i < nv {
             var v = A[base + i];
             if pc.has_add != 0u {
-                v += B[base + i];
+                v += sum_planes(base + i);
                 if j == slice {
                     S[base + i] = v;
                 }
@@ -80,5 +93,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         Y[base + i] = y;
     }
-    quant_vec4(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
+    {{QUANT}}(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
 }

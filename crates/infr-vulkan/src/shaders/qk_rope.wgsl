@@ -3,6 +3,9 @@
 // the step's K and V rows to the paged KV cache. One workgroup per (token, head): heads
 // 0..n_head are Q heads, then n_kv_head K heads, then (when the step writes the cache)
 // n_kv_head V heads. Same arithmetic as norm.wgsl, rope.wgsl and kv_write.wgsl in sequence.
+// Q, K and V may each be the partial-product planes of a split-K matmul (`parts`: a byte per
+// input, 1 for the tensor itself; planes of n_tokens rows), summed here in split_reduce.wgsl's
+// order instead of by a reduction dispatch.
 
 struct Params {
     rope: Rope,
@@ -22,6 +25,7 @@ struct Params {
     pt_off: u32,
     kw: u32,
     vw: u32,
+    parts: u32,
 }
 
 var<immediate> pc: Params;
@@ -44,6 +48,30 @@ const MAXD: u32 = {{MAXD}}u;
 var<workgroup> hs: array<f32, MAXD>;
 var<workgroup> ro: array<f32, MAXD>;
 var<workgroup> red: array<f32, WG>;
+
+// Element i of input `which` (0 Q, 1 K, 2 V, of row width `w`): the sum of its planes.
+fn planes(which: u32, i: u32, w: u32) -> f32 {
+    let n = (pc.parts >> (8u * which)) & 0xffu;
+    let stride = pc.n_tokens * w;
+    var v = 0.0;
+    if which == 0u {
+        v = XQ[i];
+        for (var p = 1u; p < n; p++) {
+            v += XQ[p * stride + i];
+        }
+    } else if which == 1u {
+        v = XK[i];
+        for (var p = 1u; p < n; p++) {
+            v += XK[p * stride + i];
+        }
+    } else {
+        v = XV[i];
+        for (var p = 1u; p < n; p++) {
+            v += XV[p * stride + i];
+        }
+    }
+    return v;
+}
 
 // The cache slot of token `tok` (paged: pages[pos / page_size] * page_size + pos % page_size).
 fn cache_slot(tok: u32, pos: u32) -> u32 {
@@ -69,8 +97,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vo = (hh - pc.n_head - pc.n_kv_head) * pc.dv;
         for (var i = 2u * t; i < pc.dv; i += 2u * WG) {
             let e = vo + i;
-            let a = XV[tok * pc.vw + e];
-            let b = XV[tok * pc.vw + e + 1u];
+            let a = planes(2u, tok * pc.vw + e, pc.vw);
+            let b = planes(2u, tok * pc.vw + e + 1u, pc.vw);
             {{STORE_V}}
         }
         return;
@@ -90,9 +118,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = t; i < pc.dk; i += WG) {
         var x = 0.0;
         if is_q {
-            x = XQ[row + i];
+            x = planes(0u, row + i, pc.n_head * pc.dk);
         } else {
-            x = XK[row + i];
+            x = planes(1u, row + i, pc.kw);
         }
         hs[i] = x;
         s += x * x;

@@ -16,6 +16,11 @@ pub fn vulkan() -> Option<VulkanBackend> {
     vulkan_with(VulkanOptions { validation: true, ..Default::default() })
 }
 
+/// Options with validation and per-dispatch profiling on, and fused kernels on or off.
+pub fn profiled(fused: bool) -> VulkanOptions {
+    VulkanOptions { validation: true, profile: true, disable_fusion: !fused, ..Default::default() }
+}
+
 /// [`vulkan`] with explicit options.
 pub fn vulkan_with(opts: VulkanOptions) -> Option<VulkanBackend> {
     match VulkanBackend::new(&opts) {

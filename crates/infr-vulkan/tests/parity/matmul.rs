@@ -607,6 +607,57 @@ fn split_k_chain(dequant_on_read: bool) {
     }
 }
 
+/// A feed-forward block over few rows (split-K products): the GLU adds up the gate and up
+/// products' partial planes itself, and the next norm those of the down product with the
+/// residual add, rounding their outputs into the next products' f16 operands; only the head's
+/// reduction runs as its own dispatch. Matches the CPU, fused and unfused.
+#[test]
+fn fused_kernels_sum_split_k_planes() {
+    let (dim, ff, vocab) = (1024, 2048, 96);
+    let mut rng = Rng(77);
+    let mut w = Weights::default();
+    let table = w.add(weight("tok", GgmlType::F32, dim, 8, &mut rng, 1.0));
+    let gate = w.add(weight("gate", GgmlType::Q4_K, dim, ff, &mut rng, 0.05));
+    let up = w.add(weight("up", GgmlType::Q4_K, dim, ff, &mut rng, 0.05));
+    let down = w.add(weight("down", GgmlType::Q6_K, ff, dim, &mut rng, 0.05));
+    let head = w.add(weight("head", GgmlType::Q8_0, dim, vocab, &mut rng, 0.1));
+    let ffn = |n: usize| {
+        graph(&w, n, n, |g| {
+            let x = g.embed(table);
+            let h = g.rms_norm(x, None, 1e-6, dim);
+            let gt = g.linear(h, gate, None);
+            let u = g.linear(h, up, None);
+            let a = g.glu(gt, u, infr_core::Activation::Silu);
+            let d = g.linear(a, down, None);
+            let s = g.add(x, d);
+            let h = g.rms_norm(s, None, 1e-6, dim);
+            g.linear(h, head, None)
+        })
+    };
+    for fused in [true, false] {
+        let opts = profiled(fused);
+        let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 1, 16, KvDType::F32), opts) else { return };
+        let ns = [20, 40];
+        for n in ns {
+            let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 2) % 8).collect();
+            let step = Step::simple(tokens, 0, vec![0; 8]);
+            p.check(&format!("ffn n={n} fused {fused}"), &ffn(n), &[step], 1e-2, 3e-2);
+        }
+        if !p.vk.uses_coopmat() {
+            return;
+        }
+        let prof = p.vk.profile().expect("profiling on");
+        let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
+        let kernels: Vec<&String> = prof.totals.keys().collect();
+        eprintln!("fused {fused}: {kernels:?}");
+        // Four split products per step (gate, up, down, head); fused, only the head's planes
+        // are summed by a reduction of their own.
+        assert_eq!(count("split_reduce"), (if fused { 1 } else { 4 }) * ns.len() as u64, "{kernels:?}");
+        assert_eq!(count("norm_q8_f16"), if fused { 2 * ns.len() as u64 } else { 0 }, "{kernels:?}");
+        assert_eq!(count("glu_silu_q8_f16"), if fused { ns.len() as u64 } else { 0 }, "{kernels:?}");
+    }
+}
+
 /// Run the prefill chain for each row count in `ns` on a Vulkan backend opened with `opts`
 /// and on the CPU, comparing outputs; the Vulkan backend afterwards (None without Vulkan).
 fn prefill_chain(opts: infr_vulkan::VulkanOptions, ns: &[usize]) -> Option<infr_vulkan::VulkanBackend> {

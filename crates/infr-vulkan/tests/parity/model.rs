@@ -157,12 +157,7 @@ fn tiny_model_unfused() {
 #[test]
 fn profile_collects_every_dispatch() {
     for fused in [true, false] {
-        let opts = infr_vulkan::VulkanOptions {
-            validation: true,
-            profile: true,
-            disable_fusion: !fused,
-            ..Default::default()
-        };
+        let opts = profiled(fused);
         let Some(vk) = vulkan_with(opts) else { return };
         if vk.caps().timestamp_period_ns == 0.0 {
             eprintln!("skipping: no timestamps on compute queues");
@@ -221,6 +216,53 @@ fn check_profile(mut vk: infr_vulkan::VulkanBackend, fused: bool) {
     assert!(p.totals.contains_key(name), "{name} missing from {kernels:?}");
     for line in p.report() {
         eprintln!("{line}");
+    }
+}
+
+/// Steps of 17 to 64 tokens take the split-K cooperative products (batched decode of many
+/// sequences runs the same matmuls), whose f16 operands the norms and the GLU round and write
+/// themselves (`norm_q8_f16`, `glu_silu_q8_f16`) instead of a `round_act16` dispatch each: every
+/// output row matches the CPU, with and without that fusion.
+#[test]
+fn tiny_model_split_k_steps() {
+    let m = model();
+    let kv = kv_spec(LAYERS, N_KV, HD, HD, 16, 4, KvDType::F16);
+    let pages: Vec<u32> = (0..12).map(|p| (p * 5 + 3) % 16).collect();
+    let prompt: Vec<u32> = (0..24u32).map(|i| (i * 37 + 5) % VOCAB as u32).collect();
+    let chunk: Vec<u32> = (0..20u32).map(|i| (i * 11 + 2) % VOCAB as u32).collect();
+    let mut cpu = cpu();
+    m.w.load(&mut cpu);
+    cpu.init_kv(&kv).unwrap();
+    let steps = [Step::simple(prompt.clone(), 0, pages.clone()), Step::simple(chunk.clone(), 24, pages.clone())];
+    let graphs = [step_graph(&m, prompt.len(), prompt.len()), step_graph(&m, chunk.len(), chunk.len())];
+    let want: Vec<Vec<f32>> = steps
+        .iter()
+        .zip(&graphs)
+        .map(|(s, g)| {
+            let plan = cpu.compile(g).unwrap();
+            s.run(&mut cpu, plan)
+        })
+        .collect();
+    for fused in [true, false] {
+        let opts = profiled(fused);
+        let Some(mut vk) = vulkan_with(opts) else { return };
+        m.w.load(&mut vk);
+        vk.init_kv(&kv).unwrap();
+        for ((s, g), b) in steps.iter().zip(&graphs).zip(&want) {
+            let plan = vk.compile(g).unwrap();
+            let a = s.run(&mut vk, plan);
+            assert_close(&format!("{} rows, fused {fused}", s.tokens.len()), &a, b, 1e-3, 5e-2);
+        }
+        let p = vk.profile().expect("profiling on");
+        let kernels: Vec<&String> = p.totals.keys().collect();
+        eprintln!("fused {fused}, cooperative matrices {}: {kernels:?}", vk.uses_coopmat());
+        if vk.uses_coopmat() {
+            assert!(p.totals.contains_key("matmul_coop_split.q4_K"), "{kernels:?}");
+            for k in ["norm_q8_f16", "glu_silu_q8_f16"] {
+                assert_eq!(p.totals.contains_key(k), fused, "{k} in {kernels:?}");
+            }
+        }
+        assert_clean(&vk);
     }
 }
 

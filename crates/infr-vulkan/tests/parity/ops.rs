@@ -604,6 +604,83 @@ fn attention_with_fused_rope_inputs() {
     }
 }
 
+/// Q, K and V from split-K products (steps of 17-64 tokens on devices with cooperative
+/// matrices): the fused norm + RoPE + KV-append dispatch adds up their partial planes itself;
+/// with a q8_0 cache, whose append runs after it, V's planes are summed by a reduction first.
+/// Matches the CPU, fused and unfused, f16 and q8_0 caches.
+#[test]
+fn attention_inputs_sum_split_k_planes() {
+    let (dim, nh, nkv, hd) = (1024usize, 4u32, 2u32, 64u32);
+    let mut rng = Rng(61);
+    let mut w = Weights::default();
+    let tx = table(&mut w, &mut rng, dim, 1.0);
+    let wq = w.add(weight("q", GgmlType::Q4_K, dim, (nh * hd) as usize, &mut rng, 0.05));
+    let wk = w.add(weight("k", GgmlType::Q4_K, dim, (nkv * hd) as usize, &mut rng, 0.05));
+    let wv = w.add(weight("v", GgmlType::Q6_K, dim, (nkv * hd) as usize, &mut rng, 0.05));
+    let wo = w.add(weight("o", GgmlType::Q4_K, (nh * hd) as usize, 256, &mut rng, 0.05));
+    let rope = RopeParams {
+        mode: RopeMode::Neox,
+        head_dim: hd,
+        n_rot: hd,
+        freq_base: 10000.0,
+        freq_scale: 1.0,
+        scaling: RopeScaling::None,
+        freq_factors: None,
+    };
+    let params = AttnParams {
+        kv_layer: 0,
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        softcap: None,
+        window: None,
+        chunk: None,
+        sinks: None,
+        write_kv: true,
+        bidirectional: false,
+    };
+    let build = |n: usize| {
+        graph(&w, n, n, |g| {
+            let x = g.embed(tx);
+            let h = g.rms_norm(x, None, 1e-6, dim);
+            let (q, k, v) = (g.linear(h, wq, None), g.linear(h, wk, None), g.linear(h, wv, None));
+            let q = g.rms_norm(q, None, 1e-6, hd as usize);
+            let (q, k) = (g.rope(q, rope), g.rope(k, rope));
+            let a = g.attention(q, k, v, params);
+            g.linear(a, wo, None)
+        })
+    };
+    for dtype in [KvDType::F16, KvDType::Q8_0] {
+        for fused in [true, false] {
+            let opts = profiled(fused);
+            let kv = kv_spec(1, nkv, hd, hd, 8, 16, dtype);
+            let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
+            let pages: Vec<u32> = (0..8).rev().collect();
+            let first = Step::simple(tokens(40, 3), 0, pages.clone());
+            let next = Step::simple(tokens(20, 5), 40, pages);
+            let tol = if dtype == KvDType::F16 { 2e-2 } else { 5e-2 };
+            p.check(&format!("split-k attention inputs {dtype:?} fused {fused}"), &build(40), &[first], tol, tol);
+            p.check(&format!("split-k attention inputs {dtype:?} fused {fused}, next"), &build(20), &[next], tol, tol);
+            if !p.vk.uses_coopmat() {
+                return;
+            }
+            let prof = p.vk.profile().expect("profiling on");
+            let reductions = prof.totals.get("split_reduce").map_or(0, |t| t.0);
+            let kernels: Vec<&String> = prof.totals.keys().collect();
+            // Per step: q, k and v split four ways (o, 256 deep, is one range); fused, only
+            // V's reduction remains, for the q8_0 cache.
+            let want = match (fused, dtype) {
+                (false, _) => 3,
+                (true, KvDType::Q8_0) => 1,
+                (true, _) => 0,
+            };
+            assert_eq!(reductions, 2 * want, "{dtype:?} fused {fused}: {kernels:?}");
+        }
+    }
+}
+
 /// Prefill chunks as the cooperative-matrix attention takes them (blocks of 64 query rows)
 /// on devices that have cooperative matrices: head dims 128 and 64 with GQA, a step whose
 /// first block mixes two sequences (the rows of the second are left to the scalar kernel),
