@@ -658,10 +658,10 @@ fn attention_inputs_sum_split_k_planes() {
             let kv = kv_spec(1, nkv, hd, hd, 8, 16, dtype);
             let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
             let pages: Vec<u32> = (0..8).rev().collect();
-            let first = Step::simple(tokens(40, 3), 0, pages.clone());
-            let next = Step::simple(tokens(20, 5), 40, pages);
+            let first = Step::simple(tokens(24, 3), 0, pages.clone());
+            let next = Step::simple(tokens(20, 5), 24, pages);
             let tol = if dtype == KvDType::F16 { 2e-2 } else { 5e-2 };
-            p.check(&format!("split-k attention inputs {dtype:?} fused {fused}"), &build(40), &[first], tol, tol);
+            p.check(&format!("split-k attention inputs {dtype:?} fused {fused}"), &build(24), &[first], tol, tol);
             p.check(&format!("split-k attention inputs {dtype:?} fused {fused}, next"), &build(20), &[next], tol, tol);
             if !p.vk.uses_coopmat() {
                 return;
