@@ -96,8 +96,6 @@ pub(crate) struct Planes {
     pub parts: u32,
     /// vec4s from one plane to the next.
     pub stride_vec4: u32,
-    /// The `partials` buffer to release once read.
-    buf: Option<u32>,
 }
 
 impl F16Buffers {
@@ -163,17 +161,13 @@ impl F16Buffers {
     /// `parts` planes of `plane` elements (`res` is a buffer from [`Self::partials`] taken with
     /// `hold`, or the output itself with one part).
     pub fn defer(&mut self, node: u32, res: Res, parts: u32, plane: u32) {
-        let buf = match res {
-            Res::Temp(i) if self.partials.iter().any(|&(b, held)| b == i && held) => Some(i),
-            _ => None,
-        };
-        self.deferred.insert(node, Planes { res, parts, stride_vec4: plane / 4, buf });
+        self.deferred.insert(node, Planes { res, parts, stride_vec4: plane / 4 });
     }
 
     /// The planes node `node` left for its reader (releasing their buffer), if it did.
     pub fn take_planes(&mut self, node: u32) -> Option<Planes> {
         let p = self.deferred.remove(&node)?;
-        if let Some(b) = p.buf {
+        if let Res::Temp(b) = p.res {
             for slot in self.partials.iter_mut().filter(|s| s.0 == b) {
                 slot.1 = false;
             }

@@ -164,15 +164,7 @@ pub(crate) fn lower(
     if let Some(node) = defer {
         bufs.defer(node, out, parts, part_stride);
     } else if !direct {
-        let rp = SplitReduceParams { m: lw.rows as u32, n: n as u32, parts, has_bias: has_bias as u32 };
-        emits.push(Emit {
-            spec: kernels::split_reduce(),
-            res: vec![out, m.out, m.bias],
-            push: bytes(&rp),
-            groups: u32_of((n * lw.rows).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?,
-            shape: Some(shape),
-            barrier_after: true,
-        });
+        emits.push(split_reduce(out, m.out, m.bias, lw.rows as u32, n, parts, Some(shape))?);
     }
     Ok(emits)
 }
@@ -184,15 +176,29 @@ pub(crate) fn reduce_planes(planes: &Planes, out: Res, n: usize, m: u32) -> VkRe
     if planes.parts <= 1 {
         return Ok(None);
     }
-    let rp = SplitReduceParams { m, n: n as u32, parts: planes.parts, has_bias: 0 };
-    Ok(Some(Emit {
+    split_reduce(planes.res, out, Res::Dummy, m, n, planes.parts, None).map(Some)
+}
+
+/// The `split_reduce` dispatch adding `parts` planes of `n` rows of `m` from `planes` (and
+/// `bias`, unless a dummy) into `out`.
+pub(crate) fn split_reduce(
+    planes: Res,
+    out: Res,
+    bias: Res,
+    m: u32,
+    n: usize,
+    parts: u32,
+    shape: Option<String>,
+) -> VkResult<Emit> {
+    let rp = SplitReduceParams { m, n: n as u32, parts, has_bias: (bias != Res::Dummy) as u32 };
+    Ok(Emit {
         spec: kernels::split_reduce(),
-        res: vec![planes.res, out, Res::Dummy],
+        res: vec![planes, out, bias],
         push: bytes(&rp),
         groups: u32_of((n * m as usize).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?,
-        shape: None,
+        shape,
         barrier_after: true,
-    }))
+    })
 }
 
 #[cfg(test)]

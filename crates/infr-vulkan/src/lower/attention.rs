@@ -108,14 +108,14 @@ pub(super) fn lower(
         let (k_norm, k_eps, wk) = norm(&prep.k)?;
         let (xq, q_parts, _) = super::norm::read_planes(prep.q.x, side.f16_bufs);
         let (xk, k_parts, _) = super::norm::read_planes(prep.k.x, side.f16_bufs);
-        let (xv, v_parts, _) = match side.f16_bufs.take_planes(node.v.0) {
+        let (xv, v_parts, _) = if q8_cache {
             // The q8_0 cache's own append reads V after this dispatch: sum its planes first.
-            Some(planes) if q8_cache => {
+            if let Some(planes) = side.f16_bufs.take_planes(node.v.0) {
                 emits.extend(skinny_matmul::reduce_planes(&planes, Res::Act(node.v.0), n_tok, vw)?);
-                (Res::Act(node.v.0), 1, 0)
             }
-            Some(planes) => (planes.res, planes.parts, 0),
-            None => (Res::Act(node.v.0), 1, 0),
+            (Res::Act(node.v.0), 1, 0)
+        } else {
+            super::norm::read_planes(node.v, side.f16_bufs)
         };
         if [q_parts, k_parts, v_parts].iter().any(|&p| p > 255) {
             return Err(VkError::Unsupported(format!("node {}: more than 255 partial planes", node.index)));

@@ -155,15 +155,8 @@ pub(super) fn lower_linear(
                     Some(shape.clone()),
                 );
             }
-            let rp = kernels::SplitReduceParams {
-                m: lw.rows as u32,
-                n: n as u32,
-                parts: split.parts,
-                has_bias: bias.is_some() as u32,
-            };
-            let groups = u32_of((n * lw.rows).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?;
-            let res = vec![Res::Temp(split.planes), me, bias_res];
-            emit(&mut emits, &kernels::split_reduce(), res, bytes(&rp), groups, Some(shape));
+            let planes = Res::Temp(split.planes);
+            emits.push(skinny_matmul::split_reduce(planes, me, bias_res, lw.rows as u32, n, split.parts, Some(shape))?);
             return Ok(emits);
         }
     }
