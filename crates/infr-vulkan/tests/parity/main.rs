@@ -2,6 +2,7 @@
 //! backend and plain f32 references, plus a tiny random model end to end. They run on
 //! lavapipe; `INFR_REQUIRE_VULKAN=1` makes a missing device a failure.
 
+mod attention;
 mod canvas;
 mod common;
 mod matmul;
