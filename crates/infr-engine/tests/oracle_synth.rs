@@ -15,37 +15,56 @@ fn synth_dir() -> PathBuf {
 }
 
 fn check(name: &str, backend: Box<dyn Backend>) {
-    check_batch(name, backend, false);
+    check_batch(name, backend, None);
 }
 
-/// The prompt and llama.cpp's continuation as one batch. `f16_prefill`: the backend runs
-/// batches of more than 16 rows over f16 operands (cooperative matrices; llama.cpp's Vulkan
-/// build does the same), whose rounding (~3e-4 relative per matmul) moves these random
-/// models' hidden states past the routing near-ties and flat top-10s that the synth README
-/// describes (router gaps down to 3e-4, top-1 margins down to 0.002; the large norms of these
-/// files amplify the rounding to ~0.3 logits by the last layer, smoothly, layer by layer).
-/// There the README's required parts hold with a wider margin (greedy prefix, 100% top-1 on
-/// rows whose margin is over 1 logit instead of 0.5) and the divergence is bounded (KL mean
-/// <= 0.1 instead of 0.01); the strict rules are checked on
-/// the same backend through the README's own procedure ([`check_decode`]: a 16-token prompt,
-/// then one token per step).
-fn check_batch(name: &str, backend: Box<dyn Backend>, f16_prefill: bool) {
-    check_batch_within(name, backend, f16_prefill, 0.1);
+/// The fewest step rows a backend multiplies over f16 operands (`None`: never).
+type F16From = Option<usize>;
+
+/// Whether a step of `rows` tokens runs over f16 operands.
+fn f16_at(f16_from: F16From, rows: usize) -> bool {
+    f16_from.is_some_and(|m| rows >= m)
 }
 
-/// [`check_batch`] with `f16_kl_mean` as the KL-mean bound of an f16 prefill.
-fn check_batch_within(name: &str, backend: Box<dyn Backend>, f16_prefill: bool, f16_kl_mean: f64) {
+/// The prompt and llama.cpp's continuation as one batch. A backend that multiplies that
+/// many rows over f16 operands (`f16_from`: cooperative matrices; llama.cpp's Vulkan build
+/// does the same) rounds them ~3e-4 relative per matmul, which moves these random models'
+/// hidden states past the routing near-ties and flat top-10s that the synth README
+/// describes (router gaps down to 3e-4, top-1 margins down to 0.002; the large norms of
+/// these files amplify the rounding to ~0.3 logits by the last layer, smoothly, layer by
+/// layer). There the README's required parts hold with a wider margin (greedy prefix, 100%
+/// top-1 on rows whose margin is over 1 logit instead of 0.5) and the divergence is bounded
+/// (KL mean <= 0.1 instead of 0.01); the strict rules are checked on the same backend one
+/// token per step ([`check_token_steps`]).
+fn check_batch(name: &str, backend: Box<dyn Backend>, f16_from: F16From) {
+    check_batch_within(name, backend, f16_from, 0.1);
+}
+
+fn oracle(name: &str) -> (Oracle, GgufWeights) {
     let o = Oracle::from_json(&std::fs::read_to_string(synth_dir().join(format!("{name}__fox.json"))).unwrap())
         .expect("oracle parses");
     let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
+    (o, w)
+}
+
+/// [`check_batch`] with `f16_kl_mean` as the KL-mean bound of an f16 batch.
+fn check_batch_within(name: &str, backend: Box<dyn Backend>, f16_from: F16From, f16_kl_mean: f64) {
+    let (o, w) = oracle(name);
     // Random weights leave many near-ties (top-1 margins down to ~0.002), so a free-running
     // greedy continuation diverges at the first flip and leaves few rows to compare; feed
     // llama.cpp's own continuation instead (teacher forcing, rule 2 of the oracle README) so
     // every row is scored.
     let rows = common::teacher_forced_rows(&w, backend, &o);
-    let rep = compare(&o, &rows, &o.greedy_ids, if f16_prefill { 1.0 } else { 0.5 });
-    eprintln!("{name}{}: {rep:?}", if f16_prefill { " (f16 prefill)" } else { "" });
-    let failures = if f16_prefill {
+    let f16 = f16_at(f16_from, o.prompt_ids.len() + o.greedy_ids.len() - 1);
+    score(&format!("{name}{}", if f16 { " (f16 batch)" } else { "" }), &o, &rows, f16, f16_kl_mean);
+}
+
+/// Score `rows` (fed llama.cpp's continuation) with the README's rules, or with the wider
+/// margins of [`check_batch`] when some of them came from products over f16 operands.
+fn score(what: &str, o: &Oracle, rows: &[Vec<f32>], f16: bool, f16_kl_mean: f64) {
+    let rep = compare(o, rows, &o.greedy_ids, if f16 { 1.0 } else { 0.5 });
+    eprintln!("{what}: {rep:?}");
+    let failures = if f16 {
         let mut f = Vec::new();
         if !rep.greedy_ok || rep.top1_agree_clear_rows < 1.0 {
             f.push(format!("greedy {} / top-1 on clear rows {:.3}", rep.greedy_ok, rep.top1_agree_clear_rows));
@@ -57,41 +76,62 @@ fn check_batch_within(name: &str, backend: Box<dyn Backend>, f16_prefill: bool, 
     } else {
         rep.failures()
     };
-    assert!(failures.is_empty(), "{name}: {}", failures.join("; "));
+    assert!(failures.is_empty(), "{what}: {}", failures.join("; "));
 }
 
-/// Every Vulkan check of one synth file: the batch (strict unless the device prefills over
-/// f16 operands) and the README procedure (strict everywhere).
+/// Every Vulkan check of one synth file: the batch and the README procedure (strict unless
+/// the device multiplies that many rows over f16 operands), and every token in a step of its
+/// own (strict everywhere).
 fn check_vulkan(name: &str) {
     if let Some((b, f16)) = common::vulkan_f16() {
         check_batch(name, b, f16);
     }
+    if let Some((b, f16)) = common::vulkan_f16() {
+        check_decode(name, b, f16);
+    }
     if let Some(b) = common::vulkan() {
-        check_decode(name, b);
+        check_token_steps(name, b);
     }
 }
 
-/// The prompt in one step, then llama.cpp's continuation one token per step (teacher forced):
-/// the decode path, whose state a recurrent model carries from step to step.
-fn check_decode(name: &str, backend: Box<dyn Backend>) {
-    let o = Oracle::from_json(&std::fs::read_to_string(synth_dir().join(format!("{name}__fox.json"))).unwrap())
-        .expect("oracle parses");
-    let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
-    let model = infr_models::load_model(&w).expect("model loads");
+/// The README's procedure: the prompt in one step, then llama.cpp's continuation one token
+/// per step (teacher forced): the decode path, whose state a recurrent model carries from
+/// step to step. Strict unless the prompt's step runs over f16 operands (`f16_from`), whose
+/// rows and the cache they leave then get [`check_batch`]'s margins.
+fn check_decode(name: &str, backend: Box<dyn Backend>, f16_from: F16From) {
+    let (o, w) = oracle(name);
+    let rows = stepped_rows(&w, backend, &o, o.prompt_ids.len());
+    let f16 = f16_at(f16_from, o.prompt_ids.len());
+    score(&format!("{name} (decode{})", if f16 { ", f16 prompt" } else { "" }), &o, &rows, f16, 0.1);
+}
+
+/// Every token of the prompt and the continuation in a step of its own: the one-row kernels
+/// (int8 activations, as llama.cpp's CPU rounds them) under the README's strict rules, which
+/// its `--mode seq` runs reproduce.
+fn check_token_steps(name: &str, backend: Box<dyn Backend>) {
+    let (o, w) = oracle(name);
+    let rows = stepped_rows(&w, backend, &o, 1);
+    score(&format!("{name} (token steps)"), &o, &rows, false, 0.0);
+}
+
+/// The rows of the prompt run in steps of `chunk` tokens, then of llama.cpp's continuation
+/// one token per step.
+fn stepped_rows(w: &GgufWeights, backend: Box<dyn Backend>, o: &Oracle, chunk: usize) -> Vec<Vec<f32>> {
+    let model = infr_models::load_model(w).expect("model loads");
     let opts = infr_engine::RunnerOptions { n_ctx: 64, ..Default::default() };
-    let mut r = infr_engine::Runner::new(model, &w, backend, opts).expect("runner");
+    let mut r = infr_engine::Runner::new(model, w, backend, opts).expect("runner");
     let nv = r.n_vocab();
     let seq = r.add_sequence();
-    let logits = r.prefill(seq, &o.prompt_ids, true).expect("prefill");
-    let mut rows: Vec<Vec<f32>> = logits.chunks(nv).map(<[f32]>::to_vec).collect();
+    let mut rows: Vec<Vec<f32>> = Vec::new();
+    for part in o.prompt_ids.chunks(chunk) {
+        let logits = r.prefill(seq, part, true).expect("prefill");
+        rows.extend(logits.chunks(nv).map(<[f32]>::to_vec));
+    }
     for &t in &o.greedy_ids[..o.greedy_ids.len() - 1] {
         let out = r.step(&[infr_engine::StepItem { seq, tokens: &[t], all_logits: false }]).expect("step");
         rows.push(out.into_iter().next().unwrap());
     }
-    let rep = compare(&o, &rows, &o.greedy_ids, 0.5);
-    eprintln!("{name} (decode): {rep:?}");
-    let failures = rep.failures();
-    assert!(failures.is_empty(), "{name} (decode): {}", failures.join("; "));
+    rows
 }
 
 fn cpu() -> Box<dyn Backend> {
@@ -168,15 +208,15 @@ fn qwen35_vulkan_chunked_delta_rule_matches_llama_cpp() {
             assert!(std::env::var("INFR_REQUIRE_VULKAN").is_err(), "no Vulkan device");
             return;
         };
-        let f16 = b.uses_coopmat();
+        let f16 = b.f16_min_rows();
         check_batch(name, Box::new(b), f16);
     }
 }
 
 #[test]
 fn qwen35_decode_cpu_matches_llama_cpp() {
-    check_decode("qwen35", cpu());
-    check_decode("qwen35moe", cpu());
+    check_decode("qwen35", cpu(), None);
+    check_decode("qwen35moe", cpu(), None);
 }
 
 #[test]
@@ -193,7 +233,7 @@ fn qwen35moe_vulkan_matches_llama_cpp() {
 fn gemma4_cpu_matches_llama_cpp() {
     for name in ["gemma4", "gemma4-e", "gemma4-moe"] {
         check(name, cpu());
-        check_decode(name, cpu());
+        check_decode(name, cpu(), None);
     }
 }
 
@@ -207,7 +247,7 @@ fn gemma4_vulkan_matches_llama_cpp() {
 /// A pipeline over the synth file `name`'s layers ([`infr_engine::PipelineBackend`]) on
 /// `devices` in order (`cpu`, or `vk`: a logical device of its own on the default Vulkan
 /// device), or `None` (skip) without Vulkan.
-fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, F16From)> {
     across(name, devices, |stages, model| {
         Box::new(infr_engine::PipelineBackend::new(stages, model, &[]).expect("the model splits"))
     })
@@ -215,7 +255,7 @@ fn pipeline(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
 
 /// The MoE synth file `name`'s experts divided among `devices`
 /// ([`infr_engine::ShardedBackend::expert_parallel`]), as [`pipeline`] opens them.
-fn expert_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+fn expert_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, F16From)> {
     across(name, devices, |stages, model| {
         Box::new(infr_engine::ShardedBackend::expert_parallel(stages, model).expect("the experts split"))
     })
@@ -223,29 +263,29 @@ fn expert_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bo
 
 /// The synth file `name` divided among `devices` by heads, FFN columns and experts
 /// ([`infr_engine::ShardedBackend::tensor_parallel`]), as [`pipeline`] opens them.
-fn tensor_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, bool)> {
+fn tensor_parallel(name: &str, devices: &[&str]) -> Option<(Box<dyn Backend>, F16From)> {
     across(name, devices, |stages, model| {
         Box::new(infr_engine::ShardedBackend::tensor_parallel(stages, model).expect("the model divides"))
     })
 }
 
-/// `devices` opened and combined by `make` over the synth file `name`'s model, and whether
-/// any prefills over f16 operands.
+/// `devices` opened and combined by `make` over the synth file `name`'s model, and the fewest
+/// step rows any of them multiplies over f16 operands.
 fn across(
     name: &str,
     devices: &[&str],
     make: impl FnOnce(Vec<Box<dyn Backend>>, &infr_models::Model) -> Box<dyn Backend>,
-) -> Option<(Box<dyn Backend>, bool)> {
+) -> Option<(Box<dyn Backend>, F16From)> {
     let w = GgufWeights::open(synth_dir().join(format!("{name}.gguf"))).expect("synthetic model opens");
     let model = infr_models::load_model(&w).expect("model loads");
-    let mut f16 = false;
+    let mut f16: F16From = None;
     let mut stages = Vec::new();
     for d in devices {
         stages.push(match *d {
             "cpu" => cpu(),
             _ => {
-                let (b, coop) = common::vulkan_f16()?;
-                f16 |= coop;
+                let (b, from) = common::vulkan_f16()?;
+                f16 = f16.into_iter().chain(from).min();
                 b
             }
         });
@@ -261,8 +301,8 @@ fn pipeline_of_two_vulkan_devices_matches_llama_cpp() {
     for name in ["qwen3", "qwen3moe", "qwen35", "gpt-oss", "llama4", "gemma4-moe"] {
         let Some((b, f16)) = pipeline(name, &["vk", "vk"]) else { return };
         check_batch(name, b, f16);
-        let Some((b, _)) = pipeline(name, &["vk", "vk"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = pipeline(name, &["vk", "vk"]) else { return };
+        check_decode(name, b, f16);
     }
 }
 
@@ -273,11 +313,11 @@ fn pipeline_across_cpu_and_vulkan_matches_llama_cpp() {
     for name in ["qwen35moe", "gpt-oss"] {
         let Some((b, f16)) = pipeline(name, &["cpu", "vk", "cpu"]) else { return };
         check_batch(name, b, f16);
-        let Some((b, _)) = pipeline(name, &["cpu", "vk", "cpu"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = pipeline(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b, f16);
     }
     let (b, _) = pipeline("qwen3moe", &["cpu", "cpu"]).expect("CPU stages");
-    check_batch("qwen3moe", b, false);
+    check_batch("qwen3moe", b, None);
 }
 
 /// A one-thread CPU backend for the composites' budgets and error paths: it reports `memory`
@@ -374,8 +414,8 @@ fn experts_over_two_vulkan_devices_match_llama_cpp() {
     for name in ["qwen3moe", "gpt-oss", "qwen35moe", "llama4"] {
         let Some((b, f16)) = expert_parallel(name, &["vk", "vk"]) else { return };
         check_batch(name, b, f16);
-        let Some((b, _)) = expert_parallel(name, &["vk", "vk"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = expert_parallel(name, &["vk", "vk"]) else { return };
+        check_decode(name, b, f16);
     }
 }
 
@@ -385,8 +425,8 @@ fn experts_across_cpu_and_vulkan_match_llama_cpp() {
     for name in ["qwen3moe", "gpt-oss"] {
         let Some((b, f16)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
         check_batch(name, b, f16);
-        let Some((b, _)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = expert_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b, f16);
     }
 }
 
@@ -407,8 +447,8 @@ fn tensors_over_two_vulkan_devices_match_llama_cpp() {
     for name in ["qwen3", "qwen3moe", "gpt-oss", "llama4", "qwen35", "qwen35moe"] {
         let Some((b, f16)) = tensor_parallel(name, &["vk", "vk"]) else { return };
         check_batch_within(name, b, f16, if name == "llama4" { 0.25 } else { 0.1 });
-        let Some((b, _)) = tensor_parallel(name, &["vk", "vk"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = tensor_parallel(name, &["vk", "vk"]) else { return };
+        check_decode(name, b, f16);
     }
 }
 
@@ -418,8 +458,8 @@ fn tensors_across_cpu_and_vulkan_match_llama_cpp() {
     for name in ["qwen3", "qwen3moe"] {
         let Some((b, f16)) = tensor_parallel(name, &["cpu", "vk", "cpu"]) else { return };
         check_batch(name, b, f16);
-        let Some((b, _)) = tensor_parallel(name, &["cpu", "vk", "cpu"]) else { return };
-        check_decode(name, b);
+        let Some((b, f16)) = tensor_parallel(name, &["cpu", "vk", "cpu"]) else { return };
+        check_decode(name, b, f16);
     }
 }
 

@@ -181,6 +181,13 @@ impl VulkanBackend {
         self.features.coopmat.is_some()
     }
 
+    /// The fewest activation rows (a step's tokens) whose quantized matmuls run over f16
+    /// operands (cooperative matrices) instead of int8 activations: their rounding differs
+    /// from llama.cpp's CPU by ~3e-4 relative per product. `None` without cooperative matrices.
+    pub fn f16_min_rows(&self) -> Option<usize> {
+        crate::skinny_matmul::f16_min_rows(self.features)
+    }
+
     /// Whether decode matmuls of Q8_0/Q4_K/Q6_K use int8 activations and packed dot products.
     pub fn uses_int8(&self) -> bool {
         self.features.int8

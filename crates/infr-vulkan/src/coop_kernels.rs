@@ -77,7 +77,7 @@ pub fn coop_tile(m: usize, n: usize, frag: u32, max_shared: u32, f16_operands: b
             return tile(bm as u32, bn as u32);
         }
     }
-    // Few activation rows (batched decode of 17-64 sequences): 32-row weight tiles double the
+    // Few activation rows (batched decode of 10-64 sequences): 32-row weight tiles double the
     // workgroups of a small grid, which otherwise leaves most of the device idle.
     tile(32, 64)
 }

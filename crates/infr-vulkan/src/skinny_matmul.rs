@@ -17,16 +17,26 @@ use crate::weights::GpuWeight;
 /// Most activation rows the split-K path takes (one activation tile of 64 rows).
 pub(crate) const MAX_ROWS: usize = 64;
 
-/// Fewest activation rows for which the split-K path is taken: past the integer-dot
-/// matrix-vector kernel's 16. Its f16 products at 8-16 rows moved the synthetic MoE oracles
-/// past their limits where the int8 kernel, which rounds activations as llama.cpp's CPU does,
-/// holds them (qwen3moe decode on lavapipe: KL max 0.72 against 0.5). `INFR_VK_SKINNY_MIN_ROWS`
+/// Fewest activation rows for which the split-K path is taken. `INFR_VK_SKINNY_MIN_ROWS`
 /// overrides it for tuning (past [`MAX_ROWS`]: never).
 fn min_rows() -> usize {
-    std::env::var("INFR_VK_SKINNY_MIN_ROWS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(kernels::VEC_MAX_COLS + 1)
+    std::env::var("INFR_VK_SKINNY_MIN_ROWS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_MIN_ROWS)
+}
+
+/// See [`min_rows`]: where the split-K product overtakes the integer-dot kernels. On an H100
+/// (synthetic Qwen3-8B Q4_K_M, ms per decode step with the logits read back, int8 against
+/// split-K): 2 rows 6.20 / 11.89, 4 rows 7.60 / 11.86, 8 rows 11.17 / 13.01, 12 rows
+/// 16.23 / 14.02, 16 rows 20.14 / 15.10; served, 16 streams ran at 947 t/s from 17 rows,
+/// 1,311 from 9 and 1,320 from 10, while 4 streams fell from 562 to 347 from 2 rows.
+/// Products of 10-16 rows then round like llama.cpp's Vulkan build (f16 operands) rather
+/// than its CPU (int8 activations).
+const DEFAULT_MIN_ROWS: usize = 10;
+
+/// The fewest activation rows whose quantized matmuls run over f16 operands on a device with
+/// `feat` (split-K from [`min_rows`], the cooperative kernels past [`kernels::VEC_MAX_COLS`]
+/// rows); `None` without cooperative matrices.
+pub(crate) fn f16_min_rows(feat: Features) -> Option<usize> {
+    feat.coopmat.map(|_| min_rows().clamp(2, kernels::VEC_MAX_COLS + 1))
 }
 
 /// Workgroups the split aims for: enough to keep several per multiprocessor of a large GPU in

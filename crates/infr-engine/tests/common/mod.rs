@@ -85,12 +85,12 @@ pub fn check_dir(dir: &str, kv: KvDType, filter: &str, make_backend: &dyn Fn() -
     ran
 }
 
-/// A Vulkan backend and whether its prefill matmuls run over f16 operands (cooperative
-/// matrices), as [`vulkan`] opens it.
-pub fn vulkan_f16() -> Option<(Box<dyn Backend>, bool)> {
+/// A Vulkan backend and the fewest step rows whose matmuls run over f16 operands (cooperative
+/// matrices; `None`: never), as [`vulkan`] opens it.
+pub fn vulkan_f16() -> Option<(Box<dyn Backend>, Option<usize>)> {
     match infr_vulkan::VulkanBackend::new(&infr_vulkan::VulkanOptions::default()) {
         Ok(b) => {
-            let f16 = b.uses_coopmat();
+            let f16 = b.f16_min_rows();
             Some((Box::new(b), f16))
         }
         Err(e) => {

@@ -415,7 +415,7 @@ fn attention_with_fused_rope_inputs() {
     }
 }
 
-/// Q, K and V from split-K products (steps of 17-64 tokens on devices with cooperative
+/// Q, K and V from split-K products (steps of 10-64 tokens on devices with cooperative
 /// matrices): the fused norm + RoPE + KV-append dispatch adds up their partial planes itself;
 /// with a q8_0 cache, whose append runs after it, V's planes are summed by a reduction first.
 /// Matches the CPU, fused and unfused, f16 and q8_0 caches.

@@ -43,6 +43,18 @@ pub fn vulkan_with(opts: VulkanOptions) -> Option<VulkanBackend> {
     }
 }
 
+/// `rows` less those whose matmuls take no cooperative-matrix kernel on `vk`, when
+/// `INFR_PARITY_COOP_ROWS_ONLY=1` (`scripts/test.sh` sets it for its second pass on a lavapipe
+/// with cooperative matrices, after the first pass ran every row count on kernels without
+/// them); all of `rows` otherwise.
+pub fn coop_rows_only(vk: &VulkanBackend, rows: &[usize]) -> Vec<usize> {
+    let only = std::env::var("INFR_PARITY_COOP_ROWS_ONLY").is_ok_and(|v| v == "1");
+    match vk.f16_min_rows() {
+        Some(from) if only => rows.iter().copied().filter(|&n| n >= from).collect(),
+        _ => rows.to_vec(),
+    }
+}
+
 /// Fail on anything the validation layer reported.
 pub fn assert_clean(vk: &VulkanBackend) {
     let msgs = vk.take_validation_messages();
