@@ -33,20 +33,7 @@ fn attention_bidirectional_canvas() {
         let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
         let kv = kv_spec(1, nkv, d, d, 8, 4, dtype);
         let Some(mut p) = Pair::new(&w, &kv) else { return };
-        let params = |bidirectional: bool| AttnParams {
-            kv_layer: 0,
-            n_head: nh,
-            n_kv_head: nkv,
-            head_dim_k: d,
-            head_dim_v: d,
-            scale: 1.0 / (d as f32).sqrt(),
-            softcap: None,
-            window,
-            chunk: None,
-            sinks: None,
-            write_kv: true,
-            bidirectional,
-        };
+        let params = |bidirectional: bool| AttnParams { bidirectional, ..attn_params(nh, nkv, d, None, window) };
         let build = |n: usize, bidir: bool| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);
@@ -81,7 +68,7 @@ fn attention_bidirectional_canvas_blocks() {
         let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
         let kv = kv_spec(1, nkv, d, d, 8, 16, KvDType::F16);
         let Some(mut p) = Pair::new(&w, &kv) else { return };
-        let params = |bidirectional: bool| AttnParams { bidirectional, ..prefill_params(nh, nkv, d, None, window) };
+        let params = |bidirectional: bool| AttnParams { bidirectional, ..attn_params(nh, nkv, d, None, window) };
         let build = |n: usize, bidir: bool| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);
@@ -273,20 +260,7 @@ fn long_context_splits(max_splits: u32, with_sinks: bool) {
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: max_splits, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-    let params = AttnParams {
-        kv_layer: 0,
-        n_head: nh,
-        n_kv_head: nkv,
-        head_dim_k: d,
-        head_dim_v: d,
-        scale: 0.3,
-        softcap: None,
-        window: None,
-        chunk: None,
-        sinks,
-        write_kv: true,
-        bidirectional: false,
-    };
+    let params = AttnParams { scale: 0.3, sinks, ..attn_params(nh, nkv, d, None, None) };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
             let (q, k, v) = embed_qkv(g, tq, tk, tv);
@@ -316,7 +290,7 @@ fn attention_exact_rows_past_the_kept_scores() {
     let kv = kv_spec(1, nkv, d, d, 48, 8, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-    let params = prefill_params(nh, nkv, d, None, None);
+    let params = attn_params(nh, nkv, d, None, None);
     let g = graph(&w, 64, 64, |g| {
         let (q, k, v) = embed_qkv(g, tq, tk, tv);
         g.attention(q, k, v, params)
@@ -377,17 +351,8 @@ fn attention_with_fused_rope_inputs() {
         let Some(mut p) = Pair::new(&w, &kv) else { return };
         let params = |layer: u32, write_kv: bool| AttnParams {
             kv_layer: layer,
-            n_head: nh,
-            n_kv_head: nkv,
-            head_dim_k: hd,
-            head_dim_v: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            softcap: None,
-            window: None,
-            chunk: None,
-            sinks: None,
             write_kv,
-            bidirectional: false,
+            ..attn_params(nh, nkv, hd, None, None)
         };
         let build = |n: usize| {
             graph(&w, n, n, |g| {
@@ -438,20 +403,7 @@ fn attention_inputs_sum_split_k_planes() {
         scaling: RopeScaling::None,
         freq_factors: None,
     };
-    let params = AttnParams {
-        kv_layer: 0,
-        n_head: nh,
-        n_kv_head: nkv,
-        head_dim_k: hd,
-        head_dim_v: hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        softcap: None,
-        window: None,
-        chunk: None,
-        sinks: None,
-        write_kv: true,
-        bidirectional: false,
-    };
+    let params = attn_params(nh, nkv, hd, None, None);
     let build = |n: usize| {
         graph(&w, n, n, |g| {
             let x = g.embed(tx);
@@ -531,7 +483,7 @@ fn attention_prefill_rising_scores() {
     let kv = kv_spec(1, nkv, d, d, 16, 16, KvDType::F16);
     let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-    let params = prefill_params(nh, nkv, d, None, None);
+    let params = attn_params(nh, nkv, d, None, None);
     let n = 80u32;
     let g = graph(&w, n as usize, n as usize, |g| {
         let (q, k, v) = embed_qkv(g, tq, tk, tv);
@@ -542,12 +494,12 @@ fn attention_prefill_rising_scores() {
 }
 
 /// Attention of layer 0 over `nh` query heads and `nkv` KV heads of dim `d`, writing the KV.
-fn prefill_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Option<u32>) -> AttnParams {
-    prefill_params_chunked(nh, nkv, d, softcap, window, None)
+pub(crate) fn attn_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Option<u32>) -> AttnParams {
+    attn_params_chunked(nh, nkv, d, softcap, window, None)
 }
 
-/// [`prefill_params`] with chunked attention.
-fn prefill_params_chunked(
+/// [`attn_params`] with chunked attention.
+fn attn_params_chunked(
     nh: u32,
     nkv: u32,
     d: u32,
@@ -599,7 +551,7 @@ fn prefill_blocks(disable_coopmat: bool) {
         let kv = kv_spec(1, nkv, d, d, 16, 16, dtype);
         let opts = infr_vulkan::VulkanOptions { validation: true, disable_coopmat, ..Default::default() };
         let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-        let params = AttnParams { sinks, ..prefill_params_chunked(nh, nkv, d, softcap, window, chunk) };
+        let params = AttnParams { sinks, ..attn_params_chunked(nh, nkv, d, softcap, window, chunk) };
         let build = |n: usize| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = embed_qkv(g, tq, tk, tv);

@@ -6,6 +6,7 @@ use infr_core::{
 };
 use infr_quant::GgmlType;
 
+use crate::attention::attn_params;
 use crate::common::*;
 
 pub(crate) const VOCAB: usize = 16;
@@ -181,20 +182,7 @@ fn kv_page_copy() {
         (table(&mut w, &mut rng, 32, 1.0), table(&mut w, &mut rng, 32, 1.0), table(&mut w, &mut rng, 32, 1.0));
     let kv = kv_spec(1, 1, 32, 32, 6, 4, KvDType::F16);
     let Some(mut p) = Pair::new(&w, &kv) else { return };
-    let params = |write_kv| AttnParams {
-        kv_layer: 0,
-        n_head: 1,
-        n_kv_head: 1,
-        head_dim_k: 32,
-        head_dim_v: 32,
-        scale: 0.2,
-        softcap: None,
-        window: None,
-        chunk: None,
-        sinks: None,
-        write_kv,
-        bidirectional: false,
-    };
+    let params = |write_kv| AttnParams { scale: 0.2, write_kv, ..attn_params(1, 1, 32, None, None) };
     let build = |n, write| {
         graph(&w, n, n, |g| {
             let (q, k, v) = embed_qkv(g, tq, tk, tv);
