@@ -48,15 +48,20 @@ fn a_model_split_across_two_devices_gives_the_same_tokens() {
             let (ok, got, err) = generate(model, dev, extra);
             let what = format!("{model} on {dev} {extra:?}");
             assert!(ok && err.contains("pipeline: layers 0.."), "{what}: {err}");
-            if model.contains("smollm2") {
-                if let Some(b) = bounds {
-                    assert!(err.contains(b), "{what}: the split is not 3:1 of 30 layers: {err}");
-                }
+            if let Some(b) = bounds.filter(|_| model.contains("smollm2")) {
+                assert!(err.contains(b), "{what}: the split is not 3:1 of 30 layers: {err}");
+            }
+            if dev.starts_with("Vulkan0") {
+                // The same kernels cut in two give the same tokens.
                 assert_eq!(got, want, "{what}: tokens");
-            } else if dev.starts_with("Vulkan0") {
-                // The random-weight model's near-ties can flip between CPU and Vulkan
-                // kernels; the same kernels cut in two must not.
-                assert_eq!(got, want, "{what}: tokens");
+            } else if model.contains("smollm2") {
+                // CPU layers round differently from Vulkan ones, and SmolLM2's continuation
+                // past "Paris." has near-ties that this flips on some CPUs (an AVX-512 VNNI
+                // EPYC: "The answer is" against "The United States"). Token agreement of
+                // mixed splits is checked under the oracle rules in oracle_synth.rs
+                // (pipeline_across_cpu_and_vulkan_matches_llama_cpp); here, the clear first
+                // tokens.
+                assert!(got.starts_with("The capital of France is Paris."), "{what}: {got:?} against {want:?}");
             }
         }
     }

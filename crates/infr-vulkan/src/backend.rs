@@ -188,6 +188,11 @@ impl VulkanBackend {
         crate::skinny_matmul::f16_min_rows(self.features)
     }
 
+    /// Whether kernels may use subgroup arithmetic (the fused row kernels need it).
+    pub fn has_subgroups(&self) -> bool {
+        self.features.subgroups
+    }
+
     /// Whether decode matmuls of Q8_0/Q4_K/Q6_K use int8 activations and packed dot products.
     pub fn uses_int8(&self) -> bool {
         self.features.int8

@@ -178,7 +178,12 @@ impl crate::device::DeviceCaps {
             out.push("top-k / greedy sampling candidates selected on the device".into());
         }
         if f.int8 {
-            out.push("fused decode kernels (norm+quantize, q/k norm+RoPE+KV append, batched matmuls)".into());
+            out.push(
+                "fused decode kernels (norm+quantize, norm/add/scale runs, q/k norm+RoPE+KV append, batched matmuls)"
+                    .into(),
+            );
+        } else if f.subgroups {
+            out.push("fused norm/add/scale runs, q/k norm+RoPE+KV append".into());
         } else {
             out.push("fused q/k norm+RoPE+KV append".into());
         }

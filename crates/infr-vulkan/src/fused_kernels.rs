@@ -65,6 +65,36 @@ pub fn norm_q8(out: QuantOut) -> KernelSpec {
     .define("Q_ELEM", elem)
 }
 
+/// Push constants of `norm_add.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct NormAddParams {
+    pub k: u32,
+    pub n_rows: u32,
+    pub eps_a: f32,
+    pub eps_b: f32,
+    /// [`NORM_A`], [`WEIGHT_A`], [`HAS_B`], [`NORM_B`], [`WEIGHT_B`].
+    pub flags: u32,
+    pub scale: f32,
+}
+
+/// `norm_add` flag: A is RMS-normed.
+pub const NORM_A: u32 = 1;
+/// `norm_add` flag: A's norm has a weight.
+pub const WEIGHT_A: u32 = 2;
+/// `norm_add` flag: B is added.
+pub const HAS_B: u32 = 4;
+/// `norm_add` flag: B is RMS-normed.
+pub const NORM_B: u32 = 8;
+/// `norm_add` flag: B's norm has a weight.
+pub const WEIGHT_B: u32 = 16;
+
+/// Whole-row RMS norms of A and B (each optional), their sum and a scale of it
+/// (`crate::fusion::NormAdd`). Bindings: A, B, A's weight, B's weight, output.
+pub fn norm_add() -> KernelSpec {
+    KernelSpec::new("norm_add", &["common", "norm_add"], 5, push_size::<NormAddParams>())
+}
+
 /// Push constants of `glu_q8.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

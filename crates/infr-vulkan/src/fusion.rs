@@ -65,6 +65,31 @@ pub(crate) struct NormQ8 {
     pub out: QuantOut,
 }
 
+/// One operand of a [`NormAdd`]: a tensor, or the whole-row RMS norm of one (the norm node
+/// absorbed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NormSide {
+    /// The tensor read (the norm's input where there is a norm).
+    pub x: TensorId,
+    /// The absorbed norm's weight and epsilon.
+    pub norm: Option<(Option<WeightId>, f32)>,
+}
+
+/// Whole-row RMS norms with the add and scale after them, as one dispatch
+/// (`norm_add.wgsl`): `scale · (a + b)` where each side may be a norm's output. Gemma's
+/// sandwich norms (`post_ffw_norm` then the residual add and the layer's output scale, the
+/// two FFN branches' post-norms and their sum, the router's norm and scale) are runs of
+/// such tiny row-wise nodes, each a dispatch that costs more to launch than to compute.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NormAdd {
+    pub a: NormSide,
+    pub b: Option<NormSide>,
+    pub scale: f32,
+}
+
+/// Widest row `norm_add.wgsl` keeps in registers (NJ vec4s of 256 invocations).
+pub(crate) const NORM_ADD_MAX_COLS: usize = 8 * 1024;
+
 /// The fusion decisions for one graph.
 pub(crate) struct Fusions {
     /// Nodes computed inside a later node's dispatch (not lowered on their own).
@@ -81,6 +106,9 @@ pub(crate) struct Fusions {
     /// Consecutive matmuls of one input and weight type run as jobs of one dispatch: the
     /// first node → every member (itself included).
     pub gemv_jobs: HashMap<usize, Vec<usize>>,
+    /// Norm / add / scale runs done by one `norm_add` dispatch, by the node that dispatches
+    /// them (the run's last node; the others are absorbed).
+    pub norm_add: HashMap<usize, NormAdd>,
     /// Split-K matmuls whose partial products the fused kernel reading them adds up (a
     /// `norm_q8` absorbing the residual add they feed, a `glu_q8`): no reduction dispatch.
     pub defer_reduce: HashSet<usize>,
@@ -100,6 +128,8 @@ pub(crate) struct FusionOptions {
     /// Norms and GLUs that write the f16 operand of the split-K matmuls reading them (needs
     /// the cooperative-matrix kernels, which imply subgroup shuffles).
     pub round16: bool,
+    /// `norm_add` (needs subgroup arithmetic).
+    pub norm_add: bool,
 }
 
 /// How the lowering will run the matmul nodes, as the fusion plan needs to know it.
@@ -138,6 +168,7 @@ where
         attn_q8: HashMap::new(),
         attn_prep: HashMap::new(),
         gemv_jobs: HashMap::new(),
+        norm_add: HashMap::new(),
         defer_reduce: HashSet::new(),
         last_uses: graph.last_uses(),
     };
@@ -163,18 +194,25 @@ where
             Some((g, QuantOut::F16))
         })
     };
+    // What node `i` writes beside its output where it is a whole-row norm that quantizes it.
+    let norm_q8_out = |i: usize| {
+        let node = &graph.nodes[i];
+        let Op::RmsNorm { group, .. } = node.op else { return None };
+        let cols = node.cols();
+        let fits = group as usize == cols && cols % 32 == 0 && cols <= NORM_Q8_MAX_COLS;
+        if !(opts.quantizing || opts.round16) || !fits {
+            return None;
+        }
+        quant_out(i)
+    };
     let read_at = |fx: &mut Fusions, t: TensorId, at: usize| {
         let l = &mut fx.last_uses[t.0 as usize];
         *l = (*l).max(at);
     };
     for (i, node) in graph.nodes.iter().enumerate() {
         match &node.op {
-            Op::RmsNorm { x, group, .. } if opts.quantizing || opts.round16 => {
-                let cols = node.cols();
-                if *group as usize != cols || cols % 32 != 0 || cols > NORM_Q8_MAX_COLS {
-                    continue;
-                }
-                let Some((g, out)) = quant_out(i) else { continue };
+            Op::RmsNorm { x, .. } => {
+                let Some((g, out)) = norm_q8_out(i) else { continue };
                 let xi = x.0 as usize;
                 let add = match graph.nodes[xi].op {
                     Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] => {
@@ -268,6 +306,48 @@ where
                 read_at(&mut fx, *v, i);
                 fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks });
             }
+            Op::Add { a, b } if opts.norm_add && !fx.absorbed[i] => {
+                // An add that the next node's norm_q8 takes in stays with it.
+                let next_norm =
+                    graph.nodes.get(i + 1).is_some_and(|m| matches!(m.op, Op::RmsNorm { x, .. } if x.0 as usize == i));
+                if (next_norm && norm_q8_out(i + 1).is_some()) || !row_wise(node.cols()) {
+                    continue;
+                }
+                if !same_shape(graph, node, &[*a, *b]) {
+                    continue;
+                }
+                let (sa, na) = norm_side(graph, &consumers, &fx, *a, i);
+                let (sb, nb) = norm_side(graph, &consumers, &fx, *b, i);
+                // A following scale of the sum alone joins the run.
+                let scaled = graph.nodes.get(i + 1).and_then(|m| match m.op {
+                    Op::Scale { x, s } if x.0 as usize == i && consumers[i] == [i + 1] => Some(s),
+                    _ => None,
+                });
+                if na.is_none() && nb.is_none() && scaled.is_none() {
+                    continue;
+                }
+                let at = if scaled.is_some() { i + 1 } else { i };
+                if scaled.is_some() {
+                    fx.absorbed[i] = true;
+                }
+                for (side, norm) in [(sa, na), (sb, nb)] {
+                    if let Some(j) = norm {
+                        fx.absorbed[j] = true;
+                    }
+                    read_at(&mut fx, side.x, at);
+                }
+                fx.norm_add.insert(at, NormAdd { a: sa, b: Some(sb), scale: scaled.unwrap_or(1.0) });
+            }
+            Op::Scale { x, s } if opts.norm_add && !fx.absorbed[i] && !fx.norm_add.contains_key(&i) => {
+                if !row_wise(node.cols()) {
+                    continue;
+                }
+                let (side, norm) = norm_side(graph, &consumers, &fx, *x, i);
+                let Some(j) = norm else { continue };
+                fx.absorbed[j] = true;
+                read_at(&mut fx, side.x, i);
+                fx.norm_add.insert(i, NormAdd { a: side, b: None, scale: *s });
+            }
             Op::Linear { x, .. } if opts.gemv_jobs && !fx.absorbed[i] => {
                 let Some(first) = q8(i).filter(|q| q.single_chunk) else { continue };
                 // Later members are written at the first one's dispatch: consecutive nodes
@@ -300,6 +380,40 @@ where
         }
     }
     fx
+}
+
+/// Whether rows of `cols` fit `norm_add.wgsl`.
+fn row_wise(cols: usize) -> bool {
+    cols > 0 && cols % 4 == 0 && cols <= NORM_ADD_MAX_COLS
+}
+
+/// Whether every tensor of `ts` has the shape of `node`.
+fn same_shape(graph: &Graph, node: &infr_core::Node, ts: &[TensorId]) -> bool {
+    ts.iter().all(|&t| {
+        let m = graph.node(t);
+        (m.rows(), m.cols()) == (node.rows(), node.cols())
+    })
+}
+
+/// Operand `t` of node `reader` as a [`NormSide`]: where `t` is a whole-row RMS norm that
+/// only `reader` reads and no other fusion took, its input and parameters, with the norm's
+/// node (to absorb); else `t` itself.
+fn norm_side(
+    graph: &Graph,
+    consumers: &[Vec<usize>],
+    fx: &Fusions,
+    t: TensorId,
+    reader: usize,
+) -> (NormSide, Option<usize>) {
+    let ti = t.0 as usize;
+    let node = graph.node(t);
+    if let Op::RmsNorm { x, weight, eps, group } = &node.op {
+        let free = !fx.absorbed[ti] && !fx.norm_q8.contains_key(&ti) && !fx.norm_add.contains_key(&ti);
+        if *group as usize == node.cols() && consumers[ti] == [reader] && free && same_shape(graph, node, &[*x]) {
+            return (NormSide { x: *x, norm: Some((*weight, *eps)) }, Some(ti));
+        }
+    }
+    (NormSide { x: t, norm: None }, None)
 }
 
 /// `t` as `rope(norm?(x))` read only by attention node `attn`, with a per-head norm read

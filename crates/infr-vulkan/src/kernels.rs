@@ -650,6 +650,7 @@ mod tests {
         }
         check(&round_act16());
         check(&rms_norm());
+        check(&crate::fused_kernels::norm_add());
         check(&rope());
         for dt in [KvDType::F16, KvDType::F32] {
             check(&kv_write(dt));

@@ -24,6 +24,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("q8_round16", include_str!("shaders/q8_round16.wgsl")),
     ("quantize_act", include_str!("shaders/quantize_act.wgsl")),
     ("norm_q8", include_str!("shaders/norm_q8.wgsl")),
+    ("norm_add", include_str!("shaders/norm_add.wgsl")),
     ("glu_q8", include_str!("shaders/glu_q8.wgsl")),
     ("round_act", include_str!("shaders/round_act.wgsl")),
     ("matmul_coop", include_str!("shaders/matmul_coop.wgsl")),

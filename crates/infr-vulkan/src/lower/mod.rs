@@ -261,6 +261,7 @@ pub(crate) fn lower(
         qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
         gemv_jobs: feat.fusion && feat.int8 && feat.max_bindings >= 5 + 3 * (kernels::MAX_GEMV_JOBS as u32 - 1),
         round16: feat.fusion && feat.coopmat.is_some(),
+        norm_add: feat.fusion && feat.subgroups,
     };
     let q8 = |j: usize| {
         let node = &graph.nodes[j];
@@ -326,6 +327,10 @@ pub(crate) fn lower(
         };
         if let Err(why) = supports(node) {
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
+        }
+        if let Some(na) = fx.norm_add.get(&i) {
+            emit_all(&mut push_with, vec![norm::norm_add(i, na, node.rows(), node.cols(), weights)?])?;
+            continue;
         }
         match &node.op {
             Op::MixEmbed { table } => {

@@ -71,6 +71,43 @@ pub(super) fn rms_norm(
     Ok(vec![one(kernels::rms_norm(), vec![Res::Act(n.x.0), me, wres], bytes(&p), n_groups)])
 }
 
+/// The dispatch of a norm / add / scale run ([`crate::fusion::NormAdd`]) ending at node `i`
+/// (`rows` x `cols`), written to that node's output.
+pub(super) fn norm_add(
+    i: usize,
+    na: &crate::fusion::NormAdd,
+    rows: usize,
+    cols: usize,
+    weights: &HashMap<WeightId, GpuWeight>,
+) -> VkResult<Emit> {
+    use fused_kernels::{HAS_B, NORM_A, NORM_B, WEIGHT_A, WEIGHT_B};
+    // A side's tensor, weight binding, epsilon and flags (normed, weighted).
+    let side = |s: &crate::fusion::NormSide, normed: u32, weighted: u32| -> VkResult<(Res, Res, f32, u32)> {
+        Ok(match s.norm {
+            Some((Some(w), eps)) => (Res::Act(s.x.0), vector_of(weights, i, &w, cols)?, eps, normed | weighted),
+            Some((None, eps)) => (Res::Act(s.x.0), Res::Dummy, eps, normed),
+            None => (Res::Act(s.x.0), Res::Dummy, 0.0, 0),
+        })
+    };
+    let (a, wa, eps_a, fa) = side(&na.a, NORM_A, WEIGHT_A)?;
+    let (b, wb, eps_b, fb) = match &na.b {
+        Some(b) => {
+            let (t, w, eps, f) = side(b, NORM_B, WEIGHT_B)?;
+            (t, w, eps, f | HAS_B)
+        }
+        None => (Res::Dummy, Res::Dummy, 0.0, 0),
+    };
+    let p = fused_kernels::NormAddParams {
+        k: u32_of(cols, "columns")?,
+        n_rows: u32_of(rows, "rows")?,
+        eps_a,
+        eps_b,
+        flags: fa | fb,
+        scale: na.scale,
+    };
+    Ok(one(fused_kernels::norm_add(), vec![a, b, wa, wb, Res::Act(i as u32)], bytes(&p), p.n_rows))
+}
+
 /// The quants and scales bindings of a quantizing kernel producing node `x` (`rows` x
 /// `cols`): a new int8 copy registered in `qact_of`, or the f16 copy of `f16_bufs` (rounded as
 /// `group` quantizes) with no scales.

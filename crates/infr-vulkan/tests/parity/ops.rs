@@ -102,6 +102,46 @@ fn rms_norm_groups_and_weights() {
     }
 }
 
+/// Runs of whole-row norms, adds and scales as Gemma's sandwich norms chain them (both
+/// operands normed; a norm, the residual add and a scale; a norm and a scale) run as one
+/// `norm_add` dispatch each where the device has subgroups, and match the CPU fused or not;
+/// rows that span several passes of the workgroup and that are not a multiple of 32 wide.
+#[test]
+fn sandwich_norm_runs_fuse() {
+    for cols in [200usize, 1100] {
+        let mut rng = Rng(13);
+        let mut w = Weights::default();
+        let (ta, tb) = (table(&mut w, &mut rng, cols, 3.0), table(&mut w, &mut rng, cols, 2.0));
+        let nw: Vec<WeightId> =
+            (0..3).map(|i| w.add(weight(&format!("nw{i}"), GgmlType::F32, cols, 1, &mut rng, 1.0))).collect();
+        let g = graph(&w, 5, 5, |g| {
+            let (x, y) = (g.embed(ta), g.embed(tb));
+            let (a, b) = (g.rms_norm(x, Some(nw[0]), 1e-6, cols), g.rms_norm(y, Some(nw[1]), 1e-5, cols));
+            let s = g.add(a, b);
+            let c = g.rms_norm(s, Some(nw[2]), 1e-6, cols);
+            let d = g.add(c, x);
+            let e = g.scale(d, 0.7);
+            let r = g.rms_norm(e, None, 1e-6, cols);
+            let r = g.scale(r, 0.3);
+            g.add(r, e)
+        });
+        for fused in [true, false] {
+            let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
+            p.check(&format!("{cols} cols fused {fused}"), &g, &[Step::simple(tokens(5, 4), 0, vec![0])], 1e-5, 1e-5);
+            let prof = p.vk.profile().expect("profiling on");
+            let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
+            let fuses = fused && p.vk.has_subgroups();
+            let want = if fuses { (3, 0) } else { (0, 4) };
+            assert_eq!(
+                (count("norm_add"), count("rms_norm")),
+                want,
+                "{cols} cols fused {fused}: {:?}",
+                prof.totals.keys()
+            );
+        }
+    }
+}
+
 #[test]
 fn rope_modes_scaling_and_factors() {
     let mut rng = Rng(13);
