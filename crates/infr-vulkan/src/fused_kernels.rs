@@ -28,6 +28,9 @@ pub struct NormQ8Params {
     /// them (a split-K matmul whose reduction this kernel does).
     pub b_parts: u32,
     pub b_stride: u32,
+    /// A normed before the add: [`NORM_A`], with [`WEIGHT_A`] where its norm has a weight.
+    pub pre_norm: u32,
+    pub eps_a: f32,
 }
 
 /// What a quantizing kernel (`norm_q8`, `glu_q8`) writes beside its f32 output.
@@ -51,14 +54,15 @@ impl QuantOut {
     }
 }
 
-/// Residual add (optional) + whole-row RMS norm + int8 quantization of the result (or its f16
-/// rounding, `out`). Bindings: A, B, sum, norm output, weight, quants, scales (unused for f16).
+/// Residual add (optional, of A normed or not) + whole-row RMS norm + int8 quantization of the
+/// result (or its f16 rounding, `out`). Bindings: A, B, sum, norm output, weight, quants,
+/// scales (unused for f16), A's norm weight.
 pub fn norm_q8(out: QuantOut) -> KernelSpec {
     let (part, f, elem, suffix) = out.parts();
     KernelSpec::new(
         format!("norm_q8{suffix}"),
         &["common", "q8_block", part, "norm_q8"],
-        7,
+        8,
         push_size::<NormQ8Params>(),
     )
     .define("QUANT", f)
@@ -153,6 +157,9 @@ pub struct QkRopeParams {
     /// Partial-product planes of Q, K and V, a byte each (1: the tensor itself; more: a
     /// split-K matmul whose reduction this kernel does).
     pub parts: u32,
+    /// 1: V is RMS-normed per head (no weight) as it is appended.
+    pub v_norm: u32,
+    pub v_eps: f32,
 }
 
 /// Largest head dim `qk_rope.wgsl` takes (its workgroup arrays).

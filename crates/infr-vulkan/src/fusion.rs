@@ -43,6 +43,15 @@ pub(crate) struct RopeSide {
     pub rope: TensorId,
 }
 
+/// A weightless per-head RMS norm of V applied by `qk_rope.wgsl` as it appends V.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VNorm {
+    /// The tensor before the norm (read in V's place).
+    pub x: TensorId,
+    /// Added to the mean square.
+    pub eps: f32,
+}
+
 /// Q and K preparation (and the KV append) of one attention node, done by `qk_rope.wgsl`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AttnPrep {
@@ -50,6 +59,8 @@ pub(crate) struct AttnPrep {
     pub q: RopeSide,
     /// The key side (its RoPE output also goes to the KV cache).
     pub k: RopeSide,
+    /// V's norm, where the append applies it.
+    pub v_norm: Option<VNorm>,
 }
 
 /// A whole-row RMS norm that also quantizes its output for the integer-dot kernels (or
@@ -57,8 +68,11 @@ pub(crate) struct AttnPrep {
 /// folded in (`norm_q8.wgsl`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NormQ8 {
-    /// The operands of the absorbed add node (its output is the norm's input).
+    /// The operands of the absorbed add node (its output is the norm's input); with
+    /// `pre_norm`, the first is the input of the absorbed norm that produced that operand.
     pub add: Option<(TensorId, TensorId)>,
+    /// The weight and epsilon of a whole-row RMS norm applied to the add's first operand.
+    pub pre_norm: Option<(Option<WeightId>, f32)>,
     /// Quantization group (1 or 8 blocks per scale).
     pub group: u32,
     /// Int8 quants or their f16 rounding.
@@ -130,6 +144,9 @@ pub(crate) struct FusionOptions {
     pub round16: bool,
     /// `norm_add` (needs subgroup arithmetic).
     pub norm_add: bool,
+    /// V's per-head norm applied by `qk_rope` as it appends V (not where a q8_0 cache is
+    /// written by its own kernel, which reads the normed V).
+    pub v_norm: bool,
 }
 
 /// How the lowering will run the matmul nodes, as the fusion plan needs to know it.
@@ -215,17 +232,13 @@ where
                 let Some((g, out)) = norm_q8_out(i) else { continue };
                 let xi = x.0 as usize;
                 let add = match graph.nodes[xi].op {
-                    Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] => {
-                        let same = |t: TensorId| {
-                            let m = graph.node(t);
-                            (m.rows(), m.cols()) == (node.rows(), node.cols())
-                        };
-                        (same(a) && same(b)).then_some((a, b))
+                    Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] && same_shape(graph, node, &[a, b]) => {
+                        Some((a, b))
                     }
                     _ => None,
                 };
                 // The operand bound as B may be a split-K matmul's planes (a + b = b + a).
-                let add = add.map(|(a, b)| {
+                let mut add = add.map(|(a, b)| {
                     let (a, b) =
                         if !deferrable(b.0 as usize, xi) && deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
                     if deferrable(b.0 as usize, xi) {
@@ -233,12 +246,30 @@ where
                     }
                     (a, b)
                 });
+                // An operand that is a norm read by the add alone (the sandwich norm after
+                // attention) is normed here too, bound as A: B then holds no planes (a norm
+                // is not a matmul, and were A one, the two would have swapped above).
+                let mut pre_norm = None;
+                if let Some((a, b)) = add {
+                    let (sa, na) = norm_side(graph, &consumers, &fx, a, xi);
+                    let (sb, nb) = norm_side(graph, &consumers, &fx, b, xi);
+                    let picked = match (na, nb) {
+                        (Some(j), _) => Some((sa, b, j)),
+                        (None, Some(j)) => Some((sb, a, j)),
+                        _ => None,
+                    };
+                    if let Some((side, other, j)) = picked {
+                        fx.absorbed[j] = true;
+                        add = Some((side.x, other));
+                        pre_norm = side.norm;
+                    }
+                }
                 if let Some((a, b)) = add {
                     fx.absorbed[xi] = true;
                     read_at(&mut fx, a, i);
                     read_at(&mut fx, b, i);
                 }
-                fx.norm_q8.insert(i, NormQ8 { add, group: g, out });
+                fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group: g, out });
             }
             Op::Glu { gate, up, .. } if (opts.quantizing || opts.round16) && node.cols() % 32 == 0 => {
                 if let Some(q) = quant_out(i) {
@@ -291,8 +322,29 @@ where
                         fx.defer_reduce.insert(side.x.0 as usize);
                     }
                 }
-                if params.write_kv && deferrable(v.0 as usize, i) {
-                    fx.defer_reduce.insert(v.0 as usize);
+                // A weightless per-head norm of V (Gemma 4) read by this attention alone is
+                // applied as V is appended: its input stands in for V.
+                let v_norm = match graph.node(*v).op {
+                    Op::RmsNorm { x: raw, weight: None, eps, group }
+                        if opts.v_norm
+                            && params.write_kv
+                            && group == params.head_dim_v
+                            && consumers[v.0 as usize] == [i]
+                            && !fx.absorbed[v.0 as usize] =>
+                    {
+                        Some(VNorm { x: raw, eps })
+                    }
+                    _ => None,
+                };
+                let (v_in, v_reader) = match v_norm {
+                    Some(vn) => (vn.x, v.0 as usize),
+                    None => (*v, i),
+                };
+                if params.write_kv && deferrable(v_in.0 as usize, v_reader) {
+                    fx.defer_reduce.insert(v_in.0 as usize);
+                }
+                if v_norm.is_some() {
+                    fx.absorbed[v.0 as usize] = true;
                 }
                 for side in [qs, ks] {
                     fx.absorbed[side.rope.0 as usize] = true;
@@ -303,8 +355,8 @@ where
                     }
                     read_at(&mut fx, side.x, i);
                 }
-                read_at(&mut fx, *v, i);
-                fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks });
+                read_at(&mut fx, v_in, i);
+                fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks, v_norm });
             }
             Op::Add { a, b } if opts.norm_add && !fx.absorbed[i] => {
                 // An add that the next node's norm_q8 takes in stays with it.

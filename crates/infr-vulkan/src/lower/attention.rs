@@ -115,7 +115,7 @@ pub(super) fn lower(
             }
             (Res::Act(node.v.0), 1, 0)
         } else {
-            super::norm::read_planes(node.v, side.f16_bufs)
+            super::norm::read_planes(prep.v_norm.map_or(node.v, |vn| vn.x), side.f16_bufs)
         };
         if [q_parts, k_parts, v_parts].iter().any(|&p| p > 255) {
             return Err(VkError::Unsupported(format!("node {}: more than 255 partial planes", node.index)));
@@ -138,6 +138,8 @@ pub(super) fn lower(
             kw,
             vw,
             parts: q_parts | (k_parts << 8) | (v_parts << 16),
+            v_norm: prep.v_norm.is_some() as u32,
+            v_eps: prep.v_norm.map_or(0.0, |vn| vn.eps),
         };
         let (kc, vc) =
             if p.write_kv != 0 { (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer)) } else { (Res::Dummy, Res::Dummy) };

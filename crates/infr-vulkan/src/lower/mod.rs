@@ -256,12 +256,15 @@ pub(crate) fn lower(
     let st = StepLayout::new(graph.n_tokens, graph.n_outputs, graph.input_elements());
     let mut out = Vec::new();
     let n_tok = graph.n_tokens;
+    // norm_q8 binds 8 storage buffers (the fewest a device may offer is 4).
+    let norm_q8_fits = feat.max_bindings >= fused_kernels::norm_q8(fused_kernels::QuantOut::Int8).bindings;
     let fopts = FusionOptions {
-        quantizing: feat.fusion && feat.int8,
+        quantizing: feat.fusion && feat.int8 && norm_q8_fits,
         qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
         gemv_jobs: feat.fusion && feat.int8 && feat.max_bindings >= 5 + 3 * (kernels::MAX_GEMV_JOBS as u32 - 1),
-        round16: feat.fusion && feat.coopmat.is_some(),
+        round16: feat.fusion && feat.coopmat.is_some() && norm_q8_fits,
         norm_add: feat.fusion && feat.subgroups,
+        v_norm: kv.is_some_and(|k| k.dtype != infr_core::KvDType::Q8_0),
     };
     let q8 = |j: usize| {
         let node = &graph.nodes[j];

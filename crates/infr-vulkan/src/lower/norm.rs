@@ -57,12 +57,22 @@ pub(super) fn rms_norm(
             scale_off: (cells / 16) as u32,
             b_parts,
             b_stride,
+            pre_norm: match nq.pre_norm {
+                Some((Some(_), _)) => fused_kernels::NORM_A | fused_kernels::WEIGHT_A,
+                Some((None, _)) => fused_kernels::NORM_A,
+                None => 0,
+            },
+            eps_a: nq.pre_norm.map_or(0.0, |(_, eps)| eps),
         };
         let (a, sum) = match nq.add {
             Some((a, _)) => (Res::Act(a.0), Res::Act(n.x.0)),
             None => (Res::Act(n.x.0), Res::Dummy),
         };
-        let res = vec![a, b, sum, me, wres, q, qs];
+        let wa = match nq.pre_norm {
+            Some((Some(w), _)) => vector_of(weights, i, &w, n.cols)?,
+            _ => Res::Dummy,
+        };
+        let res = vec![a, b, sum, me, wres, q, qs, wa];
         let groups = u32_of(n.rows * (n.cols / 4).div_ceil(256), "norm groups")?;
         return Ok(vec![one(fused_kernels::norm_q8(nq.out), res, bytes(&p), groups)]);
     }

@@ -1,6 +1,7 @@
 // Decode-time fusion of a residual add, an RMS norm over whole rows and the int8
 // quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
-// has_add; else A is the input), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
+// has_add; else A is the input; with pre_norm, A is first RMS-normed itself, * WA: the
+// sandwich norm after attention), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
 // (q8_block.wgsl). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
 // of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements). B may be the
 // partial-product planes of a split-K matmul (b_parts of them, b_stride vec4s apart), summed
@@ -16,6 +17,8 @@ struct Params {
     scale_off: u32,
     b_parts: u32,
     b_stride: u32,
+    pre_norm: u32,
+    eps_a: f32,
 }
 
 var<immediate> pc: Params;
@@ -27,6 +30,11 @@ var<immediate> pc: Params;
 @group(0) @binding(4) var<storage, read> WT: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> Q: array<{{Q_ELEM}}>;
 @group(0) @binding(6) var<storage, read_write> QS: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> WA: array<vec4<f32>>;
+
+// fused_kernels.rs NORM_A and WEIGHT_A (bits of pre_norm).
+const NORM_A: u32 = 1u;
+const WEIGHT_A: u32 = 2u;
 
 // Element vec4 i of B: the sum of its planes, in order (split_reduce.wgsl).
 fn sum_planes(i: u32) -> vec4<f32> {
@@ -40,6 +48,11 @@ fn sum_planes(i: u32) -> vec4<f32> {
 const QWG: u32 = 256u;
 const NJ: u32 = 8u;
 var<workgroup> red: array<f32, 256>;
+var<workgroup> red_a: array<f32, 256>;
+
+fn sq(v: vec4<f32>) -> f32 {
+    return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
@@ -55,12 +68,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let slice = lin % slices;
     let base = row * nv;
+    // With pre_norm, A's own norm first: the whole row's squares of A.
+    var inv_a = 1.0;
+    if (pc.pre_norm & NORM_A) != 0u {
+        var sa = 0.0;
+        for (var j = 0u; j < NJ; j++) {
+            let i = u + j * QWG;
+            if i < nv {
+                sa += sq(A[base + i]);
+            }
+        }
+        let ssa = subgroupAdd(sa);
+        if sgi == 0u {
+            red_a[sgid] = ssa;
+        }
+        workgroupBarrier();
+        var ta = 0.0;
+        for (var i = 0u; i < nsg; i++) {
+            ta += red_a[i];
+        }
+        inv_a = 1.0 / sqrt(ta / f32(pc.k) + pc.eps_a);
+    }
     var mine = vec4<f32>(0.0);
     var s = 0.0;
     for (var j = 0u; j < NJ; j++) {
         let i = u + j * QWG;
         if i < nv {
             var v = A[base + i];
+            if (pc.pre_norm & NORM_A) != 0u {
+                v = v * inv_a;
+                if (pc.pre_norm & WEIGHT_A) != 0u {
+                    v = v * WA[i];
+                }
+            }
             if pc.has_add != 0u {
                 v += sum_planes(base + i);
                 if j == slice {
@@ -70,7 +110,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if j == slice {
                 mine = v;
             }
-            s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            s += sq(v);
         }
     }
     let ss = subgroupAdd(s);

@@ -1,8 +1,9 @@
 // The attention inputs of a step in one dispatch: per-head RMS norm of Q and K (optional:
 // Qwen3's and Gemma 3's q_norm / k_norm), RoPE of both (rope_math.wgsl), and the append of
-// the step's K and V rows to the paged KV cache. One workgroup per (token, head): heads
-// 0..n_head are Q heads, then n_kv_head K heads, then (when the step writes the cache)
-// n_kv_head V heads. Same arithmetic as norm.wgsl, rope.wgsl and kv_write.wgsl in sequence.
+// the step's K and V rows to the paged KV cache (V optionally normed per head, without a
+// weight: Gemma 4). One workgroup per (token, head): heads 0..n_head are Q heads, then
+// n_kv_head K heads, then (when the step writes the cache) n_kv_head V heads. Same
+// arithmetic as norm.wgsl, rope.wgsl and kv_write.wgsl in sequence.
 // Q, K and V may each be the partial-product planes of a split-K matmul (`parts`: a byte per
 // input, 1 for the tensor itself; planes of n_tokens rows), summed here in split_reduce.wgsl's
 // order instead of by a reduction dispatch.
@@ -26,6 +27,9 @@ struct Params {
     kw: u32,
     vw: u32,
     parts: u32,
+    // 1: V normed per head (no weight) before its append.
+    v_norm: u32,
+    v_eps: f32,
 }
 
 var<immediate> pc: Params;
@@ -78,6 +82,19 @@ fn cache_slot(tok: u32, pos: u32) -> u32 {
     return S[S[pc.pt_off + tok] + pos / pc.page_size] * pc.page_size + pos % pc.page_size;
 }
 
+// The sum of every invocation's `s` over the workgroup (norm.wgsl's tree order).
+fn head_sum(t: u32, s: f32) -> f32 {
+    red[t] = s;
+    workgroupBarrier();
+    for (var w = WG / 2u; w > 0u; w >>= 1u) {
+        if t < w {
+            red[t] += red[t + w];
+        }
+        workgroupBarrier();
+    }
+    return red[0];
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let lin = wg_linear(wid, nwg);
@@ -95,10 +112,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // A V head: straight into the cache.
         let slot = cache_slot(tok, pos);
         let vo = (hh - pc.n_head - pc.n_kv_head) * pc.dv;
+        var vs = 1.0;
+        if pc.v_norm != 0u {
+            var sv = 0.0;
+            for (var i = t; i < pc.dv; i += WG) {
+                let x = planes(2u, tok * pc.vw + vo + i, pc.vw);
+                sv += x * x;
+            }
+            vs = 1.0 / sqrt(head_sum(t, sv) / f32(pc.dv) + pc.v_eps);
+        }
         for (var i = 2u * t; i < pc.dv; i += 2u * WG) {
             let e = vo + i;
-            let a = planes(2u, tok * pc.vw + e, pc.vw);
-            let b = planes(2u, tok * pc.vw + e + 1u, pc.vw);
+            var a = planes(2u, tok * pc.vw + e, pc.vw);
+            var b = planes(2u, tok * pc.vw + e + 1u, pc.vw);
+            if pc.v_norm != 0u {
+                a = a * vs;
+                b = b * vs;
+            }
             {{STORE_V}}
         }
         return;
@@ -126,15 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         s += x * x;
     }
     if mode != 0u {
-        red[t] = s;
-        workgroupBarrier();
-        for (var w = WG / 2u; w > 0u; w >>= 1u) {
-            if t < w {
-                red[t] += red[t + w];
-            }
-            workgroupBarrier();
-        }
-        let scale = 1.0 / sqrt(red[0] / f32(pc.dk) + eps);
+        let scale = 1.0 / sqrt(head_sum(t, s) / f32(pc.dk) + eps);
         for (var i = t; i < pc.dk; i += WG) {
             var v = hs[i] * scale;
             if mode == 2u {

@@ -317,8 +317,9 @@ fn build_proj(
 
 /// Q/K per-head norms, RoPE and the KV append feeding attention, which the Vulkan backend
 /// runs as one fused dispatch (`qk_rope`): both RoPE modes, partial rotation, YaRN and
-/// frequency factors, norms with and without weights, f16 and f32 caches, head dims of 64
-/// and 256, and an attention that reads the cache without writing it.
+/// frequency factors, norms with and without weights, a per-head norm of V (Gemma 4's,
+/// applied as V is appended), f16 and f32 caches, head dims of 64 and 256, and an attention
+/// that reads the cache without writing it. No norm runs on its own.
 #[test]
 fn attention_with_fused_rope_inputs() {
     let yarn =
@@ -348,7 +349,7 @@ fn attention_with_fused_rope_inputs() {
             RopeParams { mode, head_dim: hd, n_rot, freq_base: 10000.0, freq_scale: 0.5, scaling, freq_factors: ff };
         let page_size = 16;
         let kv = kv_spec(2, nkv, hd, hd, 300, page_size, dtype);
-        let Some(mut p) = Pair::new(&w, &kv) else { return };
+        let Some(mut p) = Pair::with(&w, &kv, profiled(true)) else { return };
         let params = |layer: u32, write_kv: bool| AttnParams {
             kv_layer: layer,
             write_kv,
@@ -357,11 +358,12 @@ fn attention_with_fused_rope_inputs() {
         let build = |n: usize| {
             graph(&w, n, n, |g| {
                 let (q, k, v) = (g.embed(tq), g.embed(tk), g.embed(tv));
-                // Layer 0: weighted q norm, unweighted k norm.
+                // Layer 0: weighted q norm, unweighted k and v norms.
                 let qr = g.rms_norm(q, Some(qn), 1e-6, hd as usize);
                 let kr = g.rms_norm(k, None, 1e-5, hd as usize);
+                let vr = g.rms_norm(v, None, 1e-6, hd as usize);
                 let (qr, kr) = (g.rope(qr, rope), g.rope(kr, rope));
-                let a = g.attention(qr, kr, v, params(0, true));
+                let a = g.attention(qr, kr, vr, params(0, true));
                 // Layer 1: RoPE without norms; then a reader of layer 1 that does not write.
                 let (q2, k2) = (g.rope(q, rope), g.rope(k, rope));
                 let b = g.attention(q2, k2, v, params(1, true));
@@ -377,6 +379,11 @@ fn attention_with_fused_rope_inputs() {
         let tol = if dtype == KvDType::F16 { 3e-3 } else { 3e-4 };
         p.check(&format!("fused rope case {ci} prefill"), &build(5), &[prefill], tol, tol);
         p.check(&format!("fused rope case {ci} far decode"), &build(2), &[far], tol, tol);
+        let prof = p.vk.profile().expect("profiling on");
+        let fused = prof.totals.contains_key("qk_rope.f16") || prof.totals.contains_key("qk_rope.f32");
+        if fused {
+            assert!(!prof.totals.contains_key("rms_norm"), "case {ci}: {:?}", prof.totals.keys());
+        }
     }
 }
 

@@ -142,6 +142,45 @@ fn sandwich_norm_runs_fuse() {
     }
 }
 
+/// The sandwich norm after attention, its residual add and the next pre-norm whose output a
+/// decode matmul reads: one `norm_q8` dispatch norms the add's operand, adds, norms and
+/// quantizes, and writes the sum the next residual reads; matches the CPU fused or not.
+#[test]
+fn post_norm_add_and_pre_norm_fuse() {
+    let cols = 256usize;
+    let mut rng = Rng(14);
+    let mut w = Weights::default();
+    let (ta, tb) = (table(&mut w, &mut rng, cols, 3.0), table(&mut w, &mut rng, cols, 2.0));
+    let post = w.add(weight("post", GgmlType::F32, cols, 1, &mut rng, 1.0));
+    let pre = w.add(weight("pre", GgmlType::F32, cols, 1, &mut rng, 1.0));
+    let wm = w.add(weight("m", GgmlType::Q4_K, cols, cols, &mut rng, 0.05));
+    for rows in [1usize, 3] {
+        // Two such runs: a weighted post-norm (the second operand of its add) and a plain one.
+        let g = graph(&w, rows, rows, |g| {
+            let (x, r) = (g.embed(ta), g.embed(tb));
+            let mut outs = Vec::new();
+            for weight in [Some(post), None] {
+                let a = g.rms_norm(x, weight, 1e-6, cols);
+                let s = g.add(r, a);
+                let h = g.rms_norm(s, Some(pre), 1e-6, cols);
+                let m = g.linear(h, wm, None);
+                outs.push(g.add(m, s));
+            }
+            g.add(outs[0], outs[1])
+        });
+        for fused in [true, false] {
+            let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
+            let what = format!("{rows} rows fused {fused}");
+            p.check(&what, &g, &[Step::simple(tokens(rows, 6), 0, vec![0])], 2e-2, 2e-2);
+            let prof = p.vk.profile().expect("profiling on");
+            let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
+            if fused && p.vk.uses_int8() {
+                assert_eq!((count("norm_q8"), count("rms_norm")), (2, 0), "{what}: {:?}", prof.totals.keys());
+            }
+        }
+    }
+}
+
 #[test]
 fn rope_modes_scaling_and_factors() {
     let mut rng = Rng(13);
