@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use infr_core::{Graph, Op, TensorId, WeightId};
+use infr_core::{AttnParams, Graph, Op, TensorId, WeightId};
 use infr_quant::GgmlType;
 
 use crate::fused_kernels::{QuantOut, NORM_Q8_MAX_COLS, QK_ROPE_MAX_DIM};
@@ -168,270 +168,334 @@ where
     R: Fn(usize) -> Option<u32>,
     S: Fn(usize) -> bool,
 {
-    let MatmulPaths { q8, round16, split_k } = paths;
-    let n = graph.nodes.len();
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut p = Planner::new(graph, opts, paths);
     for (i, node) in graph.nodes.iter().enumerate() {
-        for inp in node.op.inputs() {
-            if !consumers[inp.0 as usize].contains(&i) {
-                consumers[inp.0 as usize].push(i);
+        match &node.op {
+            Op::RmsNorm { x, .. } => p.norm_q8(i, *x),
+            Op::Glu { gate, up, .. } if (opts.quantizing || opts.round16) && node.cols() % 32 == 0 => {
+                p.glu_q8(i, *gate, *up)
             }
+            Op::Attention { q, k, v, params } if opts.qk_rope || opts.quantizing => p.attention(i, *q, *k, *v, params),
+            Op::Add { a, b } if opts.norm_add && !p.fx.absorbed[i] => p.norm_add(i, *a, *b),
+            Op::Scale { x, s } if opts.norm_add && !p.fx.absorbed[i] && !p.fx.norm_add.contains_key(&i) => {
+                p.norm_scale(i, *x, *s)
+            }
+            Op::Linear { x, .. } if opts.gemv_jobs && !p.fx.absorbed[i] => p.gemv_jobs(i, *x),
+            _ => {}
         }
     }
-    let mut fx = Fusions {
-        absorbed: vec![false; n],
-        norm_q8: HashMap::new(),
-        glu_q8: HashMap::new(),
-        attn_q8: HashMap::new(),
-        attn_prep: HashMap::new(),
-        gemv_jobs: HashMap::new(),
-        norm_add: HashMap::new(),
-        defer_reduce: HashSet::new(),
-        last_uses: graph.last_uses(),
-    };
-    // A split-K matmul read only by node `reader`, whose reduction that reader may do.
-    let deferrable = |j: usize, reader: usize| {
-        matches!(graph.nodes[j].op, Op::Linear { .. }) && consumers[j] == [reader] && split_k(j)
-    };
-    // The quantization group of the first integer-dot matmul reading node `i` as its input.
-    let quant_group = |i: usize| {
-        consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
-            Op::Linear { x, .. } | Op::Moe { x, .. } if x.0 as usize == i => q8(j).map(|q| q.group),
+    p.fx
+}
+
+/// One planning pass over a graph: its readers and the decisions so far. Nodes are visited in
+/// order, each method deciding the fusion that node ends (earlier nodes it takes in are
+/// absorbed).
+struct Planner<'g, Q, R, S> {
+    graph: &'g Graph,
+    opts: FusionOptions,
+    paths: MatmulPaths<Q, R, S>,
+    /// For every node, the nodes reading its output.
+    consumers: Vec<Vec<usize>>,
+    fx: Fusions,
+}
+
+impl<'g, Q, R, S> Planner<'g, Q, R, S>
+where
+    Q: Fn(usize) -> Option<Q8Info>,
+    R: Fn(usize) -> Option<u32>,
+    S: Fn(usize) -> bool,
+{
+    fn new(graph: &'g Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S>) -> Self {
+        let n = graph.nodes.len();
+        let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for inp in node.op.inputs() {
+                if !consumers[inp.0 as usize].contains(&i) {
+                    consumers[inp.0 as usize].push(i);
+                }
+            }
+        }
+        let fx = Fusions {
+            absorbed: vec![false; n],
+            norm_q8: HashMap::new(),
+            glu_q8: HashMap::new(),
+            attn_q8: HashMap::new(),
+            attn_prep: HashMap::new(),
+            gemv_jobs: HashMap::new(),
+            norm_add: HashMap::new(),
+            defer_reduce: HashSet::new(),
+            last_uses: graph.last_uses(),
+        };
+        Self { graph, opts, paths, consumers, fx }
+    }
+
+    /// Whether node `j` is a split-K matmul read only by node `reader`, whose reduction that
+    /// reader may do.
+    fn deferrable(&self, j: usize, reader: usize) -> bool {
+        matches!(self.graph.nodes[j].op, Op::Linear { .. }) && self.consumers[j] == [reader] && (self.paths.split_k)(j)
+    }
+
+    /// Leave the reduction of split-K matmul `t` to `reader` where it may.
+    fn defer(&mut self, t: TensorId, reader: usize) {
+        if self.deferrable(t.0 as usize, reader) {
+            self.fx.defer_reduce.insert(t.0 as usize);
+        }
+    }
+
+    /// The quantization group of the first integer-dot matmul reading node `i` as its input.
+    fn quant_group(&self, i: usize) -> Option<u32> {
+        self.consumers[i].iter().find_map(|&j| match self.graph.nodes[j].op {
+            Op::Linear { x, .. } | Op::Moe { x, .. } if x.0 as usize == i => (self.paths.q8)(j).map(|q| q.group),
             _ => None,
         })
-    };
-    // What a quantizing kernel producing node `i` writes: int8 quants for an integer-dot
-    // reader, else the f16 rounding of a split-K matmul reading it.
-    let quant_out = |i: usize| {
-        quant_group(i).map(|g| (g, QuantOut::Int8)).or_else(|| {
-            let g = consumers[i].iter().find_map(|&j| match graph.nodes[j].op {
-                Op::Linear { x, .. } if x.0 as usize == i && opts.round16 => round16(j),
+    }
+
+    /// What a quantizing kernel producing node `i` writes: int8 quants for an integer-dot
+    /// reader, else the f16 rounding of a split-K matmul reading it.
+    fn quant_out(&self, i: usize) -> Option<(u32, QuantOut)> {
+        self.quant_group(i).map(|g| (g, QuantOut::Int8)).or_else(|| {
+            let g = self.consumers[i].iter().find_map(|&j| match self.graph.nodes[j].op {
+                Op::Linear { x, .. } if x.0 as usize == i && self.opts.round16 => (self.paths.round16)(j),
                 _ => None,
             })?;
             Some((g, QuantOut::F16))
         })
-    };
-    // What node `i` writes beside its output where it is a whole-row norm that quantizes it.
-    let norm_q8_out = |i: usize| {
-        let node = &graph.nodes[i];
+    }
+
+    /// What node `i` writes beside its output where it is a whole-row norm that quantizes it.
+    fn norm_q8_out(&self, i: usize) -> Option<(u32, QuantOut)> {
+        let node = &self.graph.nodes[i];
         let Op::RmsNorm { group, .. } = node.op else { return None };
         let cols = node.cols();
         let fits = group as usize == cols && cols % 32 == 0 && cols <= NORM_Q8_MAX_COLS;
-        if !(opts.quantizing || opts.round16) || !fits {
+        if !(self.opts.quantizing || self.opts.round16) || !fits {
             return None;
         }
-        quant_out(i)
-    };
-    let read_at = |fx: &mut Fusions, t: TensorId, at: usize| {
-        let l = &mut fx.last_uses[t.0 as usize];
+        self.quant_out(i)
+    }
+
+    /// Tensor `t` is read by the dispatch of node `at` (moved later by a fusion).
+    fn read_at(&mut self, t: TensorId, at: usize) {
+        let l = &mut self.fx.last_uses[t.0 as usize];
         *l = (*l).max(at);
-    };
-    for (i, node) in graph.nodes.iter().enumerate() {
-        match &node.op {
-            Op::RmsNorm { x, .. } => {
-                let Some((g, out)) = norm_q8_out(i) else { continue };
-                let xi = x.0 as usize;
-                let add = match graph.nodes[xi].op {
-                    Op::Add { a, b } if xi + 1 == i && !fx.absorbed[xi] && same_shape(graph, node, &[a, b]) => {
-                        Some((a, b))
-                    }
-                    _ => None,
-                };
-                // The operand bound as B may be a split-K matmul's planes (a + b = b + a).
-                let mut add = add.map(|(a, b)| {
-                    let (a, b) =
-                        if !deferrable(b.0 as usize, xi) && deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
-                    if deferrable(b.0 as usize, xi) {
-                        fx.defer_reduce.insert(b.0 as usize);
-                    }
-                    (a, b)
-                });
-                // An operand that is a norm read by the add alone (the sandwich norm after
-                // attention) is normed here too, bound as A: B then holds no planes (a norm
-                // is not a matmul, and were A one, the two would have swapped above).
-                let mut pre_norm = None;
-                if let Some((a, b)) = add {
-                    let (sa, na) = norm_side(graph, &consumers, &fx, a, xi);
-                    let (sb, nb) = norm_side(graph, &consumers, &fx, b, xi);
-                    let picked = match (na, nb) {
-                        (Some(j), _) => Some((sa, b, j)),
-                        (None, Some(j)) => Some((sb, a, j)),
-                        _ => None,
-                    };
-                    if let Some((side, other, j)) = picked {
-                        fx.absorbed[j] = true;
-                        add = Some((side.x, other));
-                        pre_norm = side.norm;
-                    }
-                }
-                if let Some((a, b)) = add {
-                    fx.absorbed[xi] = true;
-                    read_at(&mut fx, a, i);
-                    read_at(&mut fx, b, i);
-                }
-                fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group: g, out });
+    }
+
+    /// Operand `t` of node `reader` as a [`NormSide`] (see [`norm_side`]).
+    fn norm_side(&self, t: TensorId, reader: usize) -> (NormSide, Option<usize>) {
+        norm_side(self.graph, &self.consumers, &self.fx, t, reader)
+    }
+
+    /// Norm node `i` (input `x`) as a `norm_q8`, with the residual add just before it and
+    /// the norm of that add's operand folded in where they can be.
+    fn norm_q8(&mut self, i: usize, x: TensorId) {
+        let Some((group, out)) = self.norm_q8_out(i) else { return };
+        let (graph, node, xi) = (self.graph, &self.graph.nodes[i], x.0 as usize);
+        let add = match graph.nodes[xi].op {
+            Op::Add { a, b } if xi + 1 == i && !self.fx.absorbed[xi] && same_shape(graph, node, &[a, b]) => {
+                Some((a, b))
             }
-            Op::Glu { gate, up, .. } if (opts.quantizing || opts.round16) && node.cols() % 32 == 0 => {
-                if let Some(q) = quant_out(i) {
-                    fx.glu_q8.insert(i, q);
-                    for t in [gate, up] {
-                        if deferrable(t.0 as usize, i) {
-                            fx.defer_reduce.insert(t.0 as usize);
-                        }
-                    }
-                }
+            _ => None,
+        };
+        // The operand bound as B may be a split-K matmul's planes (a + b = b + a).
+        let mut add = add.map(|(a, b)| {
+            let (a, b) =
+                if !self.deferrable(b.0 as usize, xi) && self.deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
+            self.defer(b, xi);
+            (a, b)
+        });
+        // An operand that is a norm read by the add alone (the sandwich norm after attention)
+        // is normed here too, bound as A: B then holds no planes (a norm is not a matmul, and
+        // were A one, the two would have swapped above).
+        let mut pre_norm = None;
+        if let Some((a, b)) = add {
+            let (sa, na) = self.norm_side(a, xi);
+            let (sb, nb) = self.norm_side(b, xi);
+            let picked = match (na, nb) {
+                (Some(j), _) => Some((sa, b, j)),
+                (None, Some(j)) => Some((sb, a, j)),
+                _ => None,
+            };
+            if let Some((side, other, j)) = picked {
+                self.fx.absorbed[j] = true;
+                add = Some((side.x, other));
+                pre_norm = side.norm;
             }
-            Op::Attention { q, k, v, params } if opts.qk_rope || opts.quantizing => {
-                if opts.quantizing && node.cols() % 32 == 0 && params.head_dim_v % 4 == 0 {
-                    if let Some(g) = quant_group(i) {
-                        fx.attn_q8.insert(i, g);
-                    }
-                }
-                if !opts.qk_rope {
-                    continue;
-                }
-                let (Some(qs), Some(ks)) = (rope_side(graph, &consumers, *q, i), rope_side(graph, &consumers, *k, i))
-                else {
-                    continue;
-                };
-                let (Op::Rope { params: qp, .. }, Op::Rope { params: kp, .. }) =
-                    (&graph.node(qs.rope).op, &graph.node(ks.rope).op)
-                else {
-                    continue;
-                };
-                let ok = qp == kp
-                    && qp.head_dim == params.head_dim_k
-                    && qp.head_dim % 2 == 0
-                    && qp.n_rot % 2 == 0
-                    && qp.n_rot > 0
-                    && qp.n_rot <= qp.head_dim
-                    && params.head_dim_k <= QK_ROPE_MAX_DIM
-                    && params.head_dim_v % 2 == 0;
-                if !ok {
-                    continue;
-                }
-                // The q / k / v matmuls whose only reader this dispatch absorbs (the side's
-                // norm, else its RoPE; v, which it appends to the cache) leave their
-                // reductions to it.
-                for side in [qs, ks] {
-                    let first = match (side.norm, &graph.node(side.rope).op) {
-                        (Some(_), Op::Rope { x, .. }) => *x,
-                        _ => side.rope,
-                    };
-                    if deferrable(side.x.0 as usize, first.0 as usize) {
-                        fx.defer_reduce.insert(side.x.0 as usize);
-                    }
-                }
-                // A weightless per-head norm of V (Gemma 4) read by this attention alone is
-                // applied as V is appended: its input stands in for V.
-                let v_norm = match graph.node(*v).op {
-                    Op::RmsNorm { x: raw, weight: None, eps, group }
-                        if opts.v_norm
-                            && params.write_kv
-                            && group == params.head_dim_v
-                            && consumers[v.0 as usize] == [i]
-                            && !fx.absorbed[v.0 as usize] =>
-                    {
-                        Some(VNorm { x: raw, eps })
-                    }
-                    _ => None,
-                };
-                let (v_in, v_reader) = match v_norm {
-                    Some(vn) => (vn.x, v.0 as usize),
-                    None => (*v, i),
-                };
-                if params.write_kv && deferrable(v_in.0 as usize, v_reader) {
-                    fx.defer_reduce.insert(v_in.0 as usize);
-                }
-                if v_norm.is_some() {
-                    fx.absorbed[v.0 as usize] = true;
-                }
-                for side in [qs, ks] {
-                    fx.absorbed[side.rope.0 as usize] = true;
-                    if side.norm.is_some() {
-                        if let Op::Rope { x, .. } = graph.node(side.rope).op {
-                            fx.absorbed[x.0 as usize] = true;
-                        }
-                    }
-                    read_at(&mut fx, side.x, i);
-                }
-                read_at(&mut fx, v_in, i);
-                fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks, v_norm });
-            }
-            Op::Add { a, b } if opts.norm_add && !fx.absorbed[i] => {
-                // An add that the next node's norm_q8 takes in stays with it.
-                let next_norm =
-                    graph.nodes.get(i + 1).is_some_and(|m| matches!(m.op, Op::RmsNorm { x, .. } if x.0 as usize == i));
-                if (next_norm && norm_q8_out(i + 1).is_some()) || !row_wise(node.cols()) {
-                    continue;
-                }
-                if !same_shape(graph, node, &[*a, *b]) {
-                    continue;
-                }
-                let (sa, na) = norm_side(graph, &consumers, &fx, *a, i);
-                let (sb, nb) = norm_side(graph, &consumers, &fx, *b, i);
-                // A following scale of the sum alone joins the run.
-                let scaled = graph.nodes.get(i + 1).and_then(|m| match m.op {
-                    Op::Scale { x, s } if x.0 as usize == i && consumers[i] == [i + 1] => Some(s),
-                    _ => None,
-                });
-                if na.is_none() && nb.is_none() && scaled.is_none() {
-                    continue;
-                }
-                let at = if scaled.is_some() { i + 1 } else { i };
-                if scaled.is_some() {
-                    fx.absorbed[i] = true;
-                }
-                for (side, norm) in [(sa, na), (sb, nb)] {
-                    if let Some(j) = norm {
-                        fx.absorbed[j] = true;
-                    }
-                    read_at(&mut fx, side.x, at);
-                }
-                fx.norm_add.insert(at, NormAdd { a: sa, b: Some(sb), scale: scaled.unwrap_or(1.0) });
-            }
-            Op::Scale { x, s } if opts.norm_add && !fx.absorbed[i] && !fx.norm_add.contains_key(&i) => {
-                if !row_wise(node.cols()) {
-                    continue;
-                }
-                let (side, norm) = norm_side(graph, &consumers, &fx, *x, i);
-                let Some(j) = norm else { continue };
-                fx.absorbed[j] = true;
-                read_at(&mut fx, side.x, i);
-                fx.norm_add.insert(i, NormAdd { a: side, b: None, scale: *s });
-            }
-            Op::Linear { x, .. } if opts.gemv_jobs && !fx.absorbed[i] => {
-                let Some(first) = q8(i).filter(|q| q.single_chunk) else { continue };
-                // Later members are written at the first one's dispatch: consecutive nodes
-                // reading only `x` free no other tensor in between.
-                let mut members = vec![i];
-                while members.len() < MAX_GEMV_JOBS {
-                    let j = i + members.len();
-                    let same = j < n
-                        && matches!(graph.nodes[j].op, Op::Linear { x: xj, .. } if xj == *x)
-                        && q8(j) == Some(first);
-                    if !same {
-                        break;
-                    }
-                    members.push(j);
-                }
-                if members.len() > 1 {
-                    let last = members[members.len() - 1];
-                    for &j in &members[1..] {
-                        fx.absorbed[j] = true;
-                    }
-                    // All outputs are written together: none may be freed (an unread one
-                    // would be) before the last member is placed.
-                    for &j in &members {
-                        read_at(&mut fx, TensorId(j as u32), last);
-                    }
-                    fx.gemv_jobs.insert(i, members);
-                }
-            }
-            _ => {}
+        }
+        if let Some((a, b)) = add {
+            self.fx.absorbed[xi] = true;
+            self.read_at(a, i);
+            self.read_at(b, i);
+        }
+        self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out });
+    }
+
+    /// Gated activation node `i` as a `glu_q8`, adding up its inputs' split-K planes.
+    fn glu_q8(&mut self, i: usize, gate: TensorId, up: TensorId) {
+        if let Some(q) = self.quant_out(i) {
+            self.fx.glu_q8.insert(i, q);
+            self.defer(gate, i);
+            self.defer(up, i);
         }
     }
-    fx
+
+    /// Attention node `i`: its split-merge quantizing the output, and its Q/K preparation
+    /// and KV append as one `qk_rope` dispatch.
+    fn attention(&mut self, i: usize, q: TensorId, k: TensorId, v: TensorId, params: &AttnParams) {
+        let (graph, opts, node) = (self.graph, self.opts, &self.graph.nodes[i]);
+        if opts.quantizing && node.cols() % 32 == 0 && params.head_dim_v % 4 == 0 {
+            if let Some(g) = self.quant_group(i) {
+                self.fx.attn_q8.insert(i, g);
+            }
+        }
+        if !opts.qk_rope {
+            return;
+        }
+        let (Some(qs), Some(ks)) = (rope_side(graph, &self.consumers, q, i), rope_side(graph, &self.consumers, k, i))
+        else {
+            return;
+        };
+        let (Op::Rope { params: qp, .. }, Op::Rope { params: kp, .. }) =
+            (&graph.node(qs.rope).op, &graph.node(ks.rope).op)
+        else {
+            return;
+        };
+        let ok = qp == kp
+            && qp.head_dim == params.head_dim_k
+            && qp.head_dim % 2 == 0
+            && qp.n_rot % 2 == 0
+            && qp.n_rot > 0
+            && qp.n_rot <= qp.head_dim
+            && params.head_dim_k <= QK_ROPE_MAX_DIM
+            && params.head_dim_v % 2 == 0;
+        if !ok {
+            return;
+        }
+        // The q / k / v matmuls whose only reader this dispatch absorbs (the side's norm, else
+        // its RoPE; v, which it appends to the cache) leave their reductions to it.
+        for side in [qs, ks] {
+            let first = match (side.norm, &graph.node(side.rope).op) {
+                (Some(_), Op::Rope { x, .. }) => *x,
+                _ => side.rope,
+            };
+            self.defer(side.x, first.0 as usize);
+        }
+        // A weightless per-head norm of V (Gemma 4) read by this attention alone is applied as
+        // V is appended: its input stands in for V.
+        let vi = v.0 as usize;
+        let v_norm = match graph.node(v).op {
+            Op::RmsNorm { x: raw, weight: None, eps, group }
+                if opts.v_norm
+                    && params.write_kv
+                    && group == params.head_dim_v
+                    && self.consumers[vi] == [i]
+                    && !self.fx.absorbed[vi] =>
+            {
+                Some(VNorm { x: raw, eps })
+            }
+            _ => None,
+        };
+        let (v_in, v_reader) = match v_norm {
+            Some(vn) => (vn.x, vi),
+            None => (v, i),
+        };
+        if params.write_kv {
+            self.defer(v_in, v_reader);
+        }
+        if v_norm.is_some() {
+            self.fx.absorbed[vi] = true;
+        }
+        for side in [qs, ks] {
+            self.fx.absorbed[side.rope.0 as usize] = true;
+            if side.norm.is_some() {
+                if let Op::Rope { x, .. } = graph.node(side.rope).op {
+                    self.fx.absorbed[x.0 as usize] = true;
+                }
+            }
+            self.read_at(side.x, i);
+        }
+        self.read_at(v_in, i);
+        self.fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks, v_norm });
+    }
+
+    /// Add node `i` as a `norm_add` taking in the norms of its operands and a scale of its
+    /// sum after it.
+    fn norm_add(&mut self, i: usize, a: TensorId, b: TensorId) {
+        let (graph, node) = (self.graph, &self.graph.nodes[i]);
+        // An add that the next node's norm_q8 takes in stays with it.
+        let next_norm =
+            graph.nodes.get(i + 1).is_some_and(|m| matches!(m.op, Op::RmsNorm { x, .. } if x.0 as usize == i));
+        if (next_norm && self.norm_q8_out(i + 1).is_some())
+            || !row_wise(node.cols())
+            || !same_shape(graph, node, &[a, b])
+        {
+            return;
+        }
+        let (sa, na) = self.norm_side(a, i);
+        let (sb, nb) = self.norm_side(b, i);
+        // A following scale of the sum alone joins the run.
+        let scaled = graph.nodes.get(i + 1).and_then(|m| match m.op {
+            Op::Scale { x, s } if x.0 as usize == i && self.consumers[i] == [i + 1] => Some(s),
+            _ => None,
+        });
+        if na.is_none() && nb.is_none() && scaled.is_none() {
+            return;
+        }
+        let at = if scaled.is_some() { i + 1 } else { i };
+        if scaled.is_some() {
+            self.fx.absorbed[i] = true;
+        }
+        for (side, norm) in [(sa, na), (sb, nb)] {
+            if let Some(j) = norm {
+                self.fx.absorbed[j] = true;
+            }
+            self.read_at(side.x, at);
+        }
+        self.fx.norm_add.insert(at, NormAdd { a: sa, b: Some(sb), scale: scaled.unwrap_or(1.0) });
+    }
+
+    /// Scale node `i` of a norm's output read by it alone, as a `norm_add` without B.
+    fn norm_scale(&mut self, i: usize, x: TensorId, s: f32) {
+        if !row_wise(self.graph.nodes[i].cols()) {
+            return;
+        }
+        let (side, norm) = self.norm_side(x, i);
+        let Some(j) = norm else { return };
+        self.fx.absorbed[j] = true;
+        self.read_at(side.x, i);
+        self.fx.norm_add.insert(i, NormAdd { a: side, b: None, scale: s });
+    }
+
+    /// Matmul node `i` and the next ones reading `x` with a weight of its type, as jobs of
+    /// one integer-dot dispatch.
+    fn gemv_jobs(&mut self, i: usize, x: TensorId) {
+        let (graph, n) = (self.graph, self.graph.nodes.len());
+        let Some(first) = (self.paths.q8)(i).filter(|q| q.single_chunk) else { return };
+        // Later members are written at the first one's dispatch: consecutive nodes reading
+        // only `x` free no other tensor in between.
+        let mut members = vec![i];
+        while members.len() < MAX_GEMV_JOBS {
+            let j = i + members.len();
+            let same = j < n
+                && matches!(graph.nodes[j].op, Op::Linear { x: xj, .. } if xj == x)
+                && (self.paths.q8)(j) == Some(first);
+            if !same {
+                break;
+            }
+            members.push(j);
+        }
+        if members.len() > 1 {
+            let last = members[members.len() - 1];
+            for &j in &members[1..] {
+                self.fx.absorbed[j] = true;
+            }
+            // All outputs are written together: none may be freed (an unread one would be)
+            // before the last member is placed.
+            for &j in &members {
+                self.read_at(TensorId(j as u32), last);
+            }
+            self.fx.gemv_jobs.insert(i, members);
+        }
+    }
 }
 
 /// Whether rows of `cols` fit `norm_add.wgsl`.
