@@ -37,9 +37,11 @@ need() { [ -n "$2" ] || { echo "test.sh: the workspace build made no $1" >&2; ex
 # This stage is bound by the driver's cold JIT compiles (its shader cache starts empty in CI),
 # so it leaves out the tests that never reach a cooperative kernel (portable kernels, f32 and
 # integer-dot matrix-vector kernels of 1-16 rows, embedding gathers: all run above), the row
-# counts of every weight type's products that take none (INFR_PARITY_COOP_ROWS_ONLY) and skips
-# LLVM's optimization passes (GALLIVM_PERF=nopt): cold, on 2 cores, 594 s against 822 s with
-# every test and the optimizer.
+# counts of every weight type's products that take none and the weight types whose
+# cooperative loader is another's code (INFR_PARITY_COOP_ROWS_ONLY: linear_every_type, cold,
+# 99 s with every type, 34 s with one of each dequantizer family) and skips LLVM's
+# optimization passes (GALLIVM_PERF=nopt): cold, on 2 cores, 594 s against 822 s with every
+# test and the optimizer (before the type families).
 parity=$(binary parity test); need "Vulkan parity test binary" "$parity"
 non_coop=(linear_every_type_portable linear_f32_vec_kernels linear_gemv_full_rows embed_every_type tiny_model_portable)
 INFR_REQUIRE_COOPMAT=1 INFR_PARITY_COOP_ROWS_ONLY=1 GALLIVM_PERF=nopt scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed \

@@ -48,11 +48,27 @@ pub fn vulkan_with(opts: VulkanOptions) -> Option<VulkanBackend> {
 /// with cooperative matrices, after the first pass ran every row count on kernels without
 /// them); all of `rows` otherwise.
 pub fn coop_rows_only(vk: &VulkanBackend, rows: &[usize]) -> Vec<usize> {
-    let only = std::env::var("INFR_PARITY_COOP_ROWS_ONLY").is_ok_and(|v| v == "1");
     match vk.f16_min_rows() {
-        Some(from) if only => rows.iter().copied().filter(|&n| n >= from).collect(),
+        Some(from) if coop_pass() => rows.iter().copied().filter(|&n| n >= from).collect(),
         _ => rows.to_vec(),
     }
+}
+
+/// Whether this is `scripts/test.sh`'s second pass, on cooperative matrices only
+/// (`INFR_PARITY_COOP_ROWS_ONLY=1`).
+pub fn coop_pass() -> bool {
+    std::env::var("INFR_PARITY_COOP_ROWS_ONLY").is_ok_and(|v| v == "1")
+}
+
+/// Whether the cooperative kernels of weight type `ty` run code of their own on the second
+/// pass ([`coop_pass`]): Q4_K and Q6_K stage raw units (`deq16_k.wgsl`); every other type
+/// stages through the shared loader (`deq16_generic.wgsl`) calling the `deq4_*` the first
+/// pass already checked in the other kernels, so one type of each dequantizer family stands
+/// for the rest (legacy nibbles, signed bytes, k-quant crumbs and high bits, a grid table, a
+/// shared exponent, plain floats). All types on the first pass and without the variable.
+pub fn coop_loader_differs(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    !coop_pass() || matches!(ty, Q4_K | Q6_K | Q4_0 | Q8_0 | Q2_K | Q5_K | IQ4_XS | MXFP4 | F16 | BF16 | F32)
 }
 
 /// Fail on anything the validation layer reported.

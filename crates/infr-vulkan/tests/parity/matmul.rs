@@ -103,12 +103,13 @@ fn check_linear_k(
 /// rows on integer-dot devices the weight-row tiles), tiled or
 /// generic otherwise; with cooperative matrices 16 and 17 rows take the split-K kernel (here in
 /// one k range: k is 256), 70 rows the kernel that dequantizes tiles on the fly and 260 rows
-/// the f16-operand path (every type's `dequant_f16`).
+/// the f16-operand path (every type's `dequant_f16`). The cooperative-only pass takes one
+/// type of each dequantizer family ([`coop_loader_differs`]).
 #[test]
 fn linear_every_type() {
     let Some(mut vk) = vulkan() else { return };
     let rows = coop_rows_only(&vk, &[1, 3, 4, 9, 16, 17, 70, 260]);
-    for (i, ty) in all_types().into_iter().enumerate() {
+    for (i, ty) in all_types().into_iter().enumerate().filter(|&(_, ty)| coop_loader_differs(ty)) {
         check_linear(&mut vk, ty, 37, &rows, false, 100 + i as u64);
     }
 }
