@@ -115,6 +115,12 @@ pub struct GluQ8Params {
     pub a_stride: u32,
     pub b_parts: u32,
     pub b_stride: u32,
+    /// vec4s per row of Y.
+    pub row_words: u32,
+    /// B read as a column slice of a wider tensor (0: B is the tensor itself): vec4s per row
+    /// of that tensor and the slice's first vec4.
+    pub b_row_words: u32,
+    pub b_off_words: u32,
 }
 
 /// Gated activation + int8 quantization of the result (or its f16 rounding, `out`).

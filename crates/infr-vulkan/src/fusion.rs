@@ -79,6 +79,18 @@ pub(crate) struct NormQ8 {
     pub out: QuantOut,
 }
 
+/// A gated activation that also quantizes its output (`glu_q8.wgsl`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GluQ8 {
+    /// Blocks of 32 per scale.
+    pub group: u32,
+    /// Int8 quants or their f16 rounding.
+    pub out: QuantOut,
+    /// Where `up` is a column slice read only by the GLU (Gemma 4's per-layer input of one
+    /// layer): the sliced tensor, its columns and the slice's first column, read in place.
+    pub up_slice: Option<(TensorId, u32, u32)>,
+}
+
 /// One operand of a [`NormAdd`]: a tensor, or the whole-row RMS norm of one (the norm node
 /// absorbed).
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +123,7 @@ pub(crate) struct Fusions {
     /// Whole-row norms that quantize their output (and the adds folded into them).
     pub norm_q8: HashMap<usize, NormQ8>,
     /// Gated activations that also quantize their output, with the group and the form.
-    pub glu_q8: HashMap<usize, (u32, QuantOut)>,
+    pub glu_q8: HashMap<usize, GluQ8>,
     /// Attention nodes whose split-merge also quantizes the output, with the group (used
     /// when the attention splits its keys).
     pub attn_q8: HashMap<usize, u32>,
@@ -331,11 +343,28 @@ where
 
     /// Gated activation node `i` as a `glu_q8`, adding up its inputs' split-K planes.
     fn glu_q8(&mut self, i: usize, gate: TensorId, up: TensorId) {
-        if let Some(q) = self.quant_out(i) {
-            self.fx.glu_q8.insert(i, q);
-            self.defer(gate, i);
-            self.defer(up, i);
+        let Some((group, out)) = self.quant_out(i) else { return };
+        // An up operand sliced from whole rows (one group a row, in whole vec4s) is read in
+        // place of the slice.
+        let ui = up.0 as usize;
+        let up_slice = match self.graph.nodes[ui].op {
+            Op::SliceCols { x, period, offset, len }
+                if period as usize == self.graph.node(x).cols()
+                    && (period | offset | len) % 4 == 0
+                    && self.consumers[ui] == [i]
+                    && !self.fx.absorbed[ui] =>
+            {
+                Some((x, period, offset))
+            }
+            _ => None,
+        };
+        if let Some((x, ..)) = up_slice {
+            self.fx.absorbed[ui] = true;
+            self.read_at(x, i);
         }
+        self.fx.glu_q8.insert(i, GluQ8 { group, out, up_slice });
+        self.defer(gate, i);
+        self.defer(up, i);
     }
 
     /// Attention node `i`: its split-merge quantizing the output, and its Q/K preparation

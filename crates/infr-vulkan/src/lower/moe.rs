@@ -467,6 +467,9 @@ impl<'a> MoeLowering<'a, '_> {
                 a_stride: 0,
                 b_parts: 1,
                 b_stride: 0,
+                row_words: u32_of(ff / 4, "columns")?,
+                b_row_words: 0,
+                b_off_words: 0,
             };
             let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
             self.emit(

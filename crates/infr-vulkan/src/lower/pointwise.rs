@@ -53,12 +53,19 @@ pub(super) fn lower(
             one(kernels::temp_scale(), vec![act(x), Res::Step, me], bytes(&p), threads_groups(cells)?)
         }
         Op::Glu { gate, up, act: f } => match fx.glu_q8.get(&i) {
-            Some(&(group, out)) => {
+            Some(&crate::fusion::GluQ8 { group, out, up_slice }) => {
                 let (q, qs) =
                     super::norm::quant_outputs(i as u32, group, out, rows, cols, temp_bytes, qact_of, f16_bufs)?;
                 let n_words = u32_of(cells / 4, "elements")?;
                 let (a, a_parts, a_stride) = super::norm::read_planes(*gate, f16_bufs);
-                let (b, b_parts, b_stride) = super::norm::read_planes(*up, f16_bufs);
+                let (b, b_parts, b_stride) = match up_slice {
+                    Some((x, ..)) => (Res::Act(x.0), 1, 0),
+                    None => super::norm::read_planes(*up, f16_bufs),
+                };
+                let (b_row_words, b_off_words) = match up_slice {
+                    Some((_, in_cols, offset)) => (in_cols / 4, offset / 4),
+                    None => (0, 0),
+                };
                 let p = fused_kernels::GluQ8Params {
                     n_words,
                     group,
@@ -68,6 +75,9 @@ pub(super) fn lower(
                     a_stride,
                     b_parts,
                     b_stride,
+                    row_words: u32_of(cols / 4, "columns")?,
+                    b_row_words,
+                    b_off_words,
                 };
                 let res = vec![a, b, me, q, qs];
                 one(fused_kernels::glu_q8(*f, out), res, bytes(&p), n_words.div_ceil(64))

@@ -4,7 +4,9 @@
 // halves of each row of one buffer (gate | up, `ab_words` words each, as the expert FFNs
 // write them) and Y has rows of one half. Otherwise A and B may each be the partial-product
 // planes of a split-K matmul (`*_parts` planes, `*_stride` vec4s apart), summed here in
-// split_reduce.wgsl's order instead of by a reduction dispatch.
+// split_reduce.wgsl's order instead of by a reduction dispatch. With `b_row_words` set, B is a
+// column slice of a wider tensor (rows of that many vec4s, from vec4 `b_off_words`), read in
+// place (Gemma 4's per-layer input of one layer).
 
 struct Params {
     n_words: u32,
@@ -15,6 +17,9 @@ struct Params {
     a_stride: u32,
     b_parts: u32,
     b_stride: u32,
+    row_words: u32,
+    b_row_words: u32,
+    b_off_words: u32,
 }
 
 var<immediate> pc: Params;
@@ -60,6 +65,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if pc.ab_words != 0u {
             ia = (w / pc.ab_words) * 2u * pc.ab_words + w % pc.ab_words;
             ib = ia + pc.ab_words;
+        }
+        if pc.b_row_words != 0u {
+            // B is a column slice of a wider tensor, read in place.
+            ib = (w / pc.row_words) * pc.b_row_words + pc.b_off_words + w % pc.row_words;
         }
         let a = sum_a(ia);
         let b = sum_b(ib);

@@ -181,6 +181,36 @@ fn post_norm_add_and_pre_norm_fuse() {
     }
 }
 
+/// A gated activation whose up operand is a column slice of a wider tensor (Gemma 4's
+/// per-layer input of one layer) and whose output a decode matmul reads: `glu_q8` reads the
+/// slice in place (no `slice_cols` dispatch), matching the CPU fused or not.
+#[test]
+fn glu_reads_a_column_slice_in_place() {
+    let mut rng = Rng(15);
+    let mut w = Weights::default();
+    let (tx, tall) = (table(&mut w, &mut rng, 256, 2.0), table(&mut w, &mut rng, 384, 2.0));
+    let w_gate = w.add(weight("gate", GgmlType::Q4_K, 256, 128, &mut rng, 0.05));
+    let w_proj = w.add(weight("proj", GgmlType::Q8_0, 128, 256, &mut rng, 0.05));
+    for rows in [1usize, 3] {
+        let g = graph(&w, rows, rows, |g| {
+            let (x, all) = (g.embed(tx), g.embed(tall));
+            let gate = g.linear(x, w_gate, None);
+            let mine = g.slice_cols(all, 384, 128, 128);
+            let u = g.glu(gate, mine, Activation::GeluTanh);
+            g.linear(u, w_proj, None)
+        });
+        for fused in [true, false] {
+            let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
+            let what = format!("{rows} rows fused {fused}");
+            p.check(&what, &g, &[Step::simple(tokens(rows, 8), 0, vec![0])], 2e-2, 2e-2);
+            let prof = p.vk.profile().expect("profiling on");
+            if fused && p.vk.uses_int8() {
+                assert!(!prof.totals.contains_key("slice_cols"), "{what}: {:?}", prof.totals.keys());
+            }
+        }
+    }
+}
+
 #[test]
 fn rope_modes_scaling_and_factors() {
     let mut rng = Rng(13);
