@@ -292,9 +292,20 @@ where
         *l = (*l).max(at);
     }
 
-    /// Operand `t` of node `reader` as a [`NormSide`] (see [`norm_side`]).
+    /// Operand `t` of node `reader` as a [`NormSide`]: where `t` is a whole-row RMS norm that
+    /// only `reader` reads and no other fusion took, its input and parameters, with the norm's
+    /// node (to absorb); else `t` itself.
     fn norm_side(&self, t: TensorId, reader: usize) -> (NormSide, Option<usize>) {
-        norm_side(self.graph, &self.consumers, &self.fx, t, reader)
+        let (ti, fx) = (t.0 as usize, &self.fx);
+        let node = self.graph.node(t);
+        if let Op::RmsNorm { x, weight, eps, group } = &node.op {
+            let free = !fx.absorbed[ti] && !fx.norm_q8.contains_key(&ti) && !fx.norm_add.contains_key(&ti);
+            let whole_row = *group as usize == node.cols() && same_shape(self.graph, node, &[*x]);
+            if whole_row && self.consumers[ti] == [reader] && free {
+                return (NormSide { x: *x, norm: Some((*weight, *eps)) }, Some(ti));
+            }
+        }
+        (NormSide { x: t, norm: None }, None)
     }
 
     /// Norm node `i` (input `x`) as a `norm_q8`, with the residual add just before it and
@@ -538,27 +549,6 @@ fn same_shape(graph: &Graph, node: &infr_core::Node, ts: &[TensorId]) -> bool {
         let m = graph.node(t);
         (m.rows(), m.cols()) == (node.rows(), node.cols())
     })
-}
-
-/// Operand `t` of node `reader` as a [`NormSide`]: where `t` is a whole-row RMS norm that
-/// only `reader` reads and no other fusion took, its input and parameters, with the norm's
-/// node (to absorb); else `t` itself.
-fn norm_side(
-    graph: &Graph,
-    consumers: &[Vec<usize>],
-    fx: &Fusions,
-    t: TensorId,
-    reader: usize,
-) -> (NormSide, Option<usize>) {
-    let ti = t.0 as usize;
-    let node = graph.node(t);
-    if let Op::RmsNorm { x, weight, eps, group } = &node.op {
-        let free = !fx.absorbed[ti] && !fx.norm_q8.contains_key(&ti) && !fx.norm_add.contains_key(&ti);
-        if *group as usize == node.cols() && consumers[ti] == [reader] && free && same_shape(graph, node, &[*x]) {
-            return (NormSide { x: *x, norm: Some((*weight, *eps)) }, Some(ti));
-        }
-    }
-    (NormSide { x: t, norm: None }, None)
 }
 
 /// `t` as `rope(norm?(x))` read only by attention node `attn`, with a per-head norm read

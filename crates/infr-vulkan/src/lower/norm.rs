@@ -47,6 +47,8 @@ pub(super) fn rms_norm(
             Some((_, b)) => read_planes(b, f16_bufs),
             None => (Res::Dummy, 1, 0),
         };
+        let (wa, eps_a, pre_norm) =
+            norm_operand(nq.pre_norm, (fused_kernels::NORM_A, fused_kernels::WEIGHT_A), weights, i, n.cols)?;
         let p = fused_kernels::NormQ8Params {
             k: n.cols as u32,
             n_rows: n.rows as u32,
@@ -57,20 +59,12 @@ pub(super) fn rms_norm(
             scale_off: (cells / 16) as u32,
             b_parts,
             b_stride,
-            pre_norm: match nq.pre_norm {
-                Some((Some(_), _)) => fused_kernels::NORM_A | fused_kernels::WEIGHT_A,
-                Some((None, _)) => fused_kernels::NORM_A,
-                None => 0,
-            },
-            eps_a: nq.pre_norm.map_or(0.0, |(_, eps)| eps),
+            pre_norm,
+            eps_a,
         };
         let (a, sum) = match nq.add {
             Some((a, _)) => (Res::Act(a.0), Res::Act(n.x.0)),
             None => (Res::Act(n.x.0), Res::Dummy),
-        };
-        let wa = match nq.pre_norm {
-            Some((Some(w), _)) => vector_of(weights, i, &w, n.cols)?,
-            _ => Res::Dummy,
         };
         let res = vec![a, b, sum, me, wres, q, qs, wa];
         let groups = u32_of(n.rows * (n.cols / 4).div_ceil(256), "norm groups")?;
@@ -91,21 +85,13 @@ pub(super) fn norm_add(
     weights: &HashMap<WeightId, GpuWeight>,
 ) -> VkResult<Emit> {
     use fused_kernels::{HAS_B, NORM_A, NORM_B, WEIGHT_A, WEIGHT_B};
-    // A side's tensor, weight binding, epsilon and flags (normed, weighted).
-    let side = |s: &crate::fusion::NormSide, normed: u32, weighted: u32| -> VkResult<(Res, Res, f32, u32)> {
-        Ok(match s.norm {
-            Some((Some(w), eps)) => (Res::Act(s.x.0), vector_of(weights, i, &w, cols)?, eps, normed | weighted),
-            Some((None, eps)) => (Res::Act(s.x.0), Res::Dummy, eps, normed),
-            None => (Res::Act(s.x.0), Res::Dummy, 0.0, 0),
-        })
-    };
-    let (a, wa, eps_a, fa) = side(&na.a, NORM_A, WEIGHT_A)?;
-    let (b, wb, eps_b, fb) = match &na.b {
+    let (a, (wa, eps_a, fa)) = (Res::Act(na.a.x.0), norm_operand(na.a.norm, (NORM_A, WEIGHT_A), weights, i, cols)?);
+    let (b, (wb, eps_b, fb)) = match &na.b {
         Some(b) => {
-            let (t, w, eps, f) = side(b, NORM_B, WEIGHT_B)?;
-            (t, w, eps, f | HAS_B)
+            let (w, eps, f) = norm_operand(b.norm, (NORM_B, WEIGHT_B), weights, i, cols)?;
+            (Res::Act(b.x.0), (w, eps, f | HAS_B))
         }
-        None => (Res::Dummy, Res::Dummy, 0.0, 0),
+        None => (Res::Dummy, (Res::Dummy, 0.0, 0)),
     };
     let p = fused_kernels::NormAddParams {
         k: u32_of(cols, "columns")?,
@@ -116,6 +102,23 @@ pub(super) fn norm_add(
         scale: na.scale,
     };
     Ok(one(fused_kernels::norm_add(), vec![a, b, wa, wb, Res::Act(i as u32)], bytes(&p), p.n_rows))
+}
+
+/// The weight binding, epsilon and flags of an operand's optional whole-row norm (weight and
+/// epsilon, as the fusion plan records it) for the fused kernels that apply it: `flags.0` where
+/// it is normed, with `flags.1` where the norm has a weight.
+fn norm_operand(
+    norm: Option<(Option<WeightId>, f32)>,
+    flags: (u32, u32),
+    weights: &HashMap<WeightId, GpuWeight>,
+    i: usize,
+    cols: usize,
+) -> VkResult<(Res, f32, u32)> {
+    Ok(match norm {
+        Some((Some(w), eps)) => (vector_of(weights, i, &w, cols)?, eps, flags.0 | flags.1),
+        Some((None, eps)) => (Res::Dummy, eps, flags.0),
+        None => (Res::Dummy, 0.0, 0),
+    })
 }
 
 /// The quants and scales bindings of a quantizing kernel producing node `x` (`rows` x

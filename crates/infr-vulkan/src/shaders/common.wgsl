@@ -5,6 +5,11 @@ fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
+// The sum of the squares of v's lanes, in lane order (the RMS norms' terms).
+fn sum_sq(v: vec4<f32>) -> f32 {
+    return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+}
+
 // Round an f32 to the nearest f16 (ties to even, as ggml's conversion) and back; ggml rounds
 // some intermediates to f16. Done with integer arithmetic because the rounding mode of the
 // driver's f32->f16 packing is implementation-defined (NVIDIA's differs from nearest-even).

@@ -33,10 +33,6 @@ const NJ: u32 = 8u;
 // Per-subgroup sums of squares of A (x) and B (y).
 var<workgroup> red: array<vec2<f32>, 256>;
 
-fn sq(v: vec4<f32>) -> f32 {
-    return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-}
-
 // 1 / sqrt(mean square + eps) of a row whose squares sum to `ss`, or 1 without a norm.
 fn inv_rms(ss: f32, normed: bool, eps: f32) -> f32 {
     if !normed {
@@ -62,10 +58,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = t + j * WG;
         if i < nv {
             av[j] = A[base + i];
-            ss.x += sq(av[j]);
+            ss.x += sum_sq(av[j]);
             if has_b {
                 bv[j] = B[base + i];
-                ss.y += sq(bv[j]);
+                ss.y += sum_sq(bv[j]);
             }
         }
     }

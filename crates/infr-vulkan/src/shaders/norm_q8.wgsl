@@ -50,10 +50,6 @@ const NJ: u32 = 8u;
 var<workgroup> red: array<f32, 256>;
 var<workgroup> red_a: array<f32, 256>;
 
-fn sq(v: vec4<f32>) -> f32 {
-    return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32) {
     let u = lane_index(sgid, sgs, sgi);
@@ -75,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = 0u; j < NJ; j++) {
             let i = u + j * QWG;
             if i < nv {
-                sa += sq(A[base + i]);
+                sa += sum_sq(A[base + i]);
             }
         }
         let ssa = subgroupAdd(sa);
@@ -110,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if j == slice {
                 mine = v;
             }
-            s += sq(v);
+            s += sum_sq(v);
         }
     }
     let ss = subgroupAdd(s);
