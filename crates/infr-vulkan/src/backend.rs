@@ -209,6 +209,13 @@ impl VulkanBackend {
         self.ctx.take_messages()
     }
 
+    /// Dispatches and full barriers in plan `id`'s recorded commands: independent dispatches
+    /// share a level with no barrier between them, except under profiling (one barrier after
+    /// each dispatch, so each is timed alone). `None` for an unknown plan.
+    pub fn plan_barriers(&self, id: PlanId) -> Option<(usize, usize)> {
+        self.plans.get(id.0 as usize).map(|p| (p.dispatch_count(), p.barrier_count()))
+    }
+
     /// The per-op profile collected so far (`INFR_PROF_OPS=1`).
     pub fn profile(&self) -> Option<&Profile> {
         self.profile.as_ref()

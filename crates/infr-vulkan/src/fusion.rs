@@ -138,8 +138,6 @@ pub(crate) struct Fusions {
     /// Split-K matmuls whose partial products the fused kernel reading them adds up (a
     /// `norm_q8` absorbing the residual add they feed, a `glu_q8`): no reduction dispatch.
     pub defer_reduce: HashSet<usize>,
-    /// For every node, the last node index whose dispatch reads its output.
-    pub last_uses: Vec<usize>,
 }
 
 /// What the device allows to fuse.
@@ -236,7 +234,6 @@ where
             gemv_jobs: HashMap::new(),
             norm_add: HashMap::new(),
             defer_reduce: HashSet::new(),
-            last_uses: graph.last_uses(),
         };
         Self { graph, opts, paths, consumers, fx }
     }
@@ -284,12 +281,6 @@ where
             return None;
         }
         self.quant_out(i)
-    }
-
-    /// Tensor `t` is read by the dispatch of node `at` (moved later by a fusion).
-    fn read_at(&mut self, t: TensorId, at: usize) {
-        let l = &mut self.fx.last_uses[t.0 as usize];
-        *l = (*l).max(at);
     }
 
     /// Operand `t` of node `reader` as a [`NormSide`]: where `t` is a whole-row RMS norm that
@@ -344,10 +335,8 @@ where
                 pre_norm = side.norm;
             }
         }
-        if let Some((a, b)) = add {
+        if add.is_some() {
             self.fx.absorbed[xi] = true;
-            self.read_at(a, i);
-            self.read_at(b, i);
         }
         self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out });
     }
@@ -369,9 +358,8 @@ where
             }
             _ => None,
         };
-        if let Some((x, ..)) = up_slice {
+        if up_slice.is_some() {
             self.fx.absorbed[ui] = true;
-            self.read_at(x, i);
         }
         self.fx.glu_q8.insert(i, GluQ8 { group, out, up_slice });
         self.defer(gate, i);
@@ -451,9 +439,7 @@ where
                     self.fx.absorbed[x.0 as usize] = true;
                 }
             }
-            self.read_at(side.x, i);
         }
-        self.read_at(v_in, i);
         self.fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks, v_norm });
     }
 
@@ -484,11 +470,8 @@ where
         if scaled.is_some() {
             self.fx.absorbed[i] = true;
         }
-        for (side, norm) in [(sa, na), (sb, nb)] {
-            if let Some(j) = norm {
-                self.fx.absorbed[j] = true;
-            }
-            self.read_at(side.x, at);
+        for j in [na, nb].into_iter().flatten() {
+            self.fx.absorbed[j] = true;
         }
         self.fx.norm_add.insert(at, NormAdd { a: sa, b: Some(sb), scale: scaled.unwrap_or(1.0) });
     }
@@ -501,7 +484,6 @@ where
         let (side, norm) = self.norm_side(x, i);
         let Some(j) = norm else { return };
         self.fx.absorbed[j] = true;
-        self.read_at(side.x, i);
         self.fx.norm_add.insert(i, NormAdd { a: side, b: None, scale: s });
     }
 
@@ -524,14 +506,8 @@ where
             members.push(j);
         }
         if members.len() > 1 {
-            let last = members[members.len() - 1];
             for &j in &members[1..] {
                 self.fx.absorbed[j] = true;
-            }
-            // All outputs are written together: none may be freed (an unread one would be)
-            // before the last member is placed.
-            for &j in &members {
-                self.read_at(TensorId(j as u32), last);
             }
             self.fx.gemv_jobs.insert(i, members);
         }

@@ -562,7 +562,8 @@ mod tests {
         for int_dot in [false, true] {
             match compile_wgsl(&spec.name, &src, int_dot) {
                 Err(e) => panic!("{e}"),
-                Ok(words) => {
+                Ok(compiled) => {
+                    let words = compiled.words;
                     if let Some(dir) = std::env::var_os("INFR_VK_DUMP_SPV") {
                         let p = std::path::Path::new(&dir).join(format!("{}.{int_dot}.spv", spec.name));
                         std::fs::write(p, bytemuck::cast_slice::<u32, u8>(&words)).unwrap();

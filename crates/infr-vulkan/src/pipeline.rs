@@ -145,10 +145,38 @@ impl KernelSpec {
     }
 }
 
+/// A kernel compiled to SPIR-V, with which of its storage bindings it may read and write.
+pub struct Compiled {
+    /// The SPIR-V words.
+    pub words: Vec<u32>,
+    /// Bit `b`: binding `b` of set 0 is declared (read, or read and written).
+    pub reads: u64,
+    /// Bit `b`: binding `b` of set 0 is declared `read_write` (or atomic).
+    pub writes: u64,
+}
+
+/// Which storage bindings of set 0 the module declares, and which of them it may write: what
+/// lets a plan leave out barriers between dispatches that touch disjoint memory.
+fn storage_access(module: &naga::Module) -> (u64, u64) {
+    let (mut reads, mut writes) = (0u64, 0u64);
+    for (_, var) in module.global_variables.iter() {
+        let (naga::AddressSpace::Storage { access }, Some(b)) = (var.space, &var.binding) else { continue };
+        if b.group != 0 || b.binding >= 64 {
+            continue;
+        }
+        reads |= 1 << b.binding;
+        if access.contains(naga::StorageAccess::STORE) || access.contains(naga::StorageAccess::ATOMIC) {
+            writes |= 1 << b.binding;
+        }
+    }
+    (reads, writes)
+}
+
 /// Compile WGSL to SPIR-V words with naga.
-pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> {
+pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Compiled> {
     let err = |message: String| VkError::Shader { name: name.to_owned(), message };
     let module = naga::front::wgsl::parse_str(src).map_err(|e| err(e.emit_to_string(src)))?;
+    let (reads, writes) = storage_access(&module);
     let caps = naga::valid::Capabilities::IMMEDIATES
         | naga::valid::Capabilities::SUBGROUP
         | naga::valid::Capabilities::SHADER_INT64
@@ -194,7 +222,8 @@ pub fn compile_wgsl(name: &str, src: &str, int_dot: bool) -> VkResult<Vec<u32>> 
     }
     let popts =
         naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
-    naga::back::spv::write_vec(&module, &info, &opts, Some(&popts)).map_err(|e| err(e.to_string()))
+    let words = naga::back::spv::write_vec(&module, &info, &opts, Some(&popts)).map_err(|e| err(e.to_string()))?;
+    Ok(Compiled { words, reads, writes })
 }
 
 /// A compute pipeline with its layouts.
@@ -212,6 +241,10 @@ pub struct Pipeline {
     pub bindings: u32,
     /// Push-constant bytes.
     pub push_bytes: u32,
+    /// Bindings the kernel may read or write ([`Compiled::reads`]).
+    pub reads: u64,
+    /// Bindings the kernel may write ([`Compiled::writes`]).
+    pub writes: u64,
 }
 
 impl Drop for Pipeline {
@@ -284,9 +317,9 @@ impl Pipelines {
             return Ok(p.clone());
         }
         let src = spec.wgsl()?;
-        let words = compile_wgsl(&spec.name, &src, self.ctx.caps.int_dot)?;
+        let compiled = compile_wgsl(&spec.name, &src, self.ctx.caps.int_dot)?;
         let started = std::time::Instant::now();
-        let p = Arc::new(self.build(spec, &words)?);
+        let p = Arc::new(self.build(spec, &compiled)?);
         // Drivers that compile lazily (lavapipe) take their time at the first dispatch instead.
         let ms = started.elapsed().as_secs_f64() * 1e3;
         tracing::debug!(kernel = %spec.name, ms, "pipeline built");
@@ -295,7 +328,8 @@ impl Pipelines {
         Ok(p)
     }
 
-    fn build(&self, spec: &KernelSpec, words: &[u32]) -> VkResult<Pipeline> {
+    fn build(&self, spec: &KernelSpec, compiled: &Compiled) -> VkResult<Pipeline> {
+        let words = &compiled.words;
         let d = &self.ctx.device;
         let binds: Vec<_> = (0..spec.bindings)
             .map(|b| {
@@ -377,6 +411,8 @@ impl Pipelines {
                 set_layout,
                 bindings: spec.bindings,
                 push_bytes: spec.push_bytes,
+                reads: compiled.reads,
+                writes: compiled.writes,
             })
         }
     }

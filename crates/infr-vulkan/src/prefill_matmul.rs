@@ -64,15 +64,14 @@ pub(crate) struct Emit {
     pub push: Vec<u8>,
     pub groups: u32,
     pub shape: Option<String>,
-    /// False for a matmul followed by the next weight's dequantization, which runs alongside it.
-    pub barrier_after: bool,
 }
 
 /// The plan buffers (`Res::Temp` indices) the f16 matmuls share: the f16 activations and
 /// which node and rounding they hold now (q/k/v and gate/up reuse one copy), and two
 /// dequantized-weight buffers: while a matmul reads one, the next matmul's weight is
-/// dequantized into the other (no barrier between the two dispatches, so the
-/// bandwidth-bound dequantization overlaps the compute-bound matmul).
+/// dequantized into the other (the two touch disjoint memory, so the plan records no
+/// barrier between them and the bandwidth-bound dequantization overlaps the compute-bound
+/// matmul).
 #[derive(Default)]
 pub(crate) struct F16Buffers {
     x16: RoundedCopy,
@@ -120,7 +119,6 @@ impl F16Buffers {
                 push: bytes(&rp),
                 groups: rp.n_groups,
                 shape: None,
-                barrier_after: true,
             });
         }
         Ok(xi)
@@ -235,8 +233,7 @@ pub(crate) struct F16Matmul<'a> {
     pub out: Res,
 }
 
-/// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`
-/// (a barrier after it: when it runs beside a matmul, that matmul is dispatched first).
+/// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`.
 fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32) -> Emit {
     let k = lw.cols;
     let dp = DequantF16Params { k: k as u32, rows, row0, soff: lw.chunks[ci].soff_words };
@@ -248,7 +245,6 @@ fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi
         push: bytes(&dp),
         groups: threads.div_ceil(kernels::DEQUANT_F16_WG as u64) as u32,
         shape: Some(format!("{}x{}", lw.rows, lw.cols)),
-        barrier_after: true,
     }
 }
 
@@ -315,10 +311,9 @@ pub(crate) fn lower(
                 push: bytes(&mp),
                 groups: tiles_m * tiles_n,
                 shape: Some(shape.clone()),
-                barrier_after: prefetch.is_none(),
             });
-            // The next weight's dequantization goes after the product with no barrier between:
-            // the product's workgroups (one per SM on an H200, bound by registers) start first
+            // The next weight's dequantization goes after the product (in one level of the
+            // plan's order, nothing between them): the product's workgroups (one per SM on an H200, bound by registers) start first
             // and the bandwidth-bound dequantization fills the SMs beside them. (Dispatched
             // first, its many short workgroups took the SMs before the product's.) At most one
             // slice here when there is a prefetch (`one_slice`).

@@ -168,7 +168,6 @@ pub(crate) fn lower(
             push: bytes(&p),
             groups: tiles * parts,
             shape: Some(shape.clone()),
-            barrier_after: true,
         });
     }
     if let Some(node) = defer {
@@ -207,7 +206,6 @@ pub(crate) fn split_reduce(
         push: bytes(&rp),
         groups: u32_of((n * m as usize).div_ceil(kernels::SPLIT_REDUCE_WG as usize), "reduce groups")?,
         shape,
-        barrier_after: true,
     })
 }
 

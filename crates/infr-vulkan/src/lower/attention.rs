@@ -39,7 +39,7 @@ pub(super) struct Side<'a> {
 }
 
 fn emit(emits: &mut Vec<Emit>, spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) {
-    emits.push(Emit { spec: spec.clone(), res, push, groups, shape: None, barrier_after: true });
+    emits.push(Emit { spec: spec.clone(), res, push, groups, shape: None });
 }
 
 /// Emit the dispatches of one attention node.

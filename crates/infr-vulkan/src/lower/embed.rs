@@ -32,7 +32,6 @@ pub(super) fn input(graph: &infr_core::Graph, i: usize, st: &StepLayout) -> VkRe
         push: bytes(&p),
         groups: threads_groups(cells)?,
         shape: None,
-        barrier_after: true,
     })
 }
 

@@ -35,7 +35,7 @@ pub(super) struct Side<'a> {
 }
 
 fn emit(emits: &mut Vec<Emit>, spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>) {
-    emits.push(Emit { spec: spec.clone(), res, push, groups, shape, barrier_after: true });
+    emits.push(Emit { spec: spec.clone(), res, push, groups, shape });
 }
 
 /// Emit the dispatches of one linear node. `f16_order`: the matmuls that take the f16 path,

@@ -29,7 +29,7 @@ mod recurrent;
 use matmul::q8_info;
 
 /// A buffer a dispatch binds, resolved to a `vk::Buffer` range when recording.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Res {
     /// The output region of a node.
     Act(u32),
@@ -70,9 +70,6 @@ pub(crate) struct Dispatch {
     /// Total workgroups (laid out as a 2-D grid when recording).
     pub groups: u32,
     pub label: OpLabel,
-    /// Whether a barrier follows (false: the next dispatch may run alongside this one; it
-    /// must neither read what this one writes nor write what it reads).
-    pub barrier_after: bool,
 }
 
 /// Offsets (in u32 words) of the step-input arrays inside the step buffer: per token its id,
@@ -142,18 +139,18 @@ pub(super) fn vector_of(weights: &HashMap<WeightId, GpuWeight>, i: usize, id: &W
     Ok(Res::WeightVec(*id))
 }
 
-/// A dispatch with a barrier after it and no profile shape.
+/// A dispatch with no profile shape.
 pub(super) fn one(spec: KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) -> prefill_matmul::Emit {
-    prefill_matmul::Emit { spec, res, push, groups, shape: None, barrier_after: true }
+    prefill_matmul::Emit { spec, res, push, groups, shape: None }
 }
 
-/// Hand every dispatch of `emits` to `push_with` in order.
+/// Hand every dispatch of `emits` to `push` in order.
 fn emit_all(
-    push_with: &mut impl FnMut(&KernelSpec, Vec<Res>, Vec<u8>, u32, Option<String>, bool) -> VkResult<()>,
+    push: &mut impl FnMut(&KernelSpec, Vec<Res>, Vec<u8>, u32, Option<String>) -> VkResult<()>,
     emits: Vec<prefill_matmul::Emit>,
 ) -> VkResult<()> {
     for e in emits {
-        push_with(&e.spec, e.res, e.push, e.groups, e.shape, e.barrier_after)?;
+        push(&e.spec, e.res, e.push, e.groups, e.shape)?;
     }
     Ok(())
 }
@@ -228,8 +225,6 @@ pub(crate) struct Lowered {
     pub scratch_bytes: u64,
     /// Bytes of each temporary buffer (`Res::Temp(i)`).
     pub temp_bytes: Vec<u64>,
-    /// For every node, the last node index whose dispatch reads it (after fusion).
-    pub last_uses: Vec<usize>,
     /// The vocabulary of the graph's embedding mixture, if it has one (sizes `Res::Mix`).
     pub mix_vocab: Option<usize>,
 }
@@ -304,12 +299,7 @@ pub(crate) fn lower(
         }
         let me = Res::Act(i as u32);
         let node_label = node.label.clone().unwrap_or_else(|| node.op.name().to_owned());
-        let mut push_with = |spec: &KernelSpec,
-                             res: Vec<Res>,
-                             push: Vec<u8>,
-                             groups: u32,
-                             shape: Option<String>,
-                             barrier_after: bool| {
+        let mut push = |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| {
             let pipeline = pipes.get(spec)?;
             let weight_bytes = match node.op {
                 Op::Linear { .. } => res
@@ -322,27 +312,24 @@ pub(crate) fn lower(
                 _ => 0,
             };
             let label = OpLabel { node: node_label.clone(), kernel: spec.name.clone(), shape, weight_bytes };
-            out.push(Dispatch { pipeline, res, push, groups, label, barrier_after });
+            out.push(Dispatch { pipeline, res, push, groups, label });
             VkResult::Ok(())
-        };
-        let mut push = |spec: &KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>| {
-            push_with(spec, res, push, groups, shape, true)
         };
         if let Err(why) = supports(node) {
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
         }
         if let Some(na) = fx.norm_add.get(&i) {
-            emit_all(&mut push_with, vec![norm::norm_add(i, na, node.rows(), node.cols(), weights)?])?;
+            emit_all(&mut push, vec![norm::norm_add(i, na, node.rows(), node.cols(), weights)?])?;
             continue;
         }
         match &node.op {
             Op::MixEmbed { table } => {
                 let (emits, vocab) = embed::mix_embed(i, *table, n_tok, weights, &mut temp_bytes)?;
                 mix_vocab = Some(vocab);
-                emit_all(&mut push_with, emits)?;
+                emit_all(&mut push, emits)?;
             }
-            Op::Embed { table } => emit_all(&mut push_with, embed::embed(i, *table, n_tok, &st, weights)?)?,
-            Op::Input => emit_all(&mut push_with, vec![embed::input(graph, i, &st)?])?,
+            Op::Embed { table } => emit_all(&mut push, embed::embed(i, *table, n_tok, &st, weights)?)?,
+            Op::Input => emit_all(&mut push, vec![embed::input(graph, i, &st)?])?,
             Op::Linear { x, weight, bias } => {
                 let mut side = matmul::Side {
                     temp_bytes: &mut temp_bytes,
@@ -352,10 +339,7 @@ pub(crate) fn lower(
                 };
                 let node =
                     matmul::LinearNode { index: i, x: *x, weight: *weight, bias: *bias, out: me, rows: node.rows() };
-                emit_all(
-                    &mut push_with,
-                    matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)?,
-                )?;
+                emit_all(&mut push, matmul::lower_linear(graph, &node, &fx, &f16_order, feat, weights, &mut side)?)?;
             }
             Op::RmsNorm { x, weight, eps, group } => {
                 let n = norm::NormNode {
@@ -368,10 +352,10 @@ pub(crate) fn lower(
                     cols: node.cols(),
                 };
                 let emits = norm::rms_norm(&n, &fx, weights, &mut temp_bytes, &mut qact_of, &mut f16_bufs)?;
-                emit_all(&mut push_with, emits)?;
+                emit_all(&mut push, emits)?;
             }
             Op::Rope { x, params: rp } => {
-                emit_all(&mut push_with, pointwise::rope(i, *x, rp, node.rows(), node.cols(), &st, weights)?)?
+                emit_all(&mut push, pointwise::rope(i, *x, rp, node.rows(), node.cols(), &st, weights)?)?
             }
             Op::Attention { q, k, v, params: ap } => {
                 let n = attention::AttnNode {
@@ -390,7 +374,7 @@ pub(crate) fn lower(
                     qact_of: &mut qact_of,
                     f16_bufs: &mut f16_bufs,
                 };
-                emit_all(&mut push_with, attention::lower(graph, &n, &fx, kv, &st, feat, weights, &mut side)?)?;
+                emit_all(&mut push, attention::lower(graph, &n, &fx, kv, &st, feat, weights, &mut side)?)?;
             }
             Op::Add { .. }
             | Op::Mul { .. }
@@ -402,7 +386,7 @@ pub(crate) fn lower(
                 let (rows, cols) = (node.rows(), node.cols());
                 let side = (&mut temp_bytes, &mut qact_of, &mut f16_bufs);
                 let emits = pointwise::lower(i, &node.op, rows, cols, &st, &fx, side)?;
-                emit_all(&mut push_with, emits)?;
+                emit_all(&mut push, emits)?;
             }
             Op::Moe { x, logits, params } => {
                 let m = moe::MoeNode {
@@ -420,7 +404,7 @@ pub(crate) fn lower(
                     rounded: &mut rounded,
                     qact_of: &qact_of,
                 };
-                emit_all(&mut push_with, moe::lower(&m, weights, feat, side)?)?;
+                emit_all(&mut push, moe::lower(&m, weights, feat, side)?)?;
             }
             Op::SliceCols { period, offset, len, .. } => {
                 let e = recurrent::slice_cols(graph, i, *period, *offset, *len)?;
@@ -439,29 +423,5 @@ pub(crate) fn lower(
             }
         }
     }
-    Ok(Lowered { dispatches: out, scratch_bytes: scratch, temp_bytes, last_uses: fx.last_uses, mix_vocab })
-}
-
-/// Byte offsets of every node's output in one activation buffer, reusing the space of
-/// tensors after their last reader (first fit). Returns (offsets, total bytes).
-pub(crate) fn allocate_activations(graph: &Graph, last: &[usize], align: u64) -> (Vec<u64>, u64) {
-    let mut live: Vec<(u64, u64, usize)> = Vec::new(); // (offset, size, node)
-    let mut offsets = vec![0u64; graph.nodes.len()];
-    let mut high = 0u64;
-    for (i, node) in graph.nodes.iter().enumerate() {
-        live.retain(|&(_, _, n)| last[n] >= i);
-        let size = node.bytes().max(16).next_multiple_of(align);
-        live.sort_by_key(|&(o, _, _)| o);
-        let mut at = 0u64;
-        for &(o, s, _) in &live {
-            if o >= at + size {
-                break;
-            }
-            at = at.max((o + s).next_multiple_of(align));
-        }
-        offsets[i] = at;
-        high = high.max(at + size);
-        live.push((at, size, i));
-    }
-    (offsets, high)
+    Ok(Lowered { dispatches: out, scratch_bytes: scratch, temp_bytes, mix_vocab })
 }

@@ -254,7 +254,7 @@ impl<'a> MoeLowering<'a, '_> {
         let res = vec![Res::Temp(self.t.route), Res::ExpertTable(tensors[0]), Res::Temp(self.t.jobs)];
         self.emit(ec::moe_cache(), res, bytes(&cp), 1, None);
         let copies = slots.min(cp.n_pairs);
-        for (i, id) in tensors.iter().enumerate() {
+        for id in &tensors {
             let gw = self.one_chunk(id)?;
             let Some(pe) = gw.paged.as_ref() else { continue };
             let fp = ec::MoeFetchParams::of(pe, gw.chunks[0].soff_words);
@@ -262,10 +262,8 @@ impl<'a> MoeLowering<'a, '_> {
                 .checked_mul(fp.pieces)
                 .ok_or_else(|| VkError::Unsupported(format!("moe: expert copies of {}", id.0)))?;
             let res = vec![Res::WeightChunk(*id, 0), Res::ExpertSlots(*id), Res::Temp(self.t.jobs)];
-            // The copies write different buffers: only the last waits for all of them.
-            let barrier_after = i + 1 == tensors.len();
             let shape = Some(format!("expert copies {}", id.0));
-            self.emits.push(Emit { spec: ec::moe_fetch(), res, push: bytes(&fp), groups, shape, barrier_after });
+            self.emits.push(Emit { spec: ec::moe_fetch(), res, push: bytes(&fp), groups, shape });
         }
         Ok(())
     }
@@ -283,7 +281,7 @@ impl<'a> MoeLowering<'a, '_> {
     }
 
     fn emit(&mut self, spec: KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32, shape: Option<String>) {
-        self.emits.push(Emit { spec, res, push, groups, shape, barrier_after: true });
+        self.emits.push(Emit { spec, res, push, groups, shape });
     }
 
     /// Top-k routing of every token (expert ids then weights in `route`), and the tiled

@@ -25,7 +25,7 @@ pub(super) fn unsupported(op: &Op) -> Option<String> {
 }
 
 fn emit(spec: crate::pipeline::KernelSpec, res: Vec<Res>, push: Vec<u8>, groups: u32) -> Emit {
-    Emit { spec, res, push, groups, shape: None, barrier_after: true }
+    Emit { spec, res, push, groups, shape: None }
 }
 
 /// `SliceCols` of node `i`.

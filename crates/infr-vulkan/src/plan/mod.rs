@@ -19,6 +19,7 @@ use crate::profile::Profile;
 use crate::weights::{GpuWeight, KvCache};
 
 mod canvas;
+mod order;
 mod step;
 #[cfg(test)]
 pub(crate) use canvas::canvas_sample;
@@ -104,6 +105,8 @@ pub(crate) struct Plan {
     in_flight: bool,
     queries: Option<vk::QueryPool>,
     recorded_generation: Option<u64>,
+    /// Full barriers in the recorded command buffer (`order`).
+    barriers: usize,
 }
 
 impl Plan {
@@ -111,7 +114,7 @@ impl Plan {
     /// each node's output lives in the activations.
     pub fn needs(ctx: &Context, graph: &Graph, lowered: &Lowered) -> VkResult<(PoolNeeds, ActLayout)> {
         let align = ctx.caps.storage_offset_alignment.max(16);
-        let (act_offsets, act_bytes) = crate::lower::allocate_activations(graph, &lowered.last_uses, align);
+        let (act_offsets, act_bytes) = order::place_activations(graph, &lowered.dispatches, align);
         let act_sizes: Vec<u64> = graph.nodes.iter().map(|n| n.bytes().max(4)).collect();
         if let Some((i, &s)) = act_sizes.iter().enumerate().find(|(_, &s)| s > ctx.caps.max_storage_buffer_range) {
             return Err(VkError::Unsupported(format!(
@@ -229,6 +232,7 @@ impl Plan {
             in_flight: false,
             queries,
             recorded_generation: None,
+            barriers: 0,
         };
         plan.record(res)?;
         Ok(plan)
@@ -310,9 +314,33 @@ impl Plan {
                     vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.desc_pool).set_layouts(&layouts);
                 d.allocate_descriptor_sets(&ainfo).vk("vkAllocateDescriptorSets")?
             };
+            let mut accesses = Vec::with_capacity(self.dispatches.len());
             for (x, &set) in self.dispatches.iter().zip(&sets) {
                 let bufs = x.res.iter().map(|&r| self.resolve(r, res)).collect::<VkResult<Vec<_>>>()?;
                 write_storage_set(d, set, &bufs);
+                accesses.push(binding_accesses(x, &bufs));
+            }
+            // Profiles time every dispatch on its own: original order, a barrier after each.
+            // Steps of few tokens, bound by latency, regroup independent dispatches into
+            // levels; larger ones only drop the barriers between independent neighbours.
+            let levels = if self.queries.is_some() {
+                (0..self.dispatches.len() as u32).collect()
+            } else if self.n_tokens <= order::REGROUP_MAX_TOKENS {
+                order::levels(&accesses)
+            } else {
+                order::in_order_levels(&accesses)
+            };
+            // One barrier between levels and one after the last.
+            self.barriers = levels.iter().max().map_or(0, |&l| l as usize + 1);
+            tracing::debug!(dispatches = self.dispatches.len(), barriers = self.barriers, "plan recorded");
+            if tracing::enabled!(tracing::Level::TRACE) {
+                for ((x, l), a) in self.dispatches.iter().zip(&levels).zip(&accesses) {
+                    let acc: Vec<_> = a
+                        .iter()
+                        .map(|a| format!("{}{:?}@{}..{}", if a.write { "w" } else { "r" }, a.buffer, a.start, a.end))
+                        .collect();
+                    tracing::trace!("level {l:4} {} {} {}", x.label.node, x.label.kernel, acc.join(" "));
+                }
             }
             d.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty()).vk("vkResetCommandBuffer")?;
             d.begin_command_buffer(self.cmd, &vk::CommandBufferBeginInfo::default()).vk("vkBeginCommandBuffer")?;
@@ -322,7 +350,13 @@ impl Plan {
                 d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, 0);
             }
             let max_x = self.ctx.caps.max_workgroup_count[0].min(65535);
-            for (i, (x, &set)) in self.dispatches.iter().zip(&sets).enumerate() {
+            let mut level = None;
+            for (slot, i) in order::order(&levels).into_iter().enumerate() {
+                let (x, set) = (&self.dispatches[i], sets[i]);
+                if level.is_some_and(|l| l != levels[i]) {
+                    compute_barrier(d, cmd);
+                }
+                level = Some(levels[i]);
                 d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.raw);
                 d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.layout, 0, &[set], &[]);
                 if !x.push.is_empty() {
@@ -336,13 +370,14 @@ impl Plan {
                 if x.groups > 0 {
                     d.cmd_dispatch(cmd, gx, gy, 1);
                 }
-                // Profiles time every dispatch on its own (no overlap).
-                if x.barrier_after || self.queries.is_some() {
-                    compute_barrier(d, cmd);
-                }
                 if let Some(q) = self.queries {
-                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, i as u32 + 1);
+                    compute_barrier(d, cmd);
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, q, slot as u32 + 1);
                 }
+            }
+            // The tails, and the next step, read what the last level wrote.
+            if self.queries.is_none() && level.is_some() {
+                compute_barrier(d, cmd);
             }
             d.end_command_buffer(cmd).vk("vkEndCommandBuffer")?;
             let tail = self.tail_logits;
@@ -674,6 +709,16 @@ impl Plan {
         Ok(())
     }
 
+    /// Dispatches of the plan.
+    pub fn dispatch_count(&self) -> usize {
+        self.dispatches.len()
+    }
+
+    /// Full barriers in the recorded command buffer.
+    pub fn barrier_count(&self) -> usize {
+        self.barriers
+    }
+
     /// Wait for the run [`Plan::launch`] started (nothing to do if none is in flight) and add
     /// its timings to `prof`.
     pub fn complete(&mut self, prof: Option<&mut Profile>) -> Result<(), infr_core::BackendError> {
@@ -725,6 +770,19 @@ fn write_storage_set(d: &ash::Device, set: vk::DescriptorSet, bufs: &[(vk::Buffe
     // SAFETY: the set is not in use by any pending command buffer (plans re-record only when
     // idle; top-k tails write their fresh sets once).
     unsafe { d.update_descriptor_sets(&writes, &[]) };
+}
+
+/// What dispatch `x` may read and write through its bindings `bufs` (buffer, offset, range):
+/// the bindings its kernel declares, less the placeholder of unused optional ones.
+fn binding_accesses(x: &Dispatch, bufs: &[(vk::Buffer, u64, u64)]) -> Vec<order::Access> {
+    let (reads, writes) = (x.pipeline.reads, x.pipeline.writes);
+    x.res
+        .iter()
+        .zip(bufs)
+        .enumerate()
+        .filter(|&(b, (r, _))| b < 64 && reads & (1 << b) != 0 && *r != Res::Dummy)
+        .map(|(b, (_, &(buf, off, range)))| order::Access::new(buf, off, range, writes & (1 << b) != 0))
+        .collect()
 }
 
 /// Make transfer writes visible to the host.

@@ -305,3 +305,42 @@ fn kv_page_copy() {
     p.check("copied", &build(1, false), &[Step::simple(vec![3], 7, vec![4, 5])], 2e-3, 2e-3);
     assert!(p.vk.copy_kv_pages(&[(0, 6)]).is_err());
 }
+
+/// Three projections of one normed row (weights of three types, so no fused dispatch takes
+/// them together) read the same input and write disjoint outputs: the plan records them
+/// with no barrier between them, and the sum still matches the CPU, over several steps.
+#[test]
+fn independent_dispatches_share_a_level() {
+    let cols = 256usize;
+    let mut rng = Rng(15);
+    let mut w = Weights::default();
+    let t = table(&mut w, &mut rng, cols, 2.0);
+    let nw = w.add(weight("nw", GgmlType::F32, cols, 1, &mut rng, 1.0));
+    let ws: Vec<WeightId> = [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16]
+        .iter()
+        .enumerate()
+        .map(|(i, &ty)| w.add(weight(&format!("w{i}"), ty, cols, 64, &mut rng, 0.5)))
+        .collect();
+    let g = graph(&w, 3, 3, |g| {
+        let x = g.embed(t);
+        let n = g.rms_norm(x, Some(nw), 1e-6, cols);
+        let p: Vec<TensorId> = ws.iter().map(|&wi| g.linear(n, wi, None)).collect();
+        let s = g.add(p[0], p[1]);
+        g.add(s, p[2])
+    });
+    let Some(mut p) = Pair::new(&w, &small_kv()) else { return };
+    let steps = [Step::simple(tokens(3, 5), 0, vec![0]), Step::simple(tokens(3, 9), 3, vec![0])];
+    p.check("three projections", &g, &steps, 1e-3, 1e-3);
+    let id = p.vk.compile(&g).unwrap();
+    let (dispatches, barriers) = p.vk.plan_barriers(id).expect("plan compiled");
+    assert!(
+        barriers + 2 <= dispatches,
+        "{dispatches} dispatches, {barriers} barriers: the projections did not share a level"
+    );
+    // Under profiling each dispatch is timed alone.
+    let Some(mut q) = Pair::with(&w, &small_kv(), profiled(true)) else { return };
+    q.check("three projections, profiled", &g, &steps, 1e-3, 1e-3);
+    let id = q.vk.compile(&g).unwrap();
+    let (dispatches, barriers) = q.vk.plan_barriers(id).expect("plan compiled");
+    assert_eq!(barriers, dispatches);
+}
