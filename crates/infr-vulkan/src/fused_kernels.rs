@@ -28,7 +28,8 @@ pub struct NormQ8Params {
     /// them (a split-K matmul whose reduction this kernel does).
     pub b_parts: u32,
     pub b_stride: u32,
-    /// A normed before the add: [`NORM_A`], with [`WEIGHT_A`] where its norm has a weight.
+    /// A normed before the add: [`NORM_A`], with [`WEIGHT_A`] where its norm has a weight;
+    /// [`NO_FINAL_NORM`] where the sum is quantized as it is.
     pub pre_norm: u32,
     pub eps_a: f32,
 }
@@ -86,6 +87,8 @@ pub struct NormAddParams {
 pub const NORM_A: u32 = 1;
 /// `norm_add` flag: A's norm has a weight.
 pub const WEIGHT_A: u32 = 2;
+/// `norm_q8`'s `pre_norm` bit: no final norm, the sum itself is quantized (and no Y written).
+pub const NO_FINAL_NORM: u32 = 4;
 /// `norm_add` flag: B is added.
 pub const HAS_B: u32 = 4;
 /// `norm_add` flag: B is RMS-normed.

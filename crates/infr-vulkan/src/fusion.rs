@@ -72,12 +72,18 @@ pub(crate) struct NormQ8 {
     /// `pre_norm`, the first is the input of the absorbed norm that produced that operand.
     pub add: Option<(TensorId, TensorId)>,
     /// The weight and epsilon of a whole-row RMS norm applied to the add's first operand.
-    pub pre_norm: Option<(Option<WeightId>, f32)>,
+    pub pre_norm: PreNorm,
     /// Quantization group (1 or 8 blocks per scale).
     pub group: u32,
     /// Int8 quants or their f16 rounding.
     pub out: QuantOut,
+    /// False where the node is the add itself, whose sum is quantized without a norm
+    /// ([`Planner::add_q8`]).
+    pub final_norm: bool,
 }
+
+/// The weight and epsilon of a whole-row RMS norm applied to an operand, if any.
+pub(crate) type PreNorm = Option<(Option<WeightId>, f32)>;
 
 /// A gated activation that also quantizes its output (`glu_q8.wgsl`).
 #[derive(Debug, Clone, Copy)]
@@ -310,35 +316,56 @@ where
             }
             _ => None,
         };
-        // The operand bound as B may be a split-K matmul's planes (a + b = b + a).
-        let mut add = add.map(|(a, b)| {
-            let (a, b) =
-                if !self.deferrable(b.0 as usize, xi) && self.deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
-            self.defer(b, xi);
-            (a, b)
-        });
-        // An operand that is a norm read by the add alone (the sandwich norm after attention)
-        // is normed here too, bound as A: B then holds no planes (a norm is not a matmul, and
-        // were A one, the two would have swapped above).
-        let mut pre_norm = None;
-        if let Some((a, b)) = add {
-            let (sa, na) = self.norm_side(a, xi);
-            let (sb, nb) = self.norm_side(b, xi);
-            let picked = match (na, nb) {
-                (Some(j), _) => Some((sa, b, j)),
-                (None, Some(j)) => Some((sb, a, j)),
-                _ => None,
-            };
-            if let Some((side, other, j)) = picked {
-                self.fx.absorbed[j] = true;
-                add = Some((side.x, other));
-                pre_norm = side.norm;
+        let (add, pre_norm) = match add {
+            Some((a, b)) => {
+                let (ab, pre_norm) = self.fold_add(xi, a, b);
+                self.fx.absorbed[xi] = true;
+                (Some(ab), pre_norm)
             }
+            None => (None, None),
+        };
+        self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out, final_norm: true });
+    }
+
+    /// The operands of add node `xi` as a `norm_q8` binds them, (A, B), and the norm it
+    /// applies to A: the operand bound as B may be a split-K matmul's planes (a + b = b + a),
+    /// and an operand that is a norm read by the add alone (the sandwich norm after
+    /// attention) is normed there too, bound as A (B then holds no planes: a norm is not a
+    /// matmul, and were A one, the two would have swapped).
+    fn fold_add(&mut self, xi: usize, a: TensorId, b: TensorId) -> ((TensorId, TensorId), PreNorm) {
+        let (a, b) =
+            if !self.deferrable(b.0 as usize, xi) && self.deferrable(a.0 as usize, xi) { (b, a) } else { (a, b) };
+        self.defer(b, xi);
+        let (sa, na) = self.norm_side(a, xi);
+        let (sb, nb) = self.norm_side(b, xi);
+        let picked = match (na, nb) {
+            (Some(j), _) => Some((sa, b, j)),
+            (None, Some(j)) => Some((sb, a, j)),
+            _ => None,
+        };
+        match picked {
+            Some((side, other, j)) => {
+                self.fx.absorbed[j] = true;
+                ((side.x, other), side.norm)
+            }
+            None => ((a, b), None),
         }
-        if add.is_some() {
-            self.fx.absorbed[xi] = true;
+    }
+
+    /// Residual add node `i` whose sum an integer-dot matmul reads (Gemma 4 E's per-layer
+    /// input gate after the FFN) as a `norm_q8` without its final norm: the sum and its int8
+    /// copy in one dispatch instead of an add (or `norm_add`) and a `quantize_act`.
+    fn add_q8(&mut self, i: usize, a: TensorId, b: TensorId) -> bool {
+        let (graph, node) = (self.graph, &self.graph.nodes[i]);
+        let cols = node.cols();
+        let fits = cols % 32 == 0 && cols <= NORM_Q8_MAX_COLS && same_shape(graph, node, &[a, b]);
+        if !self.opts.quantizing || !fits {
+            return false;
         }
-        self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out });
+        let Some((group, out @ QuantOut::Int8)) = self.quant_out(i) else { return false };
+        let (ab, pre_norm) = self.fold_add(i, a, b);
+        self.fx.norm_q8.insert(i, NormQ8 { add: Some(ab), pre_norm, group, out, final_norm: false });
+        true
     }
 
     /// Gated activation node `i` as a `glu_q8`, adding up its inputs' split-K planes.
@@ -453,6 +480,7 @@ where
         if (next_norm && self.norm_q8_out(i + 1).is_some())
             || !row_wise(node.cols())
             || !same_shape(graph, node, &[a, b])
+            || self.add_q8(i, a, b)
         {
             return;
         }

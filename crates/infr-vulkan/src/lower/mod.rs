@@ -318,6 +318,11 @@ pub(crate) fn lower(
         if let Err(why) = supports(node) {
             return Err(VkError::Unsupported(format!("node {i}: {why}")));
         }
+        if let (Some(nq), Op::Add { .. }) = (fx.norm_q8.get(&i), &node.op) {
+            let side = (&mut temp_bytes, &mut qact_of, &mut f16_bufs);
+            emit_all(&mut push, vec![norm::add_q8(i, nq, (node.rows(), node.cols()), weights, side)?])?;
+            continue;
+        }
         if let Some(na) = fx.norm_add.get(&i) {
             emit_all(&mut push, vec![norm::norm_add(i, na, node.rows(), node.cols(), weights)?])?;
             continue;

@@ -9,7 +9,7 @@ use infr_core::{TensorId, WeightId};
 use super::{bytes, one, u32_of, vector_of, Res};
 use crate::error::VkResult;
 use crate::fused_kernels::QuantOut;
-use crate::fusion::Fusions;
+use crate::fusion::{Fusions, NormQ8};
 use crate::prefill_matmul::{Emit, F16Buffers};
 use crate::weights::GpuWeight;
 use crate::{fused_kernels, kernels};
@@ -42,37 +42,82 @@ pub(super) fn rms_norm(
         None => Res::Dummy,
     };
     if let Some(nq) = fx.norm_q8.get(&i) {
-        let (q, qs) = quant_outputs(i as u32, nq.group, nq.out, n.rows, n.cols, temp_bytes, qact_of, f16_bufs)?;
-        let (b, b_parts, b_stride) = match nq.add {
-            Some((_, b)) => read_planes(b, f16_bufs),
-            None => (Res::Dummy, 1, 0),
+        let sum = match nq.add {
+            Some(_) => Res::Act(n.x.0),
+            None => Res::Dummy,
         };
-        let (wa, eps_a, pre_norm) =
-            norm_operand(nq.pre_norm, (fused_kernels::NORM_A, fused_kernels::WEIGHT_A), weights, i, n.cols)?;
-        let p = fused_kernels::NormQ8Params {
-            k: n.cols as u32,
-            n_rows: n.rows as u32,
-            eps: n.eps,
-            has_weight: n.weight.is_some() as u32,
-            has_add: nq.add.is_some() as u32,
-            group: nq.group,
-            scale_off: (cells / 16) as u32,
-            b_parts,
-            b_stride,
-            pre_norm,
-            eps_a,
-        };
-        let (a, sum) = match nq.add {
-            Some((a, _)) => (Res::Act(a.0), Res::Act(n.x.0)),
-            None => (Res::Act(n.x.0), Res::Dummy),
-        };
-        let res = vec![a, b, sum, me, wres, q, qs, wa];
-        let groups = u32_of(n.rows * (n.cols / 4).div_ceil(256), "norm groups")?;
-        return Ok(vec![one(fused_kernels::norm_q8(nq.out), res, bytes(&p), groups)]);
+        let side = (temp_bytes, qact_of, f16_bufs);
+        let out = NormQ8Out { y: me, sum, weight: (wres, n.weight.is_some()), eps: n.eps };
+        return Ok(vec![norm_q8(i, nq, n.x, out, (n.rows, n.cols), weights, side)?]);
     }
     let n_groups = u32_of(cells / n.group as usize, "norm groups")?;
     let p = kernels::NormParams { group: n.group, n_groups, eps: n.eps, has_weight: n.weight.is_some() as u32 };
     Ok(vec![one(kernels::rms_norm(), vec![Res::Act(n.x.0), me, wres], bytes(&p), n_groups)])
+}
+
+/// Where a `norm_q8` writes: the norm's output `y` (with its weight, whether it has one, and
+/// epsilon) and the sum of its add (`Dummy` without one).
+struct NormQ8Out {
+    y: Res,
+    sum: Res,
+    weight: (Res, bool),
+    eps: f32,
+}
+
+/// The `norm_q8` dispatch of node `i` (`rows` x `cols`) planned as `nq`; `x` is its input
+/// where it has no add. Registers its int8 copy in `qact_of` (or writes the f16 copy).
+fn norm_q8(
+    i: usize,
+    nq: &NormQ8,
+    x: TensorId,
+    out: NormQ8Out,
+    (rows, cols): (usize, usize),
+    weights: &HashMap<WeightId, GpuWeight>,
+    (temp_bytes, qact_of, f16_bufs): (&mut Vec<u64>, &mut HashMap<(u32, u32), u32>, &mut F16Buffers),
+) -> VkResult<Emit> {
+    let (q, qs) = quant_outputs(i as u32, nq.group, nq.out, rows, cols, temp_bytes, qact_of, f16_bufs)?;
+    let (b, b_parts, b_stride) = match nq.add {
+        Some((_, b)) => read_planes(b, f16_bufs),
+        None => (Res::Dummy, 1, 0),
+    };
+    let (wa, eps_a, pre_norm) =
+        norm_operand(nq.pre_norm, (fused_kernels::NORM_A, fused_kernels::WEIGHT_A), weights, i, cols)?;
+    let final_norm = if nq.final_norm { 0 } else { fused_kernels::NO_FINAL_NORM };
+    let p = fused_kernels::NormQ8Params {
+        k: cols as u32,
+        n_rows: rows as u32,
+        eps: out.eps,
+        has_weight: out.weight.1 as u32,
+        has_add: nq.add.is_some() as u32,
+        group: nq.group,
+        scale_off: (rows * cols / 16) as u32,
+        b_parts,
+        b_stride,
+        pre_norm: pre_norm | final_norm,
+        eps_a,
+    };
+    let a = match nq.add {
+        Some((a, _)) => Res::Act(a.0),
+        None => Res::Act(x.0),
+    };
+    let res = vec![a, b, out.sum, out.y, out.weight.0, q, qs, wa];
+    let groups = u32_of(rows * (cols / 4).div_ceil(256), "norm groups")?;
+    Ok(one(fused_kernels::norm_q8(nq.out), res, bytes(&p), groups))
+}
+
+/// The dispatch of add node `i` (`rows` x `cols`) that fusion made a `norm_q8` without a
+/// final norm ([`NormQ8::final_norm`]): the sum, written to the node's output, and its int8
+/// copy.
+pub(super) fn add_q8(
+    i: usize,
+    nq: &NormQ8,
+    (rows, cols): (usize, usize),
+    weights: &HashMap<WeightId, GpuWeight>,
+    side: (&mut Vec<u64>, &mut HashMap<(u32, u32), u32>, &mut F16Buffers),
+) -> VkResult<Emit> {
+    let me = Res::Act(i as u32);
+    let out = NormQ8Out { y: Res::Dummy, sum: me, weight: (Res::Dummy, false), eps: 0.0 };
+    norm_q8(i, nq, TensorId(i as u32), out, (rows, cols), weights, side)
 }
 
 /// The dispatch of a norm / add / scale run ([`crate::fusion::NormAdd`]) ending at node `i`

@@ -2,7 +2,7 @@
 // quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
 // has_add; else A is the input; with pre_norm, A is first RMS-normed itself, * WA: the
 // sandwich norm after attention), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
-// (q8_block.wgsl). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
+// (q8_block.wgsl). With NO_NORM, Q/QS are S's own (Y is not written). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
 // of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements). B may be the
 // partial-product planes of a split-K matmul (b_parts of them, b_stride vec4s apart), summed
 // here in split_reduce.wgsl's order instead of by a reduction dispatch.
@@ -32,9 +32,10 @@ var<immediate> pc: Params;
 @group(0) @binding(6) var<storage, read_write> QS: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read> WA: array<vec4<f32>>;
 
-// fused_kernels.rs NORM_A and WEIGHT_A (bits of pre_norm).
+// fused_kernels.rs NORM_A, WEIGHT_A and NO_FINAL_NORM (bits of pre_norm).
 const NORM_A: u32 = 1u;
 const WEIGHT_A: u32 = 2u;
+const NO_NORM: u32 = 4u;
 
 // Element vec4 i of B: the sum of its planes, in order (split_reduce.wgsl).
 fn sum_planes(i: u32) -> vec4<f32> {
@@ -118,16 +119,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = 0u; i < nsg; i++) {
         total += red[i];
     }
-    let scale = 1.0 / sqrt(total / f32(pc.k) + pc.eps);
+    let normed = (pc.pre_norm & NO_NORM) == 0u;
+    let scale = select(1.0, 1.0 / sqrt(total / f32(pc.k) + pc.eps), normed);
     let i = u + slice * QWG;
     let valid = i < nv;
     var y = vec4<f32>(0.0);
     if valid {
-        y = mine * scale;
-        if pc.has_weight != 0u {
-            y *= WT[i];
+        if normed {
+            y = mine * scale;
+            if pc.has_weight != 0u {
+                y *= WT[i];
+            }
+            Y[base + i] = y;
+        } else {
+            y = mine;
         }
-        Y[base + i] = y;
     }
     {{QUANT}}(u, y, valid, base + i, pc.group, pc.scale_off, sgs);
 }

@@ -181,6 +181,44 @@ fn post_norm_add_and_pre_norm_fuse() {
     }
 }
 
+/// A residual add whose sum a decode matmul reads (Gemma 4 E's per-layer input gate after the
+/// FFN's post-norm and residual): one `norm_q8` without its final norm norms the operand,
+/// adds and quantizes the sum (no `norm_add`, no `quantize_act`), and the next residual reads
+/// the sum; matches the CPU fused or not, with the normed operand on either side.
+#[test]
+fn residual_add_quantizes_its_sum() {
+    let cols = 256usize;
+    let mut rng = Rng(16);
+    let mut w = Weights::default();
+    let (ta, tb) = (table(&mut w, &mut rng, cols, 3.0), table(&mut w, &mut rng, cols, 2.0));
+    let post = w.add(weight("post", GgmlType::F32, cols, 1, &mut rng, 1.0));
+    let wm = w.add(weight("m", GgmlType::Q4_K, cols, 64, &mut rng, 0.05));
+    let wp = w.add(weight("p", GgmlType::Q8_0, 64, cols, &mut rng, 0.05));
+    for rows in [1usize, 3] {
+        for normed_first in [true, false] {
+            let g = graph(&w, rows, rows, |g| {
+                let (x, r) = (g.embed(ta), g.embed(tb));
+                let a = g.rms_norm(x, Some(post), 1e-6, cols);
+                let s = if normed_first { g.add(a, r) } else { g.add(r, a) };
+                let m = g.linear(s, wm, None);
+                let p = g.linear(m, wp, None);
+                g.add(p, s)
+            });
+            for fused in [true, false] {
+                let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
+                let what = format!("{rows} rows, normed first {normed_first}, fused {fused}");
+                p.check(&what, &g, &[Step::simple(tokens(rows, 7), 0, vec![0])], 2e-2, 2e-2);
+                let prof = p.vk.profile().expect("profiling on");
+                let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
+                if fused && p.vk.uses_int8() {
+                    let got = (count("norm_q8"), count("norm_add"), count("quantize_act"), count("rms_norm"));
+                    assert_eq!(got, (1, 0, 1, 0), "{what}: {:?}", prof.totals.keys());
+                }
+            }
+        }
+    }
+}
+
 /// A gated activation whose up operand is a column slice of a wider tensor (Gemma 4's
 /// per-layer input of one layer) and whose output a decode matmul reads: `glu_q8` reads the
 /// slice in place (no `slice_cols` dispatch), matching the CPU fused or not.
