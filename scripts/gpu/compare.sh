@@ -13,11 +13,15 @@
 #     --depth                         also tg64 at depth 4096 (every engine)
 #     --budget S                      skip what starts after S seconds (default 540)
 #     --env "INFR_X=1"                environment of the infr runs
+#     --serve "16 32"                 also serve each shape (the first binary, and with --vulkan
+#                                     llama-server) with as many slots as the most streams,
+#                                     -c 16384, and drive it with DIR's load client: one stream,
+#                                     then each count at once, 256 tokens a stream
 # Prints `infr bench` rows prefixed with the binary's name, then each llama.cpp's own lines.
 set -uo pipefail
 dir=$(cd "${1:?usage: scripts/gpu/compare.sh DIR [options]}" && pwd)
 shift
-shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs=""
+shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs="" serve=""
 while [ $# -gt 0 ]; do
     case $1 in
     --shapes) shapes=$2; shift ;;
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
     --depth) depth=1 ;;
     --budget) budget=$2; shift ;;
     --env) envs=$2; shift ;;
+    --serve) serve=$2; shift ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -56,6 +61,33 @@ if [ $cuda = 1 ]; then
     lb=$work/lc/build/bin/llama-bench
 fi
 first=${bins%% *}
+[ -n "$serve" ] && { xz -dc "$dir/load.xz" >"$work/bin/load" && chmod +x "$work/bin/load"; }
+# Serve model $2 with command $1... until /health answers, drive it with each count of $serve.
+load_test() {
+    local what=$1 m=$2 port=18090
+    shift 2
+    "$@" >"$work/serve-$what.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 600); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.5
+    done
+    # llama-server compiles pipelines for each new batch shape on first use: a silent pass first.
+    if [ "$what" = llama-server ]; then
+        for c in $serve; do
+            "$work/bin/load" --url "http://127.0.0.1:$port" --clients "$c" --max-tokens 32 --completions >/dev/null 2>&1
+        done
+    fi
+    for c in $serve; do
+        late "$what $c streams" && break
+        echo "-- $what, $c streams"
+        "$work/bin/load" --url "http://127.0.0.1:$port" --clients "$c" --max-tokens 256 --completions 2>&1 |
+            grep -vE '^\s*$' | tail -4
+    done
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+}
 for s in $shapes; do
     [ -f "$work/models/$s.gguf" ] || "$work/bin/$first" synth --shape "$s" $layers -o "$work/models/$s.gguf" >/dev/null
 done
@@ -84,6 +116,15 @@ for s in $shapes; do
     if [ -x "$lb" ] && ! late "llama-bench $s"; then
         "$lb" -m "$m" -ngl 99 -p 512 -n 128 -r 2 2>&1 | grep -E '^\| [a-z]' | grep -v '^| model'
         [ $depth = 1 ] && "$lb" -m "$m" -ngl 99 -p 0 -n 64 -d 4096 -r 2 2>&1 | grep -E '^\| [a-z]' | grep -v '^| model'
+    fi
+    if [ -n "$serve" ]; then
+        most=$(echo $serve | tr ' ' '\n' | sort -n | tail -1)
+        # shellcheck disable=SC2086
+        load_test "infr" "$m" env $envs "$work/bin/$first" serve "$m" --dev Vulkan0 --parallel "$most" -c 16384 --port 18090
+        if [ -n "$server" ]; then
+            load_test "llama-server" "$m" env LD_LIBRARY_PATH="$server" "$server/llama-server" -m "$m" -ngl 99 \
+                -np "$most" -c 16384 --port 18090
+        fi
     fi
     echo "$s done at $(el) s"
 done

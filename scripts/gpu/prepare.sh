@@ -8,7 +8,8 @@
 #   lc.tar.xz       llama.cpp 0c1e57098's sources for a CUDA llama-bench (the vendored tree of
 #                   the llama-cpp-python 0.3.36 sdist, trimmed to ggml, ggml-cuda, ggml-cpu, src,
 #                   common, vendor and tools/llama-bench: 2.3 MB)
-#   NAME.xz         stripped, xz-compressed binaries (default: infr=target/release/infr)
+#   NAME.xz         stripped, xz-compressed binaries (default: infr=target/release/infr and
+#                   load, the streaming load client of `--example load`, built here)
 # Steps whose output exists are skipped.
 #
 # usage: scripts/gpu/prepare.sh OUT [NAME=BINARY ...]
@@ -58,7 +59,10 @@ if [ ! -f "$out/lc.tar.xz" ]; then
     tar cJf "$out/lc.tar.xz" -C "$tmp" lc
 fi
 
-[ $# -gt 0 ] || set -- infr=target/release/infr
+if [ $# -eq 0 ]; then
+    cargo build --release --locked -p infr-server --example load >/dev/null
+    set -- infr=target/release/infr load=target/release/examples/load
+fi
 for pair in "$@"; do
     name=${pair%%=*}
     path=${pair#*=}
