@@ -80,6 +80,8 @@ pub(crate) struct Plan {
     recorded_generation: Option<u64>,
     /// Full barriers in the recorded command buffer (`order`).
     barriers: usize,
+    /// The barriers it would hold without profiling (which puts one after every dispatch).
+    unprofiled_barriers: usize,
 }
 
 impl Plan {
@@ -206,6 +208,7 @@ impl Plan {
             queries,
             recorded_generation: None,
             barriers: 0,
+            unprofiled_barriers: 0,
         };
         plan.record(res)?;
         Ok(plan)
@@ -293,18 +296,20 @@ impl Plan {
                 write_storage_set(d, set, &bufs);
                 accesses.push(binding_accesses(x, &bufs));
             }
-            // Profiles time every dispatch on its own: original order, a barrier after each.
             // Steps of few tokens, bound by latency, regroup independent dispatches into
             // levels; larger ones only drop the barriers between independent neighbours.
-            let levels = if self.queries.is_some() {
-                (0..self.dispatches.len() as u32).collect()
-            } else if self.n_tokens <= order::REGROUP_MAX_TOKENS {
+            // Profiles time every dispatch on its own: original order, a barrier after each.
+            let levels = if self.n_tokens <= order::REGROUP_MAX_TOKENS {
                 order::levels(&accesses)
             } else {
                 order::in_order_levels(&accesses)
             };
             // One barrier between levels and one after the last.
-            self.barriers = levels.iter().max().map_or(0, |&l| l as usize + 1);
+            let count = |levels: &[u32]| levels.iter().max().map_or(0, |&l| l as usize + 1);
+            self.unprofiled_barriers = count(&levels);
+            let levels: Vec<u32> =
+                if self.queries.is_some() { (0..self.dispatches.len() as u32).collect() } else { levels };
+            self.barriers = count(&levels);
             tracing::debug!(dispatches = self.dispatches.len(), barriers = self.barriers, "plan recorded");
             if tracing::enabled!(tracing::Level::TRACE) {
                 for ((x, l), a) in self.dispatches.iter().zip(&levels).zip(&accesses) {
@@ -530,7 +535,15 @@ impl Plan {
                 let period = self.ctx.caps.timestamp_period_ns as f64;
                 let ns: Vec<f64> = ts.windows(2).map(|w| w[1].saturating_sub(w[0]) as f64 * period).collect();
                 let labels: Vec<_> = self.dispatches.iter().map(|x| x.label.clone()).collect();
-                p.add_submit(&labels, &ns, infr_core::prof_enabled());
+                let print = infr_core::prof_enabled();
+                p.add_submit(&labels, &ns, print);
+                if print {
+                    eprintln!(
+                        "[infr-vulkan prof] (timed one by one; unprofiled, these {} dispatches run in {} levels)",
+                        self.dispatches.len(),
+                        self.unprofiled_barriers
+                    );
+                }
             }
         }
         Ok(())
