@@ -247,6 +247,20 @@ pub struct Pipeline {
     pub writes: u64,
 }
 
+impl Pipeline {
+    /// Whether the kernel may read or write storage binding `b` (one past the 64 the masks
+    /// hold is assumed to).
+    pub fn touches(&self, b: usize) -> bool {
+        b >= 64 || self.reads & (1 << b) != 0
+    }
+
+    /// Whether the kernel may write storage binding `b` (one past the 64 the masks hold is
+    /// assumed to).
+    pub fn may_write(&self, b: usize) -> bool {
+        b >= 64 || self.writes & (1 << b) != 0
+    }
+}
+
 impl Drop for Pipeline {
     fn drop(&mut self) {
         // SAFETY: pipelines are dropped after the plans using them finished (the backend waits
@@ -531,6 +545,25 @@ unsafe fn write_internal_representations(
 
 #[cfg(test)]
 mod tests {
+    /// Read-only bindings are read, `read_write` and atomic ones written, undeclared ones
+    /// neither (the plan's barriers rest on this).
+    #[test]
+    fn storage_access_follows_the_declared_access_modes() {
+        let src = "
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> C: array<atomic<u32>>;
+@group(0) @binding(5) var<storage> D: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    Y[g.x] = A[g.x] + D[g.x];
+    atomicAdd(&C[0], 1u);
+}";
+        let c = super::compile_wgsl("access", src, false).expect("compiles");
+        assert_eq!(c.reads, 0b101101);
+        assert_eq!(c.writes, 0b001100);
+    }
+
     #[test]
     fn cache_saves_of_one_process_use_distinct_temporary_files() {
         let (a, b) = (super::unique_tmp_extension(), super::unique_tmp_extension());

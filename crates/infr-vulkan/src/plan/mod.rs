@@ -573,13 +573,13 @@ fn write_storage_set(d: &ash::Device, set: vk::DescriptorSet, bufs: &[(vk::Buffe
 /// What dispatch `x` may read and write through its bindings `bufs` (buffer, offset, range):
 /// the bindings its kernel declares, less the placeholder of unused optional ones.
 fn binding_accesses(x: &Dispatch, bufs: &[(vk::Buffer, u64, u64)]) -> Vec<order::Access> {
-    let (reads, writes) = (x.pipeline.reads, x.pipeline.writes);
+    let p = &x.pipeline;
     x.res
         .iter()
         .zip(bufs)
         .enumerate()
-        .filter(|&(b, (r, _))| b < 64 && reads & (1 << b) != 0 && *r != Res::Dummy)
-        .map(|(b, (_, &(buf, off, range)))| order::Access::new(buf, off, range, writes & (1 << b) != 0))
+        .filter(|&(b, (r, _))| p.touches(b) && *r != Res::Dummy)
+        .map(|(b, (_, &(buf, off, range)))| order::Access::new(buf, off, range, p.may_write(b)))
         .collect()
 }
 

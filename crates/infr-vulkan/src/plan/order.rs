@@ -93,12 +93,12 @@ fn symbolic_accesses(dispatches: &[Dispatch]) -> Vec<Vec<Access<Res>>> {
     dispatches
         .iter()
         .map(|x| {
-            let (reads, writes) = (x.pipeline.reads, x.pipeline.writes);
+            let p = &x.pipeline;
             x.res
                 .iter()
                 .enumerate()
-                .filter(|&(b, r)| b < 64 && reads & (1 << b) != 0 && *r != Res::Dummy)
-                .map(|(b, &r)| Access::new(r, 0, 1, writes & (1 << b) != 0))
+                .filter(|&(b, r)| p.touches(b) && *r != Res::Dummy)
+                .map(|(b, &r)| Access::new(r, 0, 1, p.may_write(b)))
                 .collect()
         })
         .collect()
