@@ -32,6 +32,8 @@ pub struct NormQ8Params {
     /// [`NO_FINAL_NORM`] where the sum is quantized as it is.
     pub pre_norm: u32,
     pub eps_a: f32,
+    /// Factor of the sum (a scale node after the add; 1 for none).
+    pub add_scale: f32,
 }
 
 /// What a quantizing kernel (`norm_q8`, `glu_q8`) writes beside its f32 output.

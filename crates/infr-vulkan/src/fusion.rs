@@ -80,6 +80,9 @@ pub(crate) struct NormQ8 {
     /// False where the node is the add itself, whose sum is quantized without a norm
     /// ([`Planner::add_q8`]).
     pub final_norm: bool,
+    /// Factor of the sum: a scale node between the add and the norm, absorbed (its output is
+    /// the sum written); 1 without one.
+    pub add_scale: f32,
 }
 
 /// The weight and epsilon of a whole-row RMS norm applied to an operand, if any.
@@ -310,21 +313,45 @@ where
     fn norm_q8(&mut self, i: usize, x: TensorId) {
         let Some((group, out)) = self.norm_q8_out(i) else { return };
         let (graph, node, xi) = (self.graph, &self.graph.nodes[i], x.0 as usize);
-        let add = match graph.nodes[xi].op {
-            Op::Add { a, b } if xi + 1 == i && !self.fx.absorbed[xi] && same_shape(graph, node, &[a, b]) => {
-                Some((a, b))
-            }
-            _ => None,
+        // The add just before the norm, or the add before a scale just before it.
+        let (add, add_scale) = match self.scaled_add(xi) {
+            Some((ai, a, b, s)) if xi + 1 == i && same_shape(graph, node, &[a, b]) => (Some((ai, a, b)), s),
+            _ => match graph.nodes[xi].op {
+                Op::Add { a, b } if xi + 1 == i && !self.fx.absorbed[xi] && same_shape(graph, node, &[a, b]) => {
+                    (Some((xi, a, b)), 1.0)
+                }
+                _ => (None, 1.0),
+            },
         };
         let (add, pre_norm) = match add {
-            Some((a, b)) => {
-                let (ab, pre_norm) = self.fold_add(xi, a, b);
+            Some((ai, a, b)) => {
+                let (ab, pre_norm) = self.fold_add(ai, a, b);
+                self.fx.absorbed[ai] = true;
                 self.fx.absorbed[xi] = true;
                 (Some(ab), pre_norm)
             }
             None => (None, None),
         };
-        self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out, final_norm: true });
+        self.fx.norm_q8.insert(i, NormQ8 { add, pre_norm, group, out, final_norm: true, add_scale });
+    }
+
+    /// Where node `si` scales an add node just before it that only it reads (a layer's output
+    /// scale after its residual add): the add's index, operands and the factor.
+    fn scaled_add(&self, si: usize) -> Option<(usize, TensorId, TensorId, f32)> {
+        let Op::Scale { x, s } = self.graph.nodes[si].op else { return None };
+        let ai = x.0 as usize;
+        let Op::Add { a, b } = self.graph.nodes[ai].op else { return None };
+        let free = |j: usize| !self.fx.absorbed[j] && !self.fx.norm_add.contains_key(&j);
+        (ai + 1 == si && self.consumers[ai] == [si] && free(ai) && free(si)).then_some((ai, a, b, s))
+    }
+
+    /// Whether add node `i`, scaled by the next node, feeds a norm after that which a
+    /// `norm_q8` will take with both in.
+    fn scaled_into_norm_q8(&self, i: usize) -> bool {
+        let g = self.graph;
+        let norm_of_scale =
+            g.nodes.get(i + 2).is_some_and(|m| matches!(m.op, Op::RmsNorm { x, .. } if x.0 as usize == i + 1));
+        norm_of_scale && self.scaled_add(i + 1).is_some_and(|(ai, ..)| ai == i) && self.norm_q8_out(i + 2).is_some()
     }
 
     /// The operands of add node `xi` as a `norm_q8` binds them, (A, B), and the norm it
@@ -364,7 +391,7 @@ where
         }
         let Some((group, out @ QuantOut::Int8)) = self.quant_out(i) else { return false };
         let (ab, pre_norm) = self.fold_add(i, a, b);
-        self.fx.norm_q8.insert(i, NormQ8 { add: Some(ab), pre_norm, group, out, final_norm: false });
+        self.fx.norm_q8.insert(i, NormQ8 { add: Some(ab), pre_norm, group, out, final_norm: false, add_scale: 1.0 });
         true
     }
 
@@ -478,6 +505,7 @@ where
         let next_norm =
             graph.nodes.get(i + 1).is_some_and(|m| matches!(m.op, Op::RmsNorm { x, .. } if x.0 as usize == i));
         if (next_norm && self.norm_q8_out(i + 1).is_some())
+            || self.scaled_into_norm_q8(i)
             || !row_wise(node.cols())
             || !same_shape(graph, node, &[a, b])
             || self.add_q8(i, a, b)

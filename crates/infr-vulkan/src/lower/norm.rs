@@ -95,6 +95,7 @@ fn norm_q8(
         b_stride,
         pre_norm: pre_norm | final_norm,
         eps_a,
+        add_scale: nq.add_scale,
     };
     let a = match nq.add {
         Some((a, _)) => Res::Act(a.0),

@@ -1,7 +1,8 @@
 // Decode-time fusion of a residual add, an RMS norm over whole rows and the int8
 // quantization of the result for the integer-dot matrix-vector kernels: S = A + B (when
 // has_add; else A is the input; with pre_norm, A is first RMS-normed itself, * WA: the
-// sandwich norm after attention), Y = S / sqrt(mean(S²) + eps) (* W), then Q/QS from Y
+// sandwich norm after attention; times add_scale, a layer's output scale), Y = S /
+// sqrt(mean(S²) + eps) (* W), then Q/QS from Y
 // (q8_block.wgsl). With NO_NORM, Q/QS are S's own (Y is not written). Same arithmetic as elementwise.wgsl's add and norm.wgsl. One workgroup
 // of 256 per 1024 elements of a row (rows of up to NJ * 1024 elements). B may be the
 // partial-product planes of a split-K matmul (b_parts of them, b_stride vec4s apart), summed
@@ -19,6 +20,7 @@ struct Params {
     b_stride: u32,
     pre_norm: u32,
     eps_a: f32,
+    add_scale: f32,
 }
 
 var<immediate> pc: Params;
@@ -100,6 +102,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             if pc.has_add != 0u {
                 v += sum_planes(base + i);
+                if pc.add_scale != 1.0 {
+                    v *= pc.add_scale;
+                }
                 if j == slice {
                     S[base + i] = v;
                 }

@@ -144,7 +144,9 @@ fn sandwich_norm_runs_fuse() {
 
 /// The sandwich norm after attention, its residual add and the next pre-norm whose output a
 /// decode matmul reads: one `norm_q8` dispatch norms the add's operand, adds, norms and
-/// quantizes, and writes the sum the next residual reads; matches the CPU fused or not.
+/// quantizes, and writes the sum the next residual reads; also with a scale of the sum between
+/// the add and the norm (a Gemma 4 layer's output scale), which it applies to the sum it writes.
+/// Matches the CPU fused or not.
 #[test]
 fn post_norm_add_and_pre_norm_fuse() {
     let cols = 256usize;
@@ -155,18 +157,23 @@ fn post_norm_add_and_pre_norm_fuse() {
     let pre = w.add(weight("pre", GgmlType::F32, cols, 1, &mut rng, 1.0));
     let wm = w.add(weight("m", GgmlType::Q4_K, cols, cols, &mut rng, 0.05));
     for rows in [1usize, 3] {
-        // Two such runs: a weighted post-norm (the second operand of its add) and a plain one.
+        // Three such runs: a weighted post-norm (the second operand of its add), a plain one,
+        // and a weighted one whose sum is scaled before the norm.
         let g = graph(&w, rows, rows, |g| {
             let (x, r) = (g.embed(ta), g.embed(tb));
             let mut outs = Vec::new();
-            for weight in [Some(post), None] {
+            for (weight, scale) in [(Some(post), None), (None, None), (Some(post), Some(0.7))] {
                 let a = g.rms_norm(x, weight, 1e-6, cols);
-                let s = g.add(r, a);
+                let mut s = g.add(r, a);
+                if let Some(f) = scale {
+                    s = g.scale(s, f);
+                }
                 let h = g.rms_norm(s, Some(pre), 1e-6, cols);
                 let m = g.linear(h, wm, None);
                 outs.push(g.add(m, s));
             }
-            g.add(outs[0], outs[1])
+            let o = g.add(outs[0], outs[1]);
+            g.add(o, outs[2])
         });
         for fused in [true, false] {
             let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
@@ -175,7 +182,8 @@ fn post_norm_add_and_pre_norm_fuse() {
             let prof = p.vk.profile().expect("profiling on");
             let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
             if fused && p.vk.uses_int8() {
-                assert_eq!((count("norm_q8"), count("rms_norm")), (2, 0), "{what}: {:?}", prof.totals.keys());
+                let got = (count("norm_q8"), count("rms_norm"), count("norm_add"), count("scale"));
+                assert_eq!(got, (3, 0, 0, 0), "{what}: {:?}", prof.totals.keys());
             }
         }
     }
