@@ -72,6 +72,19 @@ pub(crate) struct Dispatch {
     pub label: OpLabel,
 }
 
+impl Dispatch {
+    /// The bindings the dispatch may touch, with whether it may write each: those its kernel
+    /// declares, less the placeholder of unused optional ones (binding index, resource).
+    pub fn accessed(&self) -> impl Iterator<Item = (usize, Res, bool)> + '_ {
+        let p = &self.pipeline;
+        self.res
+            .iter()
+            .enumerate()
+            .filter(move |&(b, r)| p.touches(b) && *r != Res::Dummy)
+            .map(move |(b, &r)| (b, r, p.may_write(b)))
+    }
+}
+
 /// Offsets (in u32 words) of the step-input arrays inside the step buffer: per token its id,
 /// position, sequence index, page-table offset, state slot and window page-table offset; the
 /// output rows; the page lists, then the window page lists.

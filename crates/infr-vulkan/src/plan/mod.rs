@@ -570,16 +570,13 @@ fn write_storage_set(d: &ash::Device, set: vk::DescriptorSet, bufs: &[(vk::Buffe
     unsafe { d.update_descriptor_sets(&writes, &[]) };
 }
 
-/// What dispatch `x` may read and write through its bindings `bufs` (buffer, offset, range):
-/// the bindings its kernel declares, less the placeholder of unused optional ones.
+/// What dispatch `x` may read and write through its bindings `bufs` (buffer, offset, range).
 fn binding_accesses(x: &Dispatch, bufs: &[(vk::Buffer, u64, u64)]) -> Vec<order::Access> {
-    let p = &x.pipeline;
-    x.res
-        .iter()
-        .zip(bufs)
-        .enumerate()
-        .filter(|&(b, (r, _))| p.touches(b) && *r != Res::Dummy)
-        .map(|(b, (_, &(buf, off, range)))| order::Access::new(buf, off, range, p.may_write(b)))
+    x.accessed()
+        .map(|(b, _, write)| {
+            let (buf, off, range) = bufs[b];
+            order::Access::new(buf, off, range, write)
+        })
         .collect()
 }
 

@@ -34,30 +34,35 @@ pub(crate) struct Access<B = vk::Buffer> {
     pub write: bool,
 }
 
-impl<B> Access<B> {
+impl<B: PartialEq> Access<B> {
     /// The range `offset..offset + range` of `buffer`.
     pub fn new(buffer: B, offset: u64, range: u64, write: bool) -> Self {
         Self { buffer, start: offset, end: offset.saturating_add(range), write }
+    }
+
+    /// Whether the two must stay in order: one writes bytes the other touches.
+    fn conflicts(&self, other: &Self) -> bool {
+        self.buffer == other.buffer && (self.write || other.write) && self.start < other.end && other.start < self.end
     }
 }
 
 /// The level of each dispatch, given each one's accesses in the original order.
 pub(crate) fn levels<B: Copy + Eq + Hash>(dispatches: &[Vec<Access<B>>]) -> Vec<u32> {
     // Per buffer: every earlier access with the level of its dispatch.
-    let mut seen: HashMap<B, Vec<(u64, u64, bool, u32)>> = HashMap::new();
+    let mut seen: HashMap<B, Vec<(Access<B>, u32)>> = HashMap::new();
     let mut out = Vec::with_capacity(dispatches.len());
     for accesses in dispatches {
         let mut level = 0u32;
         for a in accesses {
             let Some(prev) = seen.get(&a.buffer) else { continue };
-            for &(start, end, write, l) in prev {
-                if (a.write || write) && start < a.end && a.start < end {
+            for (p, l) in prev {
+                if a.conflicts(p) {
                     level = level.max(l + 1);
                 }
             }
         }
         for a in accesses {
-            seen.entry(a.buffer).or_default().push((a.start, a.end, a.write, level));
+            seen.entry(a.buffer).or_default().push((*a, level));
         }
         out.push(level);
     }
@@ -74,9 +79,7 @@ pub(crate) fn in_order_levels<B: Copy + Eq + Hash>(dispatches: &[Vec<Access<B>>]
     let mut current: Vec<Access<B>> = Vec::new();
     let mut out = Vec::with_capacity(dispatches.len());
     for accesses in dispatches {
-        let conflicts = accesses.iter().any(|a| {
-            current.iter().any(|c| c.buffer == a.buffer && (a.write || c.write) && c.start < a.end && a.start < c.end)
-        });
+        let conflicts = accesses.iter().any(|a| current.iter().any(|c| a.conflicts(c)));
         if conflicts {
             level += 1;
             current.clear();
@@ -88,20 +91,9 @@ pub(crate) fn in_order_levels<B: Copy + Eq + Hash>(dispatches: &[Vec<Access<B>>]
 }
 
 /// What each dispatch reads and writes, by symbolic resource (a node's output, a temporary,
-/// a KV layer…): the bindings its kernel declares, less the placeholder of unused ones.
+/// a KV layer…).
 fn symbolic_accesses(dispatches: &[Dispatch]) -> Vec<Vec<Access<Res>>> {
-    dispatches
-        .iter()
-        .map(|x| {
-            let p = &x.pipeline;
-            x.res
-                .iter()
-                .enumerate()
-                .filter(|&(b, r)| p.touches(b) && *r != Res::Dummy)
-                .map(|(b, &r)| Access::new(r, 0, 1, p.may_write(b)))
-                .collect()
-        })
-        .collect()
+    dispatches.iter().map(|x| x.accessed().map(|(_, r, write)| Access::new(r, 0, 1, write)).collect()).collect()
 }
 
 /// Byte offsets of every node's output in one activation buffer, and its size in bytes.
