@@ -180,7 +180,7 @@ pub const QK_ROPE_MAX_DIM: u32 = 512;
 /// v in, K cache, V cache, step, frequency factors, q_norm weight, k_norm weight.
 pub fn qk_rope(dtype: KvDType, max_dim: u32) -> KernelSpec {
     let name = format!("qk_rope.{dtype:?}").to_lowercase();
-    let spec = KernelSpec::new(name, &["common", "rope_math", "qk_rope"], 11, push_size::<QkRopeParams>())
+    let spec = KernelSpec::new(name, &["common", "tree_sum", "rope_math", "qk_rope"], 11, push_size::<QkRopeParams>())
         .define("MAXD", max_dim.next_power_of_two().max(64));
     kv_defines(spec, dtype)
 }

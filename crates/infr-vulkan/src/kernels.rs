@@ -473,7 +473,7 @@ pub fn mix_embed_slices(rows: usize) -> (usize, usize) {
 
 /// RMS norm.
 pub fn rms_norm() -> KernelSpec {
-    KernelSpec::new("rms_norm", &["common", "norm"], 3, push_size::<NormParams>())
+    KernelSpec::new("rms_norm", &["common", "tree_sum", "norm"], 3, push_size::<NormParams>())
 }
 
 /// RoPE.

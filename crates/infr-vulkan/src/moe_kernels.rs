@@ -292,12 +292,22 @@ pub const MOE_ROUTE_RANK_MAX_EXPERTS: u32 = 1024;
 /// scales, route.
 pub fn moe_route(n_expert: u32) -> KernelSpec {
     if n_expert <= MOE_ROUTE_RANK_MAX_EXPERTS {
-        KernelSpec::new("moe_route_rank", &["common", "moe_gating", "moe_route_rank"], 3, push_size::<MoeRouteParams>())
-            .define("MAX_K", MOE_MAX_USED)
-            .define("MAX_E", MOE_ROUTE_RANK_MAX_EXPERTS)
+        KernelSpec::new(
+            "moe_route_rank",
+            &["common", "tree_sum", "moe_gating", "moe_route_rank"],
+            3,
+            push_size::<MoeRouteParams>(),
+        )
+        .define("MAX_K", MOE_MAX_USED)
+        .define("MAX_E", MOE_ROUTE_RANK_MAX_EXPERTS)
     } else {
-        KernelSpec::new("moe_route", &["common", "moe_gating", "moe_route"], 3, push_size::<MoeRouteParams>())
-            .define("MAX_K", MOE_MAX_USED)
+        KernelSpec::new(
+            "moe_route",
+            &["common", "tree_sum", "moe_gating", "moe_route"],
+            3,
+            push_size::<MoeRouteParams>(),
+        )
+        .define("MAX_K", MOE_MAX_USED)
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("rope_math", include_str!("shaders/rope_math.wgsl")),
     ("rope", include_str!("shaders/rope.wgsl")),
     ("qk_rope", include_str!("shaders/qk_rope.wgsl")),
+    ("tree_sum", include_str!("shaders/tree_sum.wgsl")),
     ("attn_io", include_str!("shaders/attn_io.wgsl")),
     ("attention", include_str!("shaders/attention.wgsl")),
     ("attention_combine", include_str!("shaders/attention_combine.wgsl")),

@@ -9,7 +9,7 @@
 const WG: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
 
-var<workgroup> red_v: array<f32, WG>;
+var<workgroup> red: array<f32, WG>;
 var<workgroup> red_i: array<u32, WG>;
 var<workgroup> chosen: array<u32, MAX_K>;
 var<workgroup> chosen_v: array<f32, MAX_K>;
@@ -36,25 +36,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 best_v = v;
             }
         }
-        red_v[li] = best_v;
+        red[li] = best_v;
         red_i[li] = best;
         workgroupBarrier();
         for (var h = WG / 2u; h > 0u; h >>= 1u) {
             if li < h {
                 let oi = red_i[li + h];
-                let ov = red_v[li + h];
+                let ov = red[li + h];
                 let mi = red_i[li];
-                let mv = red_v[li];
+                let mv = red[li];
                 if oi != NONE && (mi == NONE || ov > mv || (ov == mv && oi < mi)) {
                     red_i[li] = oi;
-                    red_v[li] = ov;
+                    red[li] = ov;
                 }
             }
             workgroupBarrier();
         }
         if li == 0u {
             chosen[s] = red_i[0];
-            chosen_v[s] = red_v[0];
+            chosen_v[s] = red[0];
         }
         workgroupBarrier();
     }
@@ -66,14 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             part += exp(LOGITS[base + e] - mx);
         }
     }
-    red_v[li] = part;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if li < h {
-            red_v[li] += red_v[li + h];
-        }
-        workgroupBarrier();
-    }
+    let total = tree_sum(li, part);
     if li != 0u {
         return;
     }
@@ -83,5 +76,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         picks[s] = chosen[s];
         picks_v[s] = chosen_v[s];
     }
-    write_route(tok, picks, picks_v, red_v[0]);
+    write_route(tok, picks, picks_v, total);
 }

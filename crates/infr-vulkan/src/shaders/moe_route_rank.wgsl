@@ -16,16 +16,9 @@ var<workgroup> pick_v: array<f32, MAX_K>;
 var<workgroup> pick_i: array<u32, MAX_K>;
 var<workgroup> pick_w: array<f32, MAX_K>;
 
+// tree_sum, after which `red` may be written again at once.
 fn sum_all(li: u32, x: f32) -> f32 {
-    red[li] = x;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if li < h {
-            red[li] += red[li + h];
-        }
-        workgroupBarrier();
-    }
-    let s = red[0];
+    let s = tree_sum(li, x);
     workgroupBarrier();
     return s;
 }

@@ -47,15 +47,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             s += v * v;
         }
     }
-    red[t] = s;
-    workgroupBarrier();
-    for (var w = WG / 2u; w > 0u; w >>= 1u) {
-        if t < w {
-            red[t] += red[t + w];
-        }
-        workgroupBarrier();
-    }
-    let mean = red[0] / f32(pc.group);
+    let mean = tree_sum(t, s) / f32(pc.group);
     let scale = 1.0 / sqrt(mean + pc.eps);
     if in_regs {
         for (var j = 0u; j < NJ; j++) {

@@ -82,19 +82,6 @@ fn cache_slot(tok: u32, pos: u32) -> u32 {
     return S[S[pc.pt_off + tok] + pos / pc.page_size] * pc.page_size + pos % pc.page_size;
 }
 
-// The sum of every invocation's `s` over the workgroup (norm.wgsl's tree order).
-fn head_sum(t: u32, s: f32) -> f32 {
-    red[t] = s;
-    workgroupBarrier();
-    for (var w = WG / 2u; w > 0u; w >>= 1u) {
-        if t < w {
-            red[t] += red[t + w];
-        }
-        workgroupBarrier();
-    }
-    return red[0];
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let lin = wg_linear(wid, nwg);
@@ -119,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let x = planes(2u, tok * pc.vw + vo + i, pc.vw);
                 sv += x * x;
             }
-            vs = 1.0 / sqrt(head_sum(t, sv) / f32(pc.dv) + pc.v_eps);
+            vs = 1.0 / sqrt(tree_sum(t, sv) / f32(pc.dv) + pc.v_eps);
         }
         for (var i = 2u * t; i < pc.dv; i += 2u * WG) {
             let e = vo + i;
@@ -156,7 +143,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         s += x * x;
     }
     if mode != 0u {
-        let scale = 1.0 / sqrt(head_sum(t, s) / f32(pc.dk) + eps);
+        let scale = 1.0 / sqrt(tree_sum(t, s) / f32(pc.dk) + eps);
         for (var i = t; i < pc.dk; i += WG) {
             var v = hs[i] * scale;
             if mode == 2u {
