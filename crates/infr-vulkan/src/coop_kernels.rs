@@ -160,8 +160,9 @@ pub enum CoopOperands<'a> {
     Quantized(&'a GpuLayout),
     /// W16 from [`dequant_f16`], X16 from [`crate::kernels::round_act16`].
     F16,
-    /// A 3-D expert weight in its GPU layout, f32 activations gathered per routed pair
-    /// (`coop_load_moe.wgsl`; push constants [`MoeCoopParams`]).
+    /// A 3-D expert weight in its GPU layout, f16 activations (from
+    /// [`crate::kernels::round_act16`]) gathered per routed pair (`coop_load_moe.wgsl`; push
+    /// constants [`MoeCoopParams`]).
     Experts(&'a GpuLayout),
     /// W in its GPU layout, X16 from [`crate::kernels::round_act16`], the inner dimension
     /// split into ranges whose partial products go to separate planes of Y (push constants
@@ -311,7 +312,7 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
             let spec = quantized(
                 l,
                 format!("matmul_coop_split.{}", l.ty),
-                &["coop_x_f16", "coop_dense"],
+                &["f16_words", "coop_x_f16", "coop_dense"],
                 MATMUL_BINDINGS,
                 push_size::<SplitParams>(),
             );
@@ -325,7 +326,7 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
         }
         CoopOperands::F16 => KernelSpec::new(
             "matmul_coop.f16in",
-            &["common", "coop_x_f16", "coop_load_f16", "coop_dense", "matmul_coop"],
+            &["common", "f16_words", "coop_x_f16", "coop_load_f16", "coop_dense", "matmul_coop"],
             4,
             push_size::<MatmulParams>(),
         )
@@ -334,7 +335,7 @@ pub(crate) fn matmul_coop(ops: CoopOperands<'_>, coop: Coop, tile: CoopTile) -> 
             let spec = quantized(
                 l,
                 format!("matmul_coop_moe.{}", l.ty),
-                &["coop_load_moe", "moe_weigh"],
+                &["f16_words", "coop_load_moe", "moe_weigh"],
                 MOE_COOP_BINDINGS,
                 push_size::<MoeCoopParams>(),
             );

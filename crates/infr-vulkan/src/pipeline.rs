@@ -33,6 +33,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_load_moe", include_str!("shaders/coop_load_moe.wgsl")),
     ("coop_x_f32", include_str!("shaders/coop_x_f32.wgsl")),
     ("coop_x_f16", include_str!("shaders/coop_x_f16.wgsl")),
+    ("f16_words", include_str!("shaders/f16_words.wgsl")),
     ("split_reduce", include_str!("shaders/split_reduce.wgsl")),
     ("logit_adjust", include_str!("shaders/logit_adjust.wgsl")),
     ("moe_route_rank", include_str!("shaders/moe_route_rank.wgsl")),

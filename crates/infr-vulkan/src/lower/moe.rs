@@ -33,6 +33,8 @@ pub(super) struct MoeTemps {
     sy: u32,
     /// The tiled expert matmuls' work list (`moe_tiles.wgsl`).
     tiles: u32,
+    /// The input in f16, rounded for the gate/up weights (cooperative batches).
+    x16: u32,
     /// Int8 copies of the input and of the gated activation (integer-dot decode).
     qx: u32,
     qh: u32,
@@ -54,6 +56,7 @@ impl MoeTemps {
             y: next(),
             sy: next(),
             tiles: next(),
+            x16: next(),
             qx: next(),
             qh: next(),
             jobs: next(),
@@ -153,6 +156,7 @@ pub(super) fn lower(
         paged: false,
         max_tiles: 0,
         pairs: m.n_tokens * p.n_used as usize,
+        x16_mode: None,
         temp_bytes,
         rounded,
         emits: Vec::new(),
@@ -196,6 +200,8 @@ struct MoeLowering<'a, 'b> {
     max_tiles: u32,
     /// Routed (token, slot) pairs.
     pairs: usize,
+    /// The rounding `x16` holds the input in, once a cooperative matmul asked for it.
+    x16_mode: Option<u32>,
     temp_bytes: &'b mut Vec<u64>,
     rounded: &'b mut RoundedCopy,
     emits: Vec<Emit>,
@@ -356,6 +362,32 @@ impl<'a> MoeLowering<'a, '_> {
         Ok(Res::Temp(self.t.hr))
     }
 
+    /// `elems` values of `src` rounded as a matmul over `k_in` columns of `gw` rounds them and
+    /// stored in f16 into temporary `dst` (the cooperative expert matmuls' operand; weights
+    /// without an int8 rounding take plain f16).
+    fn round16(&mut self, gw: &GpuWeight, k_in: usize, (src, dst): (Res, u32), elems: usize) -> VkResult<u32> {
+        let mode = kernels::act_round_mode(gw.layout.ty, k_in).unwrap_or(kernels::ROUND_F16);
+        grow_temp(self.temp_bytes, dst, (elems * 2) as u64);
+        let rp = kernels::RoundParams {
+            n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
+            n_vec4: u32_of(elems / 4, "activations")?,
+            mode,
+        };
+        self.emit(kernels::round_act16(), vec![src, Res::Temp(dst)], bytes(&rp), rp.n_groups, None);
+        Ok(mode)
+    }
+
+    /// The node's input in f16 for a cooperative expert matmul with weight `gw` (rounded
+    /// once per node and rounding).
+    fn input16(&mut self, gw: &GpuWeight) -> VkResult<Res> {
+        let mode = kernels::act_round_mode(gw.layout.ty, self.m.cols).unwrap_or(kernels::ROUND_F16);
+        if self.x16_mode != Some(mode) {
+            let elems = self.m.n_tokens * self.m.cols;
+            self.x16_mode = Some(self.round16(gw, self.m.cols, (Res::Act(self.m.x.0), self.t.x16), elems)?);
+        }
+        Ok(Res::Temp(self.t.x16))
+    }
+
     /// A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
     fn bias_res(&self, b: Option<WeightId>, m: u32) -> VkResult<Res> {
         let Some(b) = b else { return Ok(Res::Dummy) };
@@ -436,6 +468,7 @@ impl<'a> MoeLowering<'a, '_> {
         for &(id, bias, rows, col0, role) in gate_up {
             let x = match self.path {
                 ExpertPath::Int8 { .. } => qx,
+                ExpertPath::Coop { .. } => self.input16(self.one_chunk(&id)?)?,
                 _ => self.input(self.one_chunk(&id)?)?,
             };
             let role = if paired { "gate_up_exps" } else { role };
@@ -482,7 +515,13 @@ impl<'a> MoeLowering<'a, '_> {
             let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
             let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
             self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
-            self.round_h(self.one_chunk(&p.down)?, ff, pairs * ff)?
+            let down = self.one_chunk(&p.down)?;
+            if matches!(self.path, ExpertPath::Coop { .. }) {
+                self.round16(down, ff, (Res::Temp(t.h), t.hr), pairs * ff)?;
+                Res::Temp(t.hr)
+            } else {
+                self.round_h(down, ff, pairs * ff)?
+            }
         };
         let mp = mk::MoeMatmulParams {
             k: p.n_ff,

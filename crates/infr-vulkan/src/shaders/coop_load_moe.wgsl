@@ -3,7 +3,7 @@
 // grouped by expert, as llama.cpp's `mul_mm_id` does): activation tile tn is tile tn of
 // moe_tiles.wgsl's list, up to BN routed pairs of one expert e. Its W slice is rows
 // e*m .. (e+1)*m of the 3-D weight (`wrow0`), dequantized on the fly; its X rows are the
-// pairs' input rows (pair / x_div), gathered; each result goes to its pair's output row,
+// pairs' input rows (pair / x_div, in f16), gathered; each result goes to its pair's output row,
 // weighted as `moe_weigh.wgsl` says. Tiles past the list's count end at once.
 
 struct Params {
@@ -24,7 +24,7 @@ struct Params {
 var<immediate> pc: Params;
 
 // Bindings 0 and 2-4 (W, Y, BIAS, TBL) are coop_load_quant.wgsl's.
-@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> X: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> ROUTE: array<u32>;
 @group(0) @binding(6) var<storage, read> TILES: array<u32>;
 
@@ -51,27 +51,23 @@ fn moe_pair(j: u32) -> u32 {
     return TILES[1u + moe_first + j];
 }
 
-// Activations are converted to f16 as they are read.
-alias XUnit = array<vec4<f16>, 4>;
+// A unit of activations as read: two 16-byte words of f16 (X16, from `round_act16`), opened
+// only when staged so that the next step's gathered rows stay in flight while the current one
+// is multiplied (as `coop_x_f16.wgsl` does for dense products).
+alias XUnit = array<vec4<u32>, 2>;
 
 fn open_x(v: XUnit) -> array<vec4<f16>, 4> {
-    return v;
+    return halves16(v[0], v[1]);
 }
 
 fn fetch_x(u: u32, c0: u32, k0: u32) -> XUnit {
     let j = u / KU;
     let ke = k0 + 16u * (u % KU);
-    var out: array<vec4<f16>, 4>;
     if j >= moe_count || ke >= pc.k {
-        return out;
+        return XUnit();
     }
-    let base = (moe_pair(j) / pc.x_div) * (pc.k / 4u) + ke / 4u;
-    for (var q = 0u; q < 4u; q++) {
-        if ke + 4u * q < pc.k {
-            out[q] = vec4<f16>(X[base + q]);
-        }
-    }
-    return out;
+    let w = ((moe_pair(j) / pc.x_div) * pc.k + ke) / 8u;
+    return XUnit(X[w], X[w + 1u]);
 }
 
 // Write one F×F accumulator (weight rows rr.., tile rows cc.. counted from the grid's
