@@ -330,9 +330,9 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32, dtype: KvDType) -> 
     s_tile.push_str(
         "        let sb1 = sb + F * F;\n        coopStore(s0, &ss[sb], F);\n        coopStore(s1, &ss[sb1], F);",
     );
-    let (cache_ty, copy8, suffix) = match dtype {
-        KvDType::F16 => ("vec4<u32>", COPY8_F16, ""),
-        KvDType::Q8_0 => ("u32", COPY8_Q8_0, ".q8_0"),
+    let (cache_ty, (fetch8, put8), suffix) = match dtype {
+        KvDType::F16 => ("vec4<u32>", (FETCH8_F16, PUT8_F16), ""),
+        KvDType::Q8_0 => ("u32", (FETCH8_Q8_0, PUT8_Q8_0), ".q8_0"),
         KvDType::F32 => return None,
     };
     let frag_name = if f == 16 { String::new() } else { format!(".frag{f}") };
@@ -344,7 +344,8 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32, dtype: KvDType) -> 
     )
     .define("K_TY", cache_ty)
     .define("V_TY", cache_ty)
-    .define("COPY8", copy8)
+    .define("FETCH8", fetch8)
+    .define("PUT8", put8)
     .define("WG", 4 * subgroup_size)
     .define("SGS", subgroup_size)
     .define("F", f)
@@ -360,16 +361,17 @@ pub fn attention_coop(d: u32, frag: u32, subgroup_size: u32, dtype: KvDType) -> 
     Some(spec)
 }
 
-/// `attention_coop.wgsl`'s copy of eight f16 dims (one 16-byte word) into the tile.
-const COPY8_F16: &str = "    var w = vec4<u32>(0u);
-    if slot != NO_SLOT {
-        if cache_is_v {
-            w = VC[(slot * pc.vw + kvh * pc.dv) / 8u + d8];
-        } else {
-            w = KC[(slot * pc.kw + kvh * pc.dk) / 8u + d8];
-        }
+/// `attention_coop.wgsl`'s read of eight f16 dims: one 16-byte word.
+const FETCH8_F16: &str = "    if slot == NO_SLOT {
+        return vec4<u32>(0u);
     }
-    let a = unpack2x16float(w.x);
+    if cache_is_v {
+        return VC[(slot * pc.vw + kvh * pc.dv) / 8u + d8];
+    }
+    return KC[(slot * pc.kw + kvh * pc.dk) / 8u + d8];";
+
+/// `attention_coop.wgsl`'s staging of eight f16 dims read by [`FETCH8_F16`].
+const PUT8_F16: &str = "    let a = unpack2x16float(w.x);
     let b = unpack2x16float(w.y);
     let c = unpack2x16float(w.z);
     let d = unpack2x16float(w.w);
@@ -382,26 +384,25 @@ const COPY8_F16: &str = "    var w = vec4<u32>(0u);
     kv[o + 6u] = f16(d.x);
     kv[o + 7u] = f16(d.y);";
 
-/// `attention_coop.wgsl`'s copy of eight q8_0 dims into the tile: two words of quants and
-/// their block's scale (slot layout of `kv_defines`), dequantized to f16 as llama.cpp's
-/// Vulkan flash attention does with a quantized cache.
-const COPY8_Q8_0: &str = "    var q = vec2<u32>(0u);
-    var d = 0.0;
-    if slot != NO_SLOT {
-        if cache_is_v {
-            let e = kvh * pc.dv + 8u * d8;
-            let base = slot * (pc.vw / 4u + pc.vw / 32u);
-            q = vec2<u32>(VC[base + e / 4u], VC[base + e / 4u + 1u]);
-            d = bitcast<f32>(VC[base + pc.vw / 4u + e / 32u]);
-        } else {
-            let e = kvh * pc.dk + 8u * d8;
-            let base = slot * (pc.kw / 4u + pc.kw / 32u);
-            q = vec2<u32>(KC[base + e / 4u], KC[base + e / 4u + 1u]);
-            d = bitcast<f32>(KC[base + pc.kw / 4u + e / 32u]);
-        }
+/// `attention_coop.wgsl`'s read of eight q8_0 dims: two words of quants and their block's
+/// scale bits (slot layout of `kv_defines`).
+const FETCH8_Q8_0: &str = "    if slot == NO_SLOT {
+        return vec4<u32>(0u);
     }
+    if cache_is_v {
+        let e = kvh * pc.dv + 8u * d8;
+        let base = slot * (pc.vw / 4u + pc.vw / 32u);
+        return vec4<u32>(VC[base + e / 4u], VC[base + e / 4u + 1u], VC[base + pc.vw / 4u + e / 32u], 0u);
+    }
+    let e = kvh * pc.dk + 8u * d8;
+    let base = slot * (pc.kw / 4u + pc.kw / 32u);
+    return vec4<u32>(KC[base + e / 4u], KC[base + e / 4u + 1u], KC[base + pc.kw / 4u + e / 32u], 0u);";
+
+/// `attention_coop.wgsl`'s staging of eight q8_0 dims read by [`FETCH8_Q8_0`], dequantized to
+/// f16 as llama.cpp's Vulkan flash attention does with a quantized cache.
+const PUT8_Q8_0: &str = "    let d = bitcast<f32>(w.z);
     for (var i = 0u; i < 8u; i++) {
-        let b = q[i / 4u] << (24u - 8u * (i % 4u));
+        let b = w[i / 4u] << (24u - 8u * (i % 4u));
         kv[o + i] = f16(f32(bitcast<i32>(b) >> 24u) * d);
     }";
 

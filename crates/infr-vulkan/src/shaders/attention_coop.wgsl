@@ -9,10 +9,12 @@
 // the row sums at the end (softmax is exact for any offset: exp(s − c) / Σ exp(s − c)).
 // (With two passes, max and sum first and then O, the 8B pp512 attention took 37.7 ms of an
 // H200 profile, and 26.0 ms when the first pass was skipped.) The cache slots of a tile's
-// keys (a table in workgroup memory) are looked up while the previous tile's rows are
-// copied; K and V rows are copied 8 dims (16 bytes) at a time into row-major tiles, which
-// S = Q·Kᵀ reads as a column-major operand and P·V as a row-major one. A row is handled here only when its sequence's page table is that of the
-// block's first token and the block's second token's (a prefill chunk of one sequence);
+// keys (a table in workgroup memory) are looked up while the previous tile is staged, and
+// its K and V words are read while the previous tile is multiplied; K and V rows are staged
+// 8 dims (16 bytes) at a time into row-major tiles, which S = Q·Kᵀ reads as a column-major
+// operand and P·V as a row-major one. A row is handled here only when its sequence's page
+// table is that of the block's first token and the block's second token's (a prefill chunk
+// of one sequence);
 // `attention.wgsl` runs after this kernel and computes exactly the other rows.
 
 enable f16;
@@ -74,20 +76,46 @@ fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32, half: u32) {
     }
 }
 
-// Eight dims of one key of kv head `kvh` into row `key` of the tile at `off` (zeros for a key
-// past the end), read from the cache as its element type stores them.
-fn copy8(cache_is_v: bool, off: u32, half: u32, key: u32, d8: u32, kvh: u32) {
+// The words holding eight dims of one key of kv head `kvh` (zeros for a key past the end),
+// read from the cache as its element type stores them.
+fn fetch8(cache_is_v: bool, half: u32, key: u32, d8: u32, kvh: u32) -> vec4<u32> {
     let slot = slots[half + key];
-    let o = off + key * KS + 8u * d8;
-{{COPY8}}
+{{FETCH8}}
 }
 
-// The tile's K and V rows, from the slots in the half of `slots` at `half` (looked up
-// before the last barrier).
-fn load_tile(t: u32, kvh: u32, half: u32) {
-    for (var i = t; i < BC * D8; i += WG) {
-        copy8(false, 0u, half, i / D8, i % D8, kvh);
-        copy8(true, VOFF, half, i / D8, i % D8, kvh);
+// Those eight dims, as f16, into row `key` of the tile at `off`.
+fn put8(off: u32, key: u32, d8: u32, w: vec4<u32>) {
+    let o = off + key * KS + 8u * d8;
+{{PUT8}}
+}
+
+// Units (one key's eight dims) of a K or V tile per thread, and the words a thread holds for
+// both: a tile's words are read while the previous tile is multiplied and only staged after,
+// so that their loads are in flight during that work rather than waited for at the copy.
+const NU: u32 = (BC * D8 + WG - 1u) / WG;
+const NU2: u32 = 2u * NU;
+
+// This thread's K and V words of the tile whose slots are in the half of `slots` at `half`.
+fn fetch_tile(t: u32, kvh: u32, half: u32) -> array<vec4<u32>, NU2> {
+    var a: array<vec4<u32>, NU2>;
+    for (var j = 0u; j < NU; j++) {
+        let i = t + j * WG;
+        if i < BC * D8 {
+            a[2u * j] = fetch8(false, half, i / D8, i % D8, kvh);
+            a[2u * j + 1u] = fetch8(true, half, i / D8, i % D8, kvh);
+        }
+    }
+    return a;
+}
+
+// Stage words from `fetch_tile` as the K and V tiles.
+fn store_tile(t: u32, a: array<vec4<u32>, NU2>) {
+    for (var j = 0u; j < NU; j++) {
+        let i = t + j * WG;
+        if i < BC * D8 {
+            put8(0u, i / D8, i % D8, a[2u * j]);
+            put8(VOFF, i / D8, i % D8, a[2u * j + 1u]);
+        }
     }
 }
 
@@ -173,6 +201,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var zero: coop_mat{{F}}x{{F}}<f32, C>;
 {{O_DECL}}
     let sb = sgid * F * BC;
+    find_slots(t, pt0, klo, khi, 0u);
     workgroupBarrier();
 
     // This lane's row offset and its share of the row sum (over its columns of each tile).
@@ -185,15 +214,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             l = 1.0;
         }
     }
-    find_slots(t, pt0, klo, khi, 0u);
+    var words = fetch_tile(t, kvh, 0u);
     var half = 0u;
     for (var kb = klo; kb < khi; kb += BC) {
-        // The tile's slots are visible, and the previous tile's readers of kv and ps are done.
+        // The previous tile's readers of kv and ps are done.
         workgroupBarrier();
-        load_tile(t, kvh, half);
+        store_tile(t, words);
         half = BC - half;
         find_slots(t, pt0, kb + BC, khi, half);
         workgroupBarrier();
+        // The next tile's words (zeros past the last) load while this one is multiplied.
+        words = fetch_tile(t, kvh, half);
 {{S_TILE}}
         workgroupBarrier();
         // The row's largest score in this tile (every lane of the row agrees on it).
