@@ -4,7 +4,7 @@ numbers were taken: start `llama-server` on a model, send prompts of random toke
 `timings.prompt_per_second` / `timings.predicted_per_second` from each /completion response.
 
 usage: llama_server_bench.py --server PATH -m MODEL [-m MODEL ...] [-p 512] [-n 128] [-d 0]
-                             [-r 3] [--ngl 99] [--port 18080] [--json OUT] [--log FILE]
+                             [-r 3] [--warmup 1] [--ngl 99] [--port 18080] [--json OUT] [--log FILE]
                              ["--server-args=--n-cpu-moe 36"]
 
 Tests mirror `infr bench`: pp<P> (prompt P tokens, 1 generated), tg<N> (generation of N tokens
@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--ngl", type=int, default=99)
     ap.add_argument("--port", type=int, default=18080)
     ap.add_argument("--vocab", type=int, default=150000)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed runs of each test first (as infr bench --warmup-runs: a GPU that idled ramps its clocks up)")
     ap.add_argument("--json")
     ap.add_argument("--log", help="append llama-server's log (device, matrix cores, ...) to this file")
     ap.add_argument("--server-args", default="", help="more llama-server arguments, one string (--server-args='--n-cpu-moe 36')")
@@ -99,7 +101,8 @@ def main():
                 name = "tg%d" % a.n + (" @ d%d" % a.d if a.d else "")
                 tests.append((name, lambda: timed(a.port, lambda: tok(max(a.d, 1)), a.n, "predicted_per_second")))
             for name, fn in tests:
-                fn()  # warm-up of this test's shapes (llama-bench also runs one first)
+                for _ in range(max(a.warmup, 1)):
+                    fn()  # warm-up of this test's shapes (llama-bench also runs one first)
                 samples = [fn() for _ in range(a.r)]
                 rec = {"model": model, "test": name, "avg_ts": statistics.mean(samples),
                        "stddev_ts": statistics.stdev(samples) if len(samples) > 1 else 0.0, "samples_ts": samples}

@@ -12,6 +12,10 @@
 #                                     beside the synthesis) and run it
 #     --depth                         also tg64 at depth 4096 (every engine)
 #     --budget S                      skip what starts after S seconds (default 540)
+#     --warmup N                      untimed runs of each test first, for every engine
+#                                     (default 3: an idle GPU ramps its clocks up over its
+#                                     first second of work; CUDA llama-bench, which has one
+#                                     warm-up, runs each test once untimed first)
 #     --env "INFR_X=1"                environment of the infr runs
 #     --serve "16 32"                 also serve each shape (the first binary, and with --vulkan
 #                                     llama-server) with as many slots as the most streams,
@@ -21,7 +25,7 @@
 set -uo pipefail
 dir=$(cd "${1:?usage: scripts/gpu/compare.sh DIR [options]}" && pwd)
 shift
-shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs="" serve=""
+shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs="" serve="" warmup=3
 while [ $# -gt 0 ]; do
     case $1 in
     --shapes) shapes=$2; shift ;;
@@ -31,6 +35,7 @@ while [ $# -gt 0 ]; do
     --cuda) cuda=1 ;;
     --depth) depth=1 ;;
     --budget) budget=$2; shift ;;
+    --warmup) warmup=$2; shift ;;
     --env) envs=$2; shift ;;
     --serve) serve=$2; shift ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
@@ -106,16 +111,22 @@ for s in $shapes; do
         [ $depth = 1 ] && runs+=("-p 0 -n 64 -d 4096")
         for r in "${runs[@]}"; do
             # shellcheck disable=SC2086
-            env $envs "$work/bin/$b" bench --dev Vulkan0 -m "$m" $r -r 3 2>/dev/null | grep -E '^\| [a-z]' | grep -v '^| model' | sed "s/^/$b /"
+            env $envs "$work/bin/$b" bench --dev Vulkan0 -m "$m" $r -r 3 --warmup-runs "$warmup" 2>/dev/null | grep -E '^\| [a-z]' | grep -v '^| model' | sed "s/^/$b /"
         done
     done
     if [ -n "$server" ] && ! late "llama-server $s"; then
-        LD_LIBRARY_PATH=$server python3 scripts/llama_server_bench.py --server "$server/llama-server" -m "$m" -p 512 -n 128 -r 3
-        [ $depth = 1 ] && LD_LIBRARY_PATH=$server python3 scripts/llama_server_bench.py --server "$server/llama-server" -m "$m" -p 0 -n 64 -d 4096 -r 3
+        LD_LIBRARY_PATH=$server python3 scripts/llama_server_bench.py --server "$server/llama-server" -m "$m" -p 512 -n 128 -r 3 --warmup "$warmup"
+        [ $depth = 1 ] && LD_LIBRARY_PATH=$server python3 scripts/llama_server_bench.py --server "$server/llama-server" -m "$m" -p 0 -n 64 -d 4096 -r 3 --warmup "$warmup"
     fi
     if [ -x "$lb" ] && ! late "llama-bench $s"; then
-        "$lb" -m "$m" -ngl 99 -p 512 -n 128 -r 2 2>&1 | grep -E '^\| [a-z]' | grep -v '^| model'
-        [ $depth = 1 ] && "$lb" -m "$m" -ngl 99 -p 0 -n 64 -d 4096 -r 2 2>&1 | grep -E '^\| [a-z]' | grep -v '^| model'
+        cuda_runs=("-p 512 -n 128")
+        [ $depth = 1 ] && cuda_runs+=("-p 0 -n 64 -d 4096")
+        for r in "${cuda_runs[@]}"; do
+            # shellcheck disable=SC2086
+            [ "$warmup" -gt 1 ] && "$lb" -m "$m" -ngl 99 $r -r 1 >/dev/null 2>&1
+            # shellcheck disable=SC2086
+            "$lb" -m "$m" -ngl 99 $r -r 2 2>&1 | grep -E '^\| [a-z]' | grep -v '^| model'
+        done
     fi
     if [ -n "$serve" ]; then
         most=$(echo $serve | tr ' ' '\n' | sort -n | tail -1)

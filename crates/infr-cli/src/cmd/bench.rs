@@ -58,6 +58,13 @@ pub struct Args {
     /// Skip the warm-up run.
     #[arg(long)]
     pub no_warmup: bool,
+    /// Warm-up runs before the timed ones: the short one llama-bench also does, then
+    /// untimed repetitions of the whole test. A GPU that idled ramps its clocks up over
+    /// its first second or so of work (an H100 ran Qwen3-30B-A3B pp512 at 3,900-6,200 t/s
+    /// in the first timed run after one warm-up, 16,600-17,000 from the third on), so
+    /// comparisons give each engine the same warm-up.
+    #[arg(long, default_value_t = 1)]
+    pub warmup_runs: usize,
     /// KV cache type.
     #[arg(long = "ctk", visible_alias = "cache-type-k", default_value = "f16")]
     pub kv_type: String,
@@ -232,6 +239,13 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
             if denoise && !a.no_warmup {
                 // The warm-up builds the denoiser plan and touches every page once.
                 run_diffusion(&mut r, &mut rng)?;
+            }
+            for _ in 1..if a.no_warmup { 0 } else { a.warmup_runs } {
+                if denoise {
+                    run_diffusion(&mut r, &mut rng)?;
+                } else {
+                    run_once(&mut r, &mut rng)?;
+                }
             }
             let mut samples_ns = Vec::new();
             let mut samples_ts = Vec::new();

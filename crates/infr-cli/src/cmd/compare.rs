@@ -226,6 +226,7 @@ pub fn run(a: Args) -> Result<()> {
             batch: 2048,
             output: "json".into(),
             no_warmup: false,
+            warmup_runs: 1,
             kv_type: "f16".into(),
             diffusion: Default::default(),
             device: a.device.clone(),
