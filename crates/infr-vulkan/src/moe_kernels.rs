@@ -68,25 +68,27 @@ pub fn moe_coop_min_tokens() -> usize {
     std::env::var("INFR_VK_MOE_COOP_MIN").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(64)
 }
 
-/// The cooperative tile of the expert matmuls: 128 weight rows by 64 pairs, k-steps of 32
-/// read two ahead. A tile holds pairs of one expert only, so an expert whose pairs spill
+/// The cooperative tile of the expert matmuls: 128 weight rows by 64 pairs in 4×2 subgroups
+/// (2×2 fragments each), k-steps of 32 read two ahead. A tile holds pairs of one expert only, so an expert whose pairs spill
 /// past one tile has its weights dequantized again for the next: with ~32 pairs per expert
 /// (Qwen3-30B-A3B, pp512: 4,096 pairs over 128 experts), 32-pair tiles gave 5,356 t/s and
 /// 64-pair tiles 6,734 on an H100 in one run (128x32 reading two steps ahead: 4,107; 64x64:
 /// 5,790; 64x32: 5,552; 256x32: 5,375). With f16 activations and raw weight units (c51,
 /// H100, all 48 layers, three warm-up runs): k-steps of 32 two ahead 9,351 / 9,328 t/s
 /// against 8,763 / 8,774 for k-steps of 64 one ahead (24 layers: 128x32 12,578, 64x64
-/// 13,363 against 16,833). Scaled for 8×8 fragments ([`fragment_scaled`]).
+/// 13,363 against 16,833); in a later call 4×2 subgroups 9,637 against 9,306 for 2×4 (4×1
+/// fragments each) and 8,980 for k-steps of 64 two ahead. Scaled for 8×8 fragments
+/// ([`fragment_scaled`]).
 pub fn moe_coop_tile(frag: u32, max_shared: u32) -> CoopTile {
     let (bm, bn) = (fragment_scaled(128, frag), fragment_scaled(64, frag));
-    let tile = CoopTile { frag, bm, bn, gm: 2, gn: 4, bk: 32, raster: 0, stages: 2 };
+    let tile = CoopTile { frag, bm, bn, gm: 4, gn: 2, bk: 32, raster: 0, stages: 2 };
     if let Some(t) = forced_moe_tile(frag).filter(|t| t.shared_bytes() <= max_shared) {
         return t;
     }
     if tile.shared_bytes() <= max_shared {
         tile
     } else {
-        CoopTile { bn: fragment_scaled(32, frag), gn: 2, ..tile }
+        CoopTile { bn: fragment_scaled(32, frag), gn: 1, ..tile }
     }
 }
 
