@@ -73,16 +73,20 @@ pub(crate) fn round16_group(feat: Features, lw: &GpuWeight, n: usize) -> Option<
 }
 
 /// The tile for `n` activation rows: 4 subgroups along 64 weight rows (one fragment row each;
-/// 32 with 8×8 fragments), one activation tile of `n` rounded up to fragments, k-steps of 32,
-/// two steps read ahead. On an H100 (8B decode, 32 rows, ms per step) with units dequantized
+/// 32 with 8×8 fragments), one activation tile of `n` rounded up to fragments, k-steps of 32
+/// (64 for up to 16 rows), two steps read ahead. On an H100 (8B decode, 32 rows, ms per step) with units dequantized
 /// as read, 64 weight rows in k-steps of 64 with one read ahead beat 128 rows (25.0 against
 /// 34.1; 57.3 against 65.4 at 64 rows) and 128 rows with 8 subgroups or k-steps of 32
 /// (26.3-26.5); with raw Q4_K/Q6_K units (c41) k-steps of 32 two ahead took 18.96 ms against
 /// 21.30 (64, one ahead), 19.71 (64, two), 20.24 (128 rows) and 21.43 (128 rows in 8
-/// subgroups). `INFR_VK_SKINNY_TILE=bm,gm,bk,stages` overrides it for tuning.
+/// subgroups). Up to 16 rows, k-steps of 64 (two ahead) do as well or better (c51, 8B decode,
+/// ms per step against 32: 12 rows 12.33 / 13.14, 16 rows 13.13 / 13.55 and 13.92 / 13.89),
+/// past that worse (24 rows 19.01 / 16.38, 32 rows 20.11 / 18.68).
+/// `INFR_VK_SKINNY_TILE=bm,gm,bk,stages` overrides it for tuning.
 pub(crate) fn tile(frag: u32, n: usize, max_shared: u32) -> CoopTile {
     let bn = (n as u32).div_ceil(frag) * frag;
-    let plain = CoopTile { frag, bm: 4 * frag, bn, gm: 4, gn: 1, bk: 32, raster: 0, stages: 2 };
+    let bk = if n <= 16 { 64 } else { 32 };
+    let plain = CoopTile { frag, bm: 4 * frag, bn, gm: 4, gn: 1, bk, raster: 0, stages: 2 };
     let forced = std::env::var("INFR_VK_SKINNY_TILE").ok().and_then(|v| {
         let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
         match p[..] {
