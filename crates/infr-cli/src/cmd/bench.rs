@@ -55,13 +55,13 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", default_value = "md")]
     pub output: String,
-    /// Skip the warm-up run.
+    /// Skip the warm-up run (as `--warmup-runs 0`).
     #[arg(long)]
     pub no_warmup: bool,
     /// Warm-up runs before the timed ones: the short one llama-bench also does, then
-    /// untimed repetitions of the whole test. A GPU that idled ramps its clocks up over
-    /// its first second or so of work (an H100 ran Qwen3-30B-A3B pp512 at 3,900-6,200 t/s
-    /// in the first timed run after one warm-up, 16,600-17,000 from the third on), so
+    /// untimed repetitions of the whole test (0: none). A GPU that idled ramps its clocks up
+    /// over its first second or so of work (an H100 ran Qwen3-30B-A3B pp512 at 3,900-6,200
+    /// t/s in the first timed run after one warm-up, 16,600-17,000 from the third on), so
     /// comparisons give each engine the same warm-up.
     #[arg(long, default_value_t = 1)]
     pub warmup_runs: usize,
@@ -223,7 +223,9 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
                 r.remove_sequence(seq);
                 result
             };
-            if !a.no_warmup {
+            let warmups = if a.no_warmup { 0 } else { a.warmup_runs };
+            if warmups > 0 {
+                tracing::debug!("bench {}: warm-up run 1 of {warmups}", t.name());
                 let warm = Test { n_prompt: t.n_prompt.min(a.ubatch), n_gen: t.n_gen.min(1), n_depth: 0 };
                 let seq = r.add_sequence();
                 if warm.n_prompt > 0 {
@@ -236,11 +238,12 @@ pub fn measure(a: &Args, on_result: &mut dyn FnMut(&Measurement) -> Result<()>) 
                 r.remove_sequence(seq);
             }
             let denoise = diffusion.is_some() && t.n_gen > 0;
-            if denoise && !a.no_warmup {
+            if denoise && warmups > 0 {
                 // The warm-up builds the denoiser plan and touches every page once.
                 run_diffusion(&mut r, &mut rng)?;
             }
-            for _ in 1..if a.no_warmup { 0 } else { a.warmup_runs } {
+            for i in 1..warmups {
+                tracing::debug!("bench {}: warm-up run {} of {warmups}", t.name(), i + 1);
                 if denoise {
                     run_diffusion(&mut r, &mut rng)?;
                 } else {
