@@ -486,41 +486,35 @@ impl<'a> MoeLowering<'a, '_> {
             };
             self.expert_matmul((id, bias), second, (x, Res::Temp(t.gu)), mp, role)?;
         }
-        let h = if let ExpertPath::Int8 { gh, .. } = self.path {
-            grow_temp(self.temp_bytes, t.qh, kernels::qact_bytes(pairs, ff));
-            let n_words = u32_of(pairs * ff / 4, "activations")?;
-            let gp = crate::fused_kernels::GluQ8Params {
-                n_words,
-                group: gh,
-                scale_off: n_words / 4,
-                ab_words: p.n_ff / 4,
-                a_parts: 1,
-                a_stride: 0,
-                b_parts: 1,
-                b_stride: 0,
-                row_words: u32_of(ff / 4, "columns")?,
-                b_row_words: 0,
-                b_off_words: 0,
-            };
-            let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(t.qh), Res::Temp(t.qh)];
-            self.emit(
-                crate::fused_kernels::glu_q8(p.act, crate::fused_kernels::QuantOut::Int8),
-                res,
-                bytes(&gp),
-                n_words.div_ceil(64),
-                None,
-            );
-            Res::Temp(t.qh)
-        } else {
-            let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
-            let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
-            self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
-            let down = self.one_chunk(&p.down)?;
-            if matches!(self.path, ExpertPath::Coop { .. }) {
-                self.round16(down, ff, (Res::Temp(t.h), t.hr), pairs * ff)?;
+        let down = self.one_chunk(&p.down)?;
+        // The f16 down input of the cooperative path, quantized and scaled back as llama.cpp
+        // rounds it for an int8 weight type: written by the GLU (as `round_act16` would).
+        let coop_group = match (self.path, kernels::act_round_mode(down.layout.ty, ff)) {
+            (ExpertPath::Coop { .. }, Some(kernels::ROUND_Q8_K)) if self.feat.subgroups => Some(8),
+            (ExpertPath::Coop { .. }, Some(kernels::ROUND_Q8_0)) if self.feat.subgroups => Some(1),
+            _ => None,
+        };
+        let h = match (self.path, coop_group) {
+            (ExpertPath::Int8 { gh, .. }, _) => {
+                grow_temp(self.temp_bytes, t.qh, kernels::qact_bytes(pairs, ff));
+                self.glu_quantized(gh, crate::fused_kernels::QuantOut::Int8, t.qh)?;
+                Res::Temp(t.qh)
+            }
+            (ExpertPath::Coop { .. }, Some(group)) => {
+                grow_temp(self.temp_bytes, t.hr, (pairs * ff * 2) as u64);
+                self.glu_quantized(group, crate::fused_kernels::QuantOut::F16, t.hr)?;
                 Res::Temp(t.hr)
-            } else {
-                self.round_h(down, ff, pairs * ff)?
+            }
+            _ => {
+                let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
+                let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
+                self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
+                if matches!(self.path, ExpertPath::Coop { .. }) {
+                    self.round16(down, ff, (Res::Temp(t.h), t.hr), pairs * ff)?;
+                    Res::Temp(t.hr)
+                } else {
+                    self.round_h(down, ff, pairs * ff)?
+                }
             }
         };
         let mp = mk::MoeMatmulParams {
@@ -536,6 +530,32 @@ impl<'a> MoeLowering<'a, '_> {
             has_bias: 0,
         };
         self.expert_matmul((p.down, p.down_bias), None, (h, Res::Temp(t.y)), mp, "down_exps")
+    }
+
+    /// The routed pairs' gated activation (gate | up rows of `gu` into `h`) fused with its
+    /// int8 quantization (`QuantOut::Int8`, quants and scales in temporary `q`) or that
+    /// quantization scaled back to f16 (`QuantOut::F16`, into `q`), `group` blocks of 32 per
+    /// scale.
+    fn glu_quantized(&mut self, group: u32, out: crate::fused_kernels::QuantOut, q: u32) -> VkResult<()> {
+        let (ff, t) = (self.p.n_ff as usize, self.t);
+        let n_words = u32_of(self.pairs * ff / 4, "activations")?;
+        let gp = crate::fused_kernels::GluQ8Params {
+            n_words,
+            group,
+            scale_off: n_words / 4,
+            ab_words: self.p.n_ff / 4,
+            a_parts: 1,
+            a_stride: 0,
+            b_parts: 1,
+            b_stride: 0,
+            row_words: u32_of(ff / 4, "columns")?,
+            b_row_words: 0,
+            b_off_words: 0,
+        };
+        let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(q), Res::Temp(q)];
+        let spec = crate::fused_kernels::glu_q8(self.p.act, out);
+        self.emit(spec, res, bytes(&gp), n_words.div_ceil(64), None);
+        Ok(())
     }
 
     /// One dense matmul of the shared expert over every token, on the kernel a plain linear
