@@ -92,8 +92,8 @@ fn router_table(w: &mut Weights, rng: &mut Rng) -> WeightId {
 }
 
 /// More experts than the routing kernel's workgroup has threads (160, top-8, as Qwen3-MoE's
-/// 128 or Qwen3.5's 256), with tied router logits: the picks (ties to the lower id) and the
-/// softmax over all experts must match the CPU.
+/// 128 or Qwen3.5's 256), with tied router logits, also at the last pick: the picks (ties to
+/// the lower id) and the softmax over all experts must match the CPU.
 #[test]
 fn moe_routing_over_many_experts_with_ties() {
     const N: usize = 160;
@@ -102,12 +102,14 @@ fn moe_routing_over_many_experts_with_ties() {
     let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
     let mut logits = rng.vec(VOCAB * N, 2.0);
     for row in logits.chunks_mut(N) {
-        // Three-way tie for the top, in threads of different lanes and strides.
-        for e in [5, 69, 133] {
+        // Seven tie for the top and three for the eighth pick (which must be the lowest id,
+        // 20), in threads of different lanes and strides.
+        for e in [5, 69, 133, 40, 100, 150, 159] {
             row[e] = 9.0;
         }
-        row[150] = 8.5;
-        row[20] = 8.5;
+        for e in [120, 20, 90] {
+            row[e] = 8.5;
+        }
     }
     let rt = f32_table(&mut w, "router", logits, N, VOCAB);
     let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF, N);
@@ -129,6 +131,47 @@ fn moe_routing_over_many_experts_with_ties() {
             let step = [Step::simple(tokens, 0, vec![0; n.div_ceil(16)])];
             p.check(&format!("160 experts n={n} portable={portable}"), &g, &step, 2e-3, 2e-2);
         }
+    }
+}
+
+/// More experts than the ranking kernel takes (1,100 > 1,024), so routing runs on the
+/// workgroup-tree kernel (`moe_route.wgsl`): seven experts tie for the top and three for the
+/// eighth and last pick, spread over different threads, so the pick must go to the lowest id
+/// of the three as on the CPU; the softmax over all experts and the expert outputs must match.
+/// Narrow experts (32 columns) keep the 3,300 expert matrices small.
+#[test]
+fn moe_routing_over_more_experts_than_the_rank_kernel_takes() {
+    const N: usize = 1100;
+    const C: usize = 32;
+    let mut rng = Rng(78);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, C, VOCAB, &mut rng, 1.0));
+    let mut logits = rng.vec(VOCAB * N, 2.0);
+    for row in logits.chunks_mut(N) {
+        for e in [7, 300, 519, 700, 1031, 1060, 1099] {
+            row[e] = 9.0;
+        }
+        for e in [1090, 401, 650] {
+            row[e] = 8.5;
+        }
+    }
+    let rt = f32_table(&mut w, "router", logits, N, VOCAB);
+    let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, C, C, N);
+    let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, C, C, N);
+    let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, C, C, N);
+    let params =
+        MoeParams { n_expert: N as u32, n_used: 8, n_ff: C as u32, renorm: false, ..qwen3moe_params(gate, up, down) };
+    let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
+    let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
+    for n in [1, 5, 40] {
+        let g = graph(&w, n, n, |g| {
+            let x = g.embed(xt);
+            let l = g.embed(rt);
+            g.moe(x, l, params)
+        });
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
+        let step = [Step::simple(tokens, 0, vec![0; n.div_ceil(16)])];
+        p.check(&format!("{N} experts n={n}"), &g, &step, 2e-3, 2e-2);
     }
 }
 
