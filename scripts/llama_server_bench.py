@@ -76,7 +76,8 @@ def main():
     ap.add_argument("--port", type=int, default=18080)
     ap.add_argument("--vocab", type=int, default=150000)
     ap.add_argument("--warmup", type=int, default=1,
-                    help="untimed runs of each test first (as infr bench --warmup-runs: a GPU that idled ramps its clocks up)")
+                    help="untimed runs of each test first, at least 1 as llama-bench does (as infr bench "
+                         "--warmup-runs: a GPU that idled ramps its clocks up)")
     ap.add_argument("--json")
     ap.add_argument("--log", help="append llama-server's log (device, matrix cores, ...) to this file")
     ap.add_argument("--server-args", default="", help="more llama-server arguments, one string (--server-args='--n-cpu-moe 36')")

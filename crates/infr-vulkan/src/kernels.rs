@@ -93,6 +93,23 @@ pub fn act_round_mode(ty: infr_quant::GgmlType, k: usize) -> Option<u32> {
     }
 }
 
+/// The rounding of an f16 operand of a matmul with weights of type `ty` ([`round_act16`] and
+/// the kernels writing such copies): [`act_round_mode`], or plain f16 where that has none.
+pub fn act_round16_mode(ty: infr_quant::GgmlType, k: usize) -> u32 {
+    act_round_mode(ty, k).unwrap_or(ROUND_F16)
+}
+
+/// Blocks of 32 per scale of an int8 rounding `mode` (8 for Q8_K, 1 for Q8_0), the `group` of
+/// the kernels that quantize (or quantize and scale back) their output; `None` for the float
+/// roundings.
+pub fn int8_round_group(mode: u32) -> Option<u32> {
+    match mode {
+        ROUND_Q8_K => Some(8),
+        ROUND_Q8_0 => Some(1),
+        _ => None,
+    }
+}
+
 /// `round_act.wgsl` mode: 8-bit quants, one f32 scale per 256 (`quantize_row_q8_K_ref`).
 pub const ROUND_Q8_K: u32 = 0;
 /// `round_act.wgsl` mode: 8-bit quants, one f16 scale per 32 (`quantize_row_q8_0_ref`; Q8_1's values are the same).

@@ -69,8 +69,9 @@ pub fn moe_coop_min_tokens() -> usize {
 }
 
 /// The cooperative tile of the expert matmuls: 128 weight rows by 64 pairs in 4×2 subgroups
-/// (2×2 fragments each), k-steps of 32 read two ahead. A tile holds pairs of one expert only, so an expert whose pairs spill
-/// past one tile has its weights dequantized again for the next: with ~32 pairs per expert
+/// (2×2 fragments each), k-steps of 32 read two ahead. A tile holds pairs of one expert only,
+/// so an expert whose pairs spill past one tile has its weights dequantized again for the
+/// next: with ~32 pairs per expert
 /// (Qwen3-30B-A3B, pp512: 4,096 pairs over 128 experts), 32-pair tiles gave 5,356 t/s and
 /// 64-pair tiles 6,734 on an H100 in one run (128x32 reading two steps ahead: 4,107; 64x64:
 /// 5,790; 64x32: 5,552; 256x32: 5,375). With f16 activations and raw weight units (c51,

@@ -52,9 +52,17 @@ impl RoundedCopy {
             return Ok((buf, None));
         }
         self.held = Some((buf, x, mode));
-        let n_groups = u32_of(elements.div_ceil(256), "activation groups")?;
-        Ok((buf, Some(kernels::RoundParams { n_groups, n_vec4: u32_of(elements / 4, "activations")?, mode })))
+        Ok((buf, Some(round_params(elements, mode)?)))
     }
+}
+
+/// The push constants of a `round_act` / `round_act16` dispatch over `elements` values.
+pub(crate) fn round_params(elements: usize, mode: u32) -> VkResult<kernels::RoundParams> {
+    Ok(kernels::RoundParams {
+        n_groups: u32_of(elements.div_ceil(256), "activation groups")?,
+        n_vec4: u32_of(elements / 4, "activations")?,
+        mode,
+    })
 }
 
 /// One dispatch to emit.
@@ -110,7 +118,7 @@ impl F16Buffers {
         temp_bytes: &mut Vec<u64>,
         emits: &mut Vec<Emit>,
     ) -> VkResult<u32> {
-        let mode = kernels::act_round_mode(ty, k).unwrap_or(kernels::ROUND_F16);
+        let mode = kernels::act_round16_mode(ty, k);
         let (xi, round) = self.x16.prepare(x, mode, n * k, (n * k * 2) as u64, temp_bytes)?;
         if let Some(rp) = round {
             emits.push(Emit {

@@ -38,6 +38,11 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Dispatches recorded under `key` (a kernel name, as the totals are keyed without shapes).
+    pub fn count(&self, key: &str) -> u64 {
+        self.totals.get(key).map_or(0, |t| t.0)
+    }
+
     /// Add one submit's durations (`ns[i]` for `labels[i]`); prints them when `print`.
     pub fn add_submit(&mut self, labels: &[OpLabel], ns: &[f64], print: bool) {
         let shapes = infr_core::prof_by_shape();

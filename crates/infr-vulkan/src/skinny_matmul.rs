@@ -65,17 +65,13 @@ pub(crate) fn eligible(feat: Features, lw: &GpuWeight, n: usize) -> Option<Coop>
 /// (`fused_kernels::QuantOut::F16`).
 pub(crate) fn round16_group(feat: Features, lw: &GpuWeight, n: usize) -> Option<u32> {
     eligible(feat, lw, n)?;
-    match kernels::act_round_mode(lw.layout.ty, lw.cols)? {
-        kernels::ROUND_Q8_K => Some(8),
-        kernels::ROUND_Q8_0 => Some(1),
-        _ => None,
-    }
+    kernels::int8_round_group(kernels::act_round_mode(lw.layout.ty, lw.cols)?)
 }
 
 /// The tile for `n` activation rows: 4 subgroups along 64 weight rows (one fragment row each;
 /// 32 with 8×8 fragments), one activation tile of `n` rounded up to fragments, k-steps of 32
-/// (64 for up to 16 rows), two steps read ahead. On an H100 (8B decode, 32 rows, ms per step) with units dequantized
-/// as read, 64 weight rows in k-steps of 64 with one read ahead beat 128 rows (25.0 against
+/// (64 for up to 16 rows), two steps read ahead. On an H100 (8B decode, 32 rows, ms per step)
+/// with units dequantized as read, 64 weight rows in k-steps of 64 with one read ahead beat 128 rows (25.0 against
 /// 34.1; 57.3 against 65.4 at 64 rows) and 128 rows with 8 subgroups or k-steps of 32
 /// (26.3-26.5); with raw Q4_K/Q6_K units (c41) k-steps of 32 two ahead took 18.96 ms against
 /// 21.30 (64, one ahead), 19.71 (64, two), 20.24 (128 rows) and 21.43 (128 rows in 8

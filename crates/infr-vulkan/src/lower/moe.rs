@@ -15,7 +15,7 @@ use crate::fusion::Q8Info;
 use crate::kernels::{self, CoopTile};
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
-use crate::prefill_matmul::{grow_temp, Emit, RoundedCopy};
+use crate::prefill_matmul::{grow_temp, round_params, Emit, RoundedCopy};
 use crate::weights::GpuWeight;
 
 /// The plan temporaries (`Res::Temp` indices) of the MoE nodes.
@@ -352,38 +352,29 @@ impl<'a> MoeLowering<'a, '_> {
     /// `gw` where its type asks for it.
     fn round_h(&mut self, gw: &GpuWeight, k_in: usize, elems: usize) -> VkResult<Res> {
         let Some(mode) = kernels::act_round_mode(gw.layout.ty, k_in) else { return Ok(Res::Temp(self.t.h)) };
-        let rp = kernels::RoundParams {
-            n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
-            n_vec4: u32_of(elems / 4, "activations")?,
-            mode,
-        };
+        let rp = round_params(elems, mode)?;
         let res = vec![Res::Temp(self.t.h), Res::Temp(self.t.hr)];
         self.emit(kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
         Ok(Res::Temp(self.t.hr))
     }
 
-    /// `elems` values of `src` rounded as a matmul over `k_in` columns of `gw` rounds them and
-    /// stored in f16 into temporary `dst` (the cooperative expert matmuls' operand; weights
-    /// without an int8 rounding take plain f16).
-    fn round16(&mut self, gw: &GpuWeight, k_in: usize, (src, dst): (Res, u32), elems: usize) -> VkResult<u32> {
-        let mode = kernels::act_round_mode(gw.layout.ty, k_in).unwrap_or(kernels::ROUND_F16);
+    /// `elems` values of `src` rounded by `mode` and stored in f16 into temporary `dst` (the
+    /// cooperative expert matmuls' operand).
+    fn round16(&mut self, mode: u32, (src, dst): (Res, u32), elems: usize) -> VkResult<()> {
         grow_temp(self.temp_bytes, dst, (elems * 2) as u64);
-        let rp = kernels::RoundParams {
-            n_groups: u32_of(elems.div_ceil(256), "activation groups")?,
-            n_vec4: u32_of(elems / 4, "activations")?,
-            mode,
-        };
+        let rp = round_params(elems, mode)?;
         self.emit(kernels::round_act16(), vec![src, Res::Temp(dst)], bytes(&rp), rp.n_groups, None);
-        Ok(mode)
+        Ok(())
     }
 
     /// The node's input in f16 for a cooperative expert matmul with weight `gw` (rounded
     /// once per node and rounding).
     fn input16(&mut self, gw: &GpuWeight) -> VkResult<Res> {
-        let mode = kernels::act_round_mode(gw.layout.ty, self.m.cols).unwrap_or(kernels::ROUND_F16);
+        let mode = kernels::act_round16_mode(gw.layout.ty, self.m.cols);
         if self.x16_mode != Some(mode) {
             let elems = self.m.n_tokens * self.m.cols;
-            self.x16_mode = Some(self.round16(gw, self.m.cols, (Res::Act(self.m.x.0), self.t.x16), elems)?);
+            self.round16(mode, (Res::Act(self.m.x.0), self.t.x16), elems)?;
+            self.x16_mode = Some(mode);
         }
         Ok(Res::Temp(self.t.x16))
     }
@@ -486,14 +477,10 @@ impl<'a> MoeLowering<'a, '_> {
             };
             self.expert_matmul((id, bias), second, (x, Res::Temp(t.gu)), mp, role)?;
         }
-        let down = self.one_chunk(&p.down)?;
         // The f16 down input of the cooperative path, quantized and scaled back as llama.cpp
         // rounds it for an int8 weight type: written by the GLU (as `round_act16` would).
-        let coop_group = match (self.path, kernels::act_round_mode(down.layout.ty, ff)) {
-            (ExpertPath::Coop { .. }, Some(kernels::ROUND_Q8_K)) if self.feat.subgroups => Some(8),
-            (ExpertPath::Coop { .. }, Some(kernels::ROUND_Q8_0)) if self.feat.subgroups => Some(1),
-            _ => None,
-        };
+        let down_mode = kernels::act_round16_mode(self.one_chunk(&p.down)?.layout.ty, ff);
+        let coop_group = kernels::int8_round_group(down_mode).filter(|_| self.feat.subgroups);
         let h = match (self.path, coop_group) {
             (ExpertPath::Int8 { gh, .. }, _) => {
                 grow_temp(self.temp_bytes, t.qh, kernels::qact_bytes(pairs, ff));
@@ -510,10 +497,10 @@ impl<'a> MoeLowering<'a, '_> {
                 let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
                 self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
                 if matches!(self.path, ExpertPath::Coop { .. }) {
-                    self.round16(down, ff, (Res::Temp(t.h), t.hr), pairs * ff)?;
+                    self.round16(down_mode, (Res::Temp(t.h), t.hr), pairs * ff)?;
                     Res::Temp(t.hr)
                 } else {
-                    self.round_h(down, ff, pairs * ff)?
+                    self.round_h(self.one_chunk(&p.down)?, ff, pairs * ff)?
                 }
             }
         };

@@ -14,8 +14,8 @@
 // 8 dims (16 bytes) at a time into row-major tiles, which S = Q·Kᵀ reads as a column-major
 // operand and P·V as a row-major one. A row is handled here only when its sequence's page
 // table is that of the block's first token and the block's second token's (a prefill chunk
-// of one sequence);
-// `attention.wgsl` runs after this kernel and computes exactly the other rows.
+// of one sequence); `attention.wgsl` runs after this kernel and computes exactly the other
+// rows.
 
 enable f16;
 enable wgpu_cooperative_matrix;

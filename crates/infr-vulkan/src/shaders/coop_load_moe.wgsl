@@ -3,8 +3,8 @@
 // grouped by expert, as llama.cpp's `mul_mm_id` does): activation tile tn is tile tn of
 // moe_tiles.wgsl's list, up to BN routed pairs of one expert e. Its W slice is rows
 // e*m .. (e+1)*m of the 3-D weight (`wrow0`), dequantized on the fly; its X rows are the
-// pairs' input rows (pair / x_div, in f16), gathered; each result goes to its pair's output row,
-// weighted as `moe_weigh.wgsl` says. Tiles past the list's count end at once.
+// pairs' input rows (pair / x_div, in f16), gathered; each result goes to its pair's output
+// row, weighted as `moe_weigh.wgsl` says. Tiles past the list's count end at once.
 
 struct Params {
     k: u32,
