@@ -437,7 +437,7 @@ fn attention_inputs_sum_split_k_planes() {
                 return;
             }
             let prof = p.vk.profile().expect("profiling on");
-            let reductions = prof.totals.get("split_reduce").map_or(0, |t| t.0);
+            let reductions = prof.count("split_reduce");
             let kernels: Vec<&String> = prof.totals.keys().collect();
             // Per step: q, k and v split four ways (o, 256 deep, is one range); fused, only
             // V's reduction remains, for the q8_0 cache.

@@ -543,7 +543,7 @@ fn prefill_matmul_chain_in_small_slices() {
             infr_vulkan::VulkanOptions { validation: true, profile: true, f16_slice_bytes, ..Default::default() };
         let vk = prefill_chain(opts, &[300])?;
         let coop = vk.uses_coopmat();
-        let n = vk.profile().and_then(|p| p.totals.get("matmul_coop.f16in").map(|t| t.0)).unwrap_or(0);
+        let n = vk.profile().map_or(0, |p| p.count("matmul_coop.f16in"));
         Some((coop, n))
     };
     let (Some((coop, whole)), Some((_, sliced))) = (f16_matmuls(0), f16_matmuls(64 << 10)) else { return };
@@ -603,7 +603,7 @@ fn split_k_chain(dequant_on_read: bool) {
         p.check(&format!("split-k chain n={n}"), &g, &[step], 1e-2, 3e-2);
     }
     // Two split products (`down` and `back`) per row count on the split-K path (up to 64 rows).
-    let reductions = p.vk.profile().and_then(|pr| pr.totals.get("split_reduce").map(|t| t.0)).unwrap_or(0);
+    let reductions = p.vk.profile().map_or(0, |pr| pr.count("split_reduce"));
     eprintln!("cooperative matrices: {}, split reductions: {reductions}", p.vk.uses_coopmat());
     if let Some(from) = p.vk.f16_min_rows() {
         let split_rows = rows.iter().filter(|&&n| (from..=64).contains(&n)).count();
@@ -653,14 +653,13 @@ fn fused_kernels_sum_split_k_planes() {
             return;
         }
         let prof = p.vk.profile().expect("profiling on");
-        let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
         let kernels: Vec<&String> = prof.totals.keys().collect();
         eprintln!("fused {fused}: {kernels:?}");
         // Four split products per step (gate, up, down, head); fused, only the head's planes
         // are summed by a reduction of their own.
-        assert_eq!(count("split_reduce"), (if fused { 1 } else { 4 }) * ns.len() as u64, "{kernels:?}");
-        assert_eq!(count("norm_q8_f16"), if fused { 2 * ns.len() as u64 } else { 0 }, "{kernels:?}");
-        assert_eq!(count("glu_silu_q8_f16"), if fused { ns.len() as u64 } else { 0 }, "{kernels:?}");
+        assert_eq!(prof.count("split_reduce"), (if fused { 1 } else { 4 }) * ns.len() as u64, "{kernels:?}");
+        assert_eq!(prof.count("norm_q8_f16"), if fused { 2 * ns.len() as u64 } else { 0 }, "{kernels:?}");
+        assert_eq!(prof.count("glu_silu_q8_f16"), if fused { ns.len() as u64 } else { 0 }, "{kernels:?}");
     }
 }
 
@@ -759,9 +758,7 @@ fn prefill_plan_past_the_memory_limit_drops_the_f16_path() {
     };
     let (Some((base, with_f16)), Some((_, without))) = (measure(0), measure(1)) else { return };
     eprintln!("prefill plan: {with_f16} bytes with the f16 path, {without} without");
-    let f16_dispatches = |vk: &infr_vulkan::VulkanBackend| {
-        vk.profile().and_then(|p| p.totals.get("matmul_coop.f16in").map(|t| t.0)).unwrap_or(0)
-    };
+    let f16_dispatches = |vk: &infr_vulkan::VulkanBackend| vk.profile().map_or(0, |p| p.count("matmul_coop.f16in"));
     let Some(vk) = prefill_chain(plain_opts(base + without, 0), &[300]) else { return };
     assert_eq!(f16_dispatches(&vk), 0, "the plan under the limit used the f16 path");
     if with_f16 <= without {

@@ -91,34 +91,42 @@ fn router_table(w: &mut Weights, rng: &mut Rng) -> WeightId {
     f32_table(w, "router", v, N_EXPERT, VOCAB)
 }
 
-/// More experts than the routing kernel's workgroup has threads (160, top-8, as Qwen3-MoE's
-/// 128 or Qwen3.5's 256), with tied router logits, also at the last pick: the picks (ties to
-/// the lower id) and the softmax over all experts must match the CPU.
-#[test]
-fn moe_routing_over_many_experts_with_ties() {
-    const N: usize = 160;
-    let mut rng = Rng(77);
+/// Route `n_expert` Q8_0 experts (`cols` in and out, `ff` hidden), top-8, from router logits
+/// where the experts in `top` tie for the first seven picks and those in `last` for the eighth
+/// (which must go to the lowest id of them, as on the CPU), at 1, 5 and 40 tokens, with each of
+/// the kernel sets `portable` names: picks, the softmax over all experts and the outputs must
+/// match the CPU.
+fn check_tied_routing(
+    seed: u64,
+    (n_expert, cols, ff): (usize, usize, usize),
+    top: [usize; 7],
+    last: [usize; 3],
+    portable: &[bool],
+) {
+    let mut rng = Rng(seed);
     let mut w = Weights::default();
-    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
-    let mut logits = rng.vec(VOCAB * N, 2.0);
-    for row in logits.chunks_mut(N) {
-        // Seven tie for the top and three for the eighth pick (which must be the lowest id,
-        // 20), in threads of different lanes and strides.
-        for e in [5, 69, 133, 40, 100, 150, 159] {
+    let xt = w.add(weight("x", GgmlType::F32, cols, VOCAB, &mut rng, 1.0));
+    let mut logits = rng.vec(VOCAB * n_expert, 2.0);
+    for row in logits.chunks_mut(n_expert) {
+        for e in top {
             row[e] = 9.0;
         }
-        for e in [120, 20, 90] {
+        for e in last {
             row[e] = 8.5;
         }
     }
-    let rt = f32_table(&mut w, "router", logits, N, VOCAB);
-    let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, COLS, FF, N);
-    let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, COLS, FF, N);
-    let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, FF, COLS, N);
-    let params = MoeParams { n_expert: N as u32, n_used: 8, renorm: false, ..qwen3moe_params(gate, up, down) };
-    // The subgroup routing kernel, and the workgroup-tree one of devices without subgroup
-    // operations (portable kernels).
-    for portable in [false, true] {
+    let rt = f32_table(&mut w, "router", logits, n_expert, VOCAB);
+    let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, cols, ff, n_expert);
+    let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, cols, ff, n_expert);
+    let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, ff, cols, n_expert);
+    let params = MoeParams {
+        n_expert: n_expert as u32,
+        n_used: 8,
+        n_ff: ff as u32,
+        renorm: false,
+        ..qwen3moe_params(gate, up, down)
+    };
+    for &portable in portable {
         let opts = infr_vulkan::VulkanOptions { validation: true, portable_kernels: portable, ..Default::default() };
         let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
         for n in [1, 5, 40] {
@@ -129,50 +137,26 @@ fn moe_routing_over_many_experts_with_ties() {
             });
             let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
             let step = [Step::simple(tokens, 0, vec![0; n.div_ceil(16)])];
-            p.check(&format!("160 experts n={n} portable={portable}"), &g, &step, 2e-3, 2e-2);
+            p.check(&format!("{n_expert} experts n={n} portable={portable}"), &g, &step, 2e-3, 2e-2);
         }
     }
 }
 
+/// More experts than the routing kernel's workgroup has threads (160, top-8, as Qwen3-MoE's
+/// 128 or Qwen3.5's 256), with tied router logits, also at the last pick (lowest id: 20), in
+/// threads of different lanes and strides; on the subgroup routing kernel and the
+/// workgroup-tree one of devices without subgroup operations (portable kernels).
+#[test]
+fn moe_routing_over_many_experts_with_ties() {
+    check_tied_routing(77, (160, COLS, FF), [5, 69, 133, 40, 100, 150, 159], [120, 20, 90], &[false, true]);
+}
+
 /// More experts than the ranking kernel takes (1,100 > 1,024), so routing runs on the
-/// workgroup-tree kernel (`moe_route.wgsl`): seven experts tie for the top and three for the
-/// eighth and last pick, spread over different threads, so the pick must go to the lowest id
-/// of the three as on the CPU; the softmax over all experts and the expert outputs must match.
-/// Narrow experts (32 columns) keep the 3,300 expert matrices small.
+/// workgroup-tree kernel (`moe_route.wgsl`), ties spread over different threads. Narrow
+/// experts (32 columns) keep the 3,300 expert matrices small.
 #[test]
 fn moe_routing_over_more_experts_than_the_rank_kernel_takes() {
-    const N: usize = 1100;
-    const C: usize = 32;
-    let mut rng = Rng(78);
-    let mut w = Weights::default();
-    let xt = w.add(weight("x", GgmlType::F32, C, VOCAB, &mut rng, 1.0));
-    let mut logits = rng.vec(VOCAB * N, 2.0);
-    for row in logits.chunks_mut(N) {
-        for e in [7, 300, 519, 700, 1031, 1060, 1099] {
-            row[e] = 9.0;
-        }
-        for e in [1090, 401, 650] {
-            row[e] = 8.5;
-        }
-    }
-    let rt = f32_table(&mut w, "router", logits, N, VOCAB);
-    let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, C, C, N);
-    let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, C, C, N);
-    let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, C, C, N);
-    let params =
-        MoeParams { n_expert: N as u32, n_used: 8, n_ff: C as u32, renorm: false, ..qwen3moe_params(gate, up, down) };
-    let opts = infr_vulkan::VulkanOptions { validation: true, ..Default::default() };
-    let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), opts) else { return };
-    for n in [1, 5, 40] {
-        let g = graph(&w, n, n, |g| {
-            let x = g.embed(xt);
-            let l = g.embed(rt);
-            g.moe(x, l, params)
-        });
-        let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
-        let step = [Step::simple(tokens, 0, vec![0; n.div_ceil(16)])];
-        p.check(&format!("{N} experts n={n}"), &g, &step, 2e-3, 2e-2);
-    }
+    check_tied_routing(78, (1100, 32, 32), [7, 300, 519, 700, 1031, 1060, 1099], [1090, 401, 650], &[false]);
 }
 
 #[test]

@@ -129,11 +129,10 @@ fn sandwich_norm_runs_fuse() {
             let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
             p.check(&format!("{cols} cols fused {fused}"), &g, &[Step::simple(tokens(5, 4), 0, vec![0])], 1e-5, 1e-5);
             let prof = p.vk.profile().expect("profiling on");
-            let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
             let fuses = fused && p.vk.has_subgroups();
             let want = if fuses { (3, 0) } else { (0, 4) };
             assert_eq!(
-                (count("norm_add"), count("rms_norm")),
+                (prof.count("norm_add"), prof.count("rms_norm")),
                 want,
                 "{cols} cols fused {fused}: {:?}",
                 prof.totals.keys()
@@ -180,9 +179,8 @@ fn post_norm_add_and_pre_norm_fuse() {
             let what = format!("{rows} rows fused {fused}");
             p.check(&what, &g, &[Step::simple(tokens(rows, 6), 0, vec![0])], 2e-2, 2e-2);
             let prof = p.vk.profile().expect("profiling on");
-            let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
             if fused && p.vk.uses_int8() {
-                let got = (count("norm_q8"), count("rms_norm"), count("norm_add"), count("scale"));
+                let got = (prof.count("norm_q8"), prof.count("rms_norm"), prof.count("norm_add"), prof.count("scale"));
                 assert_eq!(got, (3, 0, 0, 0), "{what}: {:?}", prof.totals.keys());
             }
         }
@@ -217,9 +215,13 @@ fn residual_add_quantizes_its_sum() {
                 let what = format!("{rows} rows, normed first {normed_first}, fused {fused}");
                 p.check(&what, &g, &[Step::simple(tokens(rows, 7), 0, vec![0])], 2e-2, 2e-2);
                 let prof = p.vk.profile().expect("profiling on");
-                let count = |k: &str| prof.totals.get(k).map_or(0, |t| t.0);
                 if fused && p.vk.uses_int8() {
-                    let got = (count("norm_q8"), count("norm_add"), count("quantize_act"), count("rms_norm"));
+                    let got = (
+                        prof.count("norm_q8"),
+                        prof.count("norm_add"),
+                        prof.count("quantize_act"),
+                        prof.count("rms_norm"),
+                    );
                     assert_eq!(got, (1, 0, 1, 0), "{what}: {:?}", prof.totals.keys());
                 }
             }
