@@ -1,7 +1,7 @@
 //! Time decode steps of `n` rows (one per sequence) after a short prompt each, on the CPU or
 //! (`DEV=vulkan`) the first Vulkan device:
 //! `cargo run --release -p infr-engine --example decode_rows -- MODEL.gguf [ROWS] [STEPS]`.
-//! With `INFR_PROF_OPS=1` the backend prints its per-op times at exit; `RUST_LOG` sets the
+//! `TOPK=k` reads back only each row's k largest logits. With `INFR_PROF_OPS=1` the backend prints its per-op times at exit; `RUST_LOG` sets the
 //! log filter (`INFR_VK_PIPELINE_STATS=1` logs each pipeline's registers at info).
 
 use std::time::Instant;
@@ -35,16 +35,27 @@ fn main() {
         r.prefill(s, &prompt, false).expect("prefill");
     }
     let toks: Vec<[u32; 1]> = (0..rows).map(|i| [(i as u32 * 13) % 1000 + 5]).collect();
+    // `TOPK=k` reads back each row's k largest logits (as `infr serve` does) instead of whole
+    // rows, whose copy to the host otherwise adds to the step time.
+    let topk: usize = std::env::var("TOPK").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut run = |n: usize| {
         let t = Instant::now();
         for _ in 0..n {
             let items: Vec<StepItem<'_>> =
                 seqs.iter().zip(&toks).map(|(&seq, t)| StepItem { seq, tokens: t, all_logits: false }).collect();
-            r.step(&items).expect("step");
+            if topk > 0 {
+                r.step_top_k(&items, topk, &[]).expect("step");
+            } else {
+                r.step(&items).expect("step");
+            }
         }
         t.elapsed().as_secs_f64() / n as f64
     };
-    run(2);
+    // An idle GPU ramps its clocks up over its first second of work: warm up for longer.
+    let warm = Instant::now();
+    while warm.elapsed().as_secs_f64() < 1.5 {
+        run(4);
+    }
     let per = run(steps);
     println!("{rows} rows: {:.2} ms per step, {:.1} tokens/s", per * 1e3, rows as f64 / per);
 }
