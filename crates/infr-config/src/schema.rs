@@ -252,7 +252,7 @@ pub const KEYS: &[KeySpec] = &[
         "Split `<think>` reasoning out of replies: none, deepseek, auto.",
     )
     .flag("--reasoning-format"),
-    KeySpec::new("kernels.vulkan.flash_splits", UINT, "0", "Flash-attention KV splits; 0 = auto."),
+    KeySpec::new("kernels.vulkan.flash_splits", UINT, "0", "Key splits per (token, head) of decode attention (up to 256, each of at least 64 keys); 0 = auto (at most 32)."),
     KeySpec::new("kernels.vulkan.coopmat", Kind::Bool, "true", "Use cooperative-matrix kernels when supported."),
     KeySpec::new("kernels.vulkan.int_dot", Kind::Bool, "true", "Use integer dot-product kernels when supported."),
     KeySpec::new("kernels.vulkan.fusion", Kind::Bool, "true", "Merge small decode ops into fused kernels.")
@@ -461,7 +461,7 @@ pub struct KernelsConfig {
 /// `[kernels.vulkan]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VulkanKernelsConfig {
-    /// Flash-attention KV splits; 0 = auto.
+    /// Key splits per (token, head) of decode attention; 0 = auto.
     pub flash_splits: u32,
     /// Use cooperative-matrix kernels.
     pub coopmat: bool,

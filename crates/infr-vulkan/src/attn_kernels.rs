@@ -411,13 +411,37 @@ pub fn attention_combine() -> KernelSpec {
     KernelSpec::new("attention_combine", &["common", "attention_combine"], 3, push_size::<AttnCombineParams>())
 }
 
-/// Key splits for attention with `rows` (token, head) pairs: enough workgroups to fill a
-/// device when few tokens attend (decode), one split when there are many; at most `max`
-/// when set (`kernels.vulkan.flash_splits`).
-pub fn attention_splits(rows: usize, max: Option<u32>) -> u32 {
-    let auto = if rows >= 128 { 1 } else { (1024usize.div_ceil(rows.max(1))).min(32) as u32 };
-    match max {
-        Some(m) if m > 0 => auto.min(m),
-        _ => auto,
+/// Most key splits [`attention_splits`] gives a (token, head): more would only make
+/// workgroups with no keys (each split takes at least 64) and a larger partials buffer.
+pub const MAX_ATTENTION_SPLITS: u32 = 256;
+
+/// Key splits for attention with `rows` (token, head) pairs: one when there are many rows
+/// (prefill); for fewer (decode), `forced` where set (`kernels.vulkan.flash_splits`, up to
+/// [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device (at most 32). Each
+/// split takes at least 64 keys, so short contexts use fewer than this count.
+pub fn attention_splits(rows: usize, forced: Option<u32>) -> u32 {
+    if rows >= 128 {
+        return 1;
+    }
+    match forced {
+        Some(n) if n > 0 => n.min(MAX_ATTENTION_SPLITS),
+        _ => (1024usize.div_ceil(rows.max(1))).min(32) as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flash_splits_set_the_decode_split_count() {
+        // Automatic: enough workgroups for a device, at most 32; prefill rows take one.
+        assert_eq!(attention_splits(32, None), 32);
+        assert_eq!(attention_splits(64, None), 16);
+        assert_eq!(attention_splits(512, Some(8)), 1);
+        // `kernels.vulkan.flash_splits` sets the count, above the automatic one too.
+        assert_eq!(attention_splits(32, Some(2)), 2);
+        assert_eq!(attention_splits(32, Some(64)), 64);
+        assert_eq!(attention_splits(1, Some(100_000)), MAX_ATTENTION_SPLITS);
     }
 }

@@ -34,7 +34,7 @@ pub struct VulkanOptions {
     /// Run every graph node as its own dispatch (no fused kernels; `INFR_VK_FUSION=0` through
     /// the config): for tests and diagnosis.
     pub disable_fusion: bool,
-    /// Most key splits per (token, head) of decode attention; 0 picks them from the shape
+    /// Key splits per (token, head) of decode attention; 0 picks them from the shape
     /// (`kernels.vulkan.flash_splits`).
     pub attention_splits: u32,
     /// Most bytes of one weight slice the f16 prefill matmuls dequantize at once (0: 256
@@ -124,7 +124,7 @@ impl VulkanBackend {
                 opts.disable_int8,
                 opts.disable_fusion,
             )
-            .with_max_splits(opts.attention_splits)
+            .with_attention_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes)
             .with_delta_chunk_min(opts.delta_chunk_min)
             .with_coop_raw_units(

@@ -19,8 +19,8 @@ pub(crate) struct Features {
     pub shared_bytes: u32,
     /// Bytes one storage buffer may hold (binding range and allocation size).
     pub max_binding_bytes: u64,
-    /// Most key splits of a decode attention row (`None`: automatic).
-    pub max_splits: Option<u32>,
+    /// Key splits of a decode attention row (`None`: automatic).
+    pub attention_splits: Option<u32>,
     /// Most bytes of one weight slice the f16 prefill path dequantizes at once
     /// ([`F16_SLICE_BYTES`] unless a test asks for less).
     pub f16_slice_bytes: u64,
@@ -102,7 +102,7 @@ impl Features {
             max_bindings: caps.max_storage_buffers_per_stage,
             shared_bytes: caps.shared_memory_bytes,
             max_binding_bytes: caps.max_storage_buffer_range.min(caps.max_allocation_bytes),
-            max_splits: None,
+            attention_splits: None,
             f16_slice_bytes: F16_SLICE_BYTES,
             f16_prefill: true,
             delta_chunk_min: std::env::var("INFR_VK_DELTA_CHUNK_MIN")
@@ -131,9 +131,9 @@ impl Features {
         self
     }
 
-    /// Cap the key splits of decode attention (0: automatic).
-    pub fn with_max_splits(mut self, max: u32) -> Self {
-        self.max_splits = (max > 0).then_some(max);
+    /// Set the key splits of decode attention (0: automatic).
+    pub fn with_attention_splits(mut self, splits: u32) -> Self {
+        self.attention_splits = (splits > 0).then_some(splits);
         self
     }
 

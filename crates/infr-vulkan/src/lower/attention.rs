@@ -174,7 +174,7 @@ pub(super) fn lower(
             infr_core::KvDType::Q8_0 => 2,
             infr_core::KvDType::F32 => 0,
         },
-        n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.max_splits),
+        n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.attention_splits),
         flash_rows: 0,
         has_sinks: ap.sinks.is_some() as u32,
     };

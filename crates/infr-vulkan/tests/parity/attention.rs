@@ -250,7 +250,14 @@ fn attention_long_context_capped_splits() {
     long_context_splits(2, false);
 }
 
-fn long_context_splits(max_splits: u32, with_sinks: bool) {
+/// [`attention_long_context_splits`] with more key splits than the automatic 32
+/// (`kernels.vulkan.flash_splits = 40`; the 256-key context keeps 4 of them busy).
+#[test]
+fn attention_long_context_more_splits() {
+    long_context_splits(40, false);
+}
+
+fn long_context_splits(splits: u32, with_sinks: bool) {
     let mut rng = Rng(17);
     let mut w = Weights::default();
     let (nh, nkv, d) = (4u32, 1u32, 32u32);
@@ -258,7 +265,7 @@ fn long_context_splits(max_splits: u32, with_sinks: bool) {
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
-    let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: max_splits, ..Default::default() };
+    let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: splits, ..Default::default() };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
     let params = AttnParams { scale: 0.3, sinks, ..attn_params(nh, nkv, d, None, None) };
     let build = |n: usize| {
