@@ -275,6 +275,7 @@ pub const NON_KEY_ENV_PREFIXES: &[&str] = &[
     "INFR_TEST_",
     "INFR_CPU_SIMD",
     "INFR_CPU_DELTA_",
+    "INFR_VK_ATTN_",
     "INFR_VK_COOP_",
     "INFR_VK_DELTA_",
     "INFR_VK_DUMP_",

@@ -429,6 +429,55 @@ pub fn attention_splits(rows: usize, forced: Option<u32>) -> u32 {
     }
 }
 
+/// Most query heads per KV head [`attention_gqa`] takes (its per-head registers and shared
+/// memory grow with them).
+pub const ATTN_GQA_MAX_GROUP: u32 = 8;
+
+/// Decode attention for an f16 cache with `group` query heads per KV head in one workgroup
+/// (`attention_gqa.wgsl`: each key's K and V rows read once for the group); `None` where the
+/// head dims do not take 16-byte reads, the group is 1 or past [`ATTN_GQA_MAX_GROUP`], or its
+/// workgroup memory would pass `max_shared` bytes. Needs subgroup arithmetic. Its partials are
+/// [`attention`]'s, merged by [`attention_combine`].
+pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<KernelSpec> {
+    let reads_ok = dk % 8 == 0 && dv % 8 == 0 && (dv / 8).is_power_of_two() && dv / 8 <= ATTN_WG;
+    if !reads_ok || !(2..=ATTN_GQA_MAX_GROUP).contains(&group) {
+        return None;
+    }
+    let key_groups = ATTN_WG / (dv / 8);
+    let buf = (group * ATTN_SCORE_TILES * ATTN_WG).max(group * key_groups * dv);
+    // qs, red, ps and buf in f32, the slots in u32.
+    let shared = 4 * (group * dk + 2 * group * ATTN_WG + buf + ATTN_WG);
+    if shared > max_shared {
+        return None;
+    }
+    let name = format!("attention_gqa.g{group}.d{dk}x{dv}");
+    let spec = KernelSpec::new(name, &["common", "attn_io", "attention_gqa"], 7, push_size::<AttnParamsGpu>())
+        .define("WG", ATTN_WG)
+        .define("G", group)
+        .define("DPT", dv.div_ceil(ATTN_WG).max(1))
+        .define("DK", dk)
+        .define("DV", dv)
+        .define("SCORE_TILES", ATTN_SCORE_TILES)
+        .define("QS", group * dk)
+        .define("RED", group * ATTN_WG)
+        .define("PS", group * ATTN_WG)
+        .define("BUF", buf)
+        .define("VA", group * 8)
+        .define("K_TY", "vec4<u32>")
+        .define("V_TY", "vec4<u32>");
+    Some(kv_defines(spec, KvDType::F16))
+}
+
+/// Key splits of [`attention_gqa`] for `rows` (token, KV head) pairs: `forced` where set (up to
+/// [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device, at most 128 (a group's
+/// workgroup does the work of several per-head ones, so it takes shorter key ranges).
+pub fn attention_gqa_splits(rows: usize, forced: Option<u32>) -> u32 {
+    match forced {
+        Some(n) if n > 0 => n.min(MAX_ATTENTION_SPLITS),
+        _ => (1024usize.div_ceil(rows.max(1))).min(128) as u32,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,5 +492,23 @@ mod tests {
         assert_eq!(attention_splits(32, Some(2)), 2);
         assert_eq!(attention_splits(32, Some(64)), 64);
         assert_eq!(attention_splits(1, Some(100_000)), MAX_ATTENTION_SPLITS);
+    }
+
+    #[test]
+    fn grouped_attention_takes_groups_of_two_to_eight() {
+        let gqa = |dk, dv, g| attention_gqa(dk, dv, g, 32 << 10);
+        assert!(gqa(128, 128, 8).is_some());
+        assert!(gqa(64, 64, 3).is_some());
+        assert!(gqa(256, 256, 8).is_some());
+        // One head per KV head, too many heads, head dims without 16-byte reads, or more
+        // workgroup memory than the device has (8 heads of 256: 28.25 KiB).
+        assert!(gqa(128, 128, 1).is_none());
+        assert!(gqa(128, 128, 16).is_none());
+        assert!(gqa(20, 20, 4).is_none());
+        assert!(attention_gqa(256, 256, 8, 16 << 10).is_none());
+        // A workgroup does a group's work, so it takes shorter key ranges: up to 128 splits.
+        assert_eq!(attention_gqa_splits(4, None), 128);
+        assert_eq!(attention_gqa_splits(32, None), 32);
+        assert_eq!(attention_gqa_splits(4, Some(16)), 16);
     }
 }

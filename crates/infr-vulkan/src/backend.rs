@@ -51,6 +51,9 @@ pub struct VulkanOptions {
     /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
     /// default, never, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
     pub delta_chunk_min: u32,
+    /// Decode attention puts the query heads of a KV head in one workgroup (`false`: the
+    /// default, per-head workgroups, or `INFR_VK_ATTN_GQA=1`): for tests of that kernel.
+    pub grouped_attention: bool,
     /// The cooperative matmul dequantizes Q4_K and Q6_K weight units as it reads them (also
     /// with `INFR_VK_COOP_RAW=0`) instead of reading raw words and dequantizing when staging,
     /// which keeps the next k-steps' loads in flight (16-row decode 1.68x faster, c40): for
@@ -127,6 +130,7 @@ impl VulkanBackend {
             .with_attention_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes)
             .with_delta_chunk_min(opts.delta_chunk_min)
+            .with_grouped_attention(opts.grouped_attention)
             .with_coop_raw_units(
                 !(opts.coop_dequant_on_read || std::env::var("INFR_VK_COOP_RAW").is_ok_and(|v| v.trim() == "0")),
             ),

@@ -31,6 +31,9 @@ pub(crate) struct Features {
     /// ([`DELTA_CHUNK_MIN`], i.e. never, unless `INFR_VK_DELTA_CHUNK_MIN` or a test says
     /// otherwise; 0: never).
     pub delta_chunk_min: u32,
+    /// Decode attention puts the query heads of a KV head in one workgroup where it can
+    /// (`attention_gqa`; `INFR_VK_ATTN_GQA=1`, off by default until timed on a GPU).
+    pub grouped_attention: bool,
 }
 
 /// Fewest tokens of a step that take the chunked delta rule by default: 0, never. The
@@ -109,6 +112,7 @@ impl Features {
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(DELTA_CHUNK_MIN),
+            grouped_attention: std::env::var("INFR_VK_ATTN_GQA").is_ok_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -119,6 +123,12 @@ impl Features {
         if min > 0 {
             self.delta_chunk_min = min;
         }
+        self
+    }
+
+    /// Decode attention groups query heads by KV head (`true`; `false` keeps the setting).
+    pub fn with_grouped_attention(mut self, on: bool) -> Self {
+        self.grouped_attention |= on;
         self
     }
 

@@ -153,6 +153,24 @@ pub(super) fn lower(
         let groups = threads_groups(kernels::kv_write_threads(kv.dtype, n_tok, kw, vw))?;
         emit(&mut emits, &kernels::kv_write(kv.dtype), res, bytes(&kv_write_params), groups);
     }
+    // Decode rows with several query heads per KV head: one workgroup per KV head where the
+    // device takes it (`attention_gqa`), each key's K and V rows then read once for the group.
+    let grouped = match kv.dtype {
+        infr_core::KvDType::F16
+            if feat.grouped_attention
+                && feat.subgroups
+                && ap.n_head % ap.n_kv_head.max(1) == 0
+                && n_tok < 16
+                && n_tok * (ap.n_head as usize) < 128 =>
+        {
+            kernels::attention_gqa(ap.head_dim_k, ap.head_dim_v, ap.n_head / ap.n_kv_head, feat.shared_bytes)
+        }
+        _ => None,
+    };
+    let n_split = match grouped {
+        Some(_) => kernels::attention_gqa_splits(n_tok * ap.n_kv_head as usize, feat.attention_splits),
+        None => kernels::attention_splits(n_tok * ap.n_head as usize, feat.attention_splits),
+    };
     let p = kernels::AttnParamsGpu {
         n_head: ap.n_head,
         group: ap.n_head / ap.n_kv_head,
@@ -174,7 +192,7 @@ pub(super) fn lower(
             infr_core::KvDType::Q8_0 => 2,
             infr_core::KvDType::F32 => 0,
         },
-        n_split: kernels::attention_splits(n_tok * ap.n_head as usize, feat.attention_splits),
+        n_split,
         flash_rows: 0,
         has_sinks: ap.sinks.is_some() as u32,
     };
@@ -208,9 +226,18 @@ pub(super) fn lower(
         let groups = u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;
         emit(&mut emits, &spec, res.clone(), bytes(&p), groups);
     }
-    let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
-    let groups = u32_of(rows * p.n_split as usize, "attention groups")?;
-    emit(&mut emits, &spec, res, bytes(&p), groups);
+    match grouped {
+        Some(spec) => {
+            let kv_rows = n_tok * ap.n_kv_head as usize;
+            let groups = u32_of(kv_rows * p.n_split as usize, "attention groups")?;
+            emit(&mut emits, &spec, res, bytes(&p), groups);
+        }
+        None => {
+            let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
+            let groups = u32_of(rows * p.n_split as usize, "attention groups")?;
+            emit(&mut emits, &spec, res, bytes(&p), groups);
+        }
+    }
     if p.n_split > 1 {
         *side.scratch = (*side.scratch).max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
         if let Some(&group) = fx.attn_q8.get(&node.index) {

@@ -101,12 +101,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let h = lin % pc.n_head;
     let kvh = h / pc.group;
-    let pos = S[pc.pos_off + tok];
     let pt = S[pc.pt_off + tok];
-    let keys = attn_keys(pos, S[pc.pos_off], S[pc.pos_off + pc.n_tokens - 1u], pc.window);
-    let lo = keys.x;
-    let chunk = attn_chunk(keys.y - lo, pc.n_split);
-    let n_active = attn_splits_used(keys.y - lo, pc.n_split);
+    let range = split_keys(tok, split);
+    let n_active = range.z;
     if split >= n_active {
         return;
     }
@@ -136,8 +133,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    let begin = lo + split * chunk;
-    let end = min(begin + chunk, keys.y);
+    let begin = range.x;
+    let end = range.y;
     var acc: array<f32, {{DPT}}>;
     var m = -1e30;
     var l = 0.0;

@@ -33,3 +33,12 @@ var<immediate> pc: Params;
 // Per-head sink logits (gpt-oss), read when has_sinks: a key with no value in every row's
 // softmax, entered as the row's starting maximum with a sum of 1.
 @group(0) @binding(6) var<storage, read> SINKS: array<f32>;
+
+// The keys of split `split` of token `tok`'s row (every key of it when n_split is 1): first,
+// end, and the splits the row uses (the others have no keys).
+fn split_keys(tok: u32, split: u32) -> vec3<u32> {
+    let keys = attn_keys(S[pc.pos_off + tok], S[pc.pos_off], S[pc.pos_off + pc.n_tokens - 1u], pc.window);
+    let chunk = attn_chunk(keys.y - keys.x, pc.n_split);
+    let begin = keys.x + split * chunk;
+    return vec3<u32>(begin, min(begin + chunk, keys.y), attn_splits_used(keys.y - keys.x, pc.n_split));
+}

@@ -257,17 +257,52 @@ fn attention_long_context_more_splits() {
     long_context_splits(40, false);
 }
 
+/// Decode attention with the query heads of a KV head in one workgroup
+/// (`attention_gqa.wgsl`, `INFR_VK_ATTN_GQA=1`): groups of 4 with sinks over automatic splits,
+/// 2 with a softcap and a sliding window over two splits, 8 in one split (the two-pass rows
+/// with f16 probabilities), each into an int8 matmul too (the merge that quantizes).
+#[test]
+fn attention_grouped_query_heads() {
+    let grouped =
+        |heads, splits, sinks, softcap, window| LongContext { heads, splits, sinks, softcap, window, grouped: true };
+    long_context(grouped((4, 1), 0, true, None, None));
+    long_context(grouped((8, 4), 2, false, Some(20.0), Some(100)));
+    long_context(grouped((8, 1), 1, false, None, None));
+}
+
 fn long_context_splits(splits: u32, with_sinks: bool) {
+    let case = LongContext { heads: (4, 1), splits, sinks: with_sinks, softcap: None, window: None, grouped: false };
+    long_context(case);
+}
+
+/// A case of [`long_context`]: query and KV heads, decode key splits
+/// (`kernels.vulkan.flash_splits`), sinks, softcap, window, grouped query heads.
+struct LongContext {
+    heads: (u32, u32),
+    splits: u32,
+    sinks: bool,
+    softcap: Option<f32>,
+    window: Option<u32>,
+    grouped: bool,
+}
+
+fn long_context(case: LongContext) {
+    let LongContext { heads: (nh, nkv), splits, sinks: with_sinks, softcap, window, grouped } = case;
     let mut rng = Rng(17);
     let mut w = Weights::default();
-    let (nh, nkv, d) = (4u32, 1u32, 32u32);
+    let d = 32u32;
     let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
     let kv = kv_spec(1, nkv, d, d, 40, 8, KvDType::F16);
-    let opts = infr_vulkan::VulkanOptions { validation: true, attention_splits: splits, ..Default::default() };
+    let opts = infr_vulkan::VulkanOptions {
+        validation: true,
+        attention_splits: splits,
+        grouped_attention: grouped,
+        ..Default::default()
+    };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
-    let params = AttnParams { scale: 0.3, sinks, ..attn_params(nh, nkv, d, None, None) };
+    let params = AttnParams { scale: 0.3, sinks, ..attn_params(nh, nkv, d, softcap, window) };
     let build = |n: usize| {
         graph(&w, n, n, |g| {
             let (q, k, v) = embed_qkv(g, tq, tk, tv);

@@ -1,0 +1,279 @@
+// Decode attention of one (token, KV head, key split) per workgroup for all G query heads that
+// share the KV head (grouped-query attention): each key's K row and V row are read once for
+// the G heads instead of once per head, as llama.cpp's Vulkan flash attention groups the
+// heads of a KV head into the rows of one workgroup. Same arithmetic, in the same order, as
+// attention.wgsl for an f16 cache (16-byte K and V reads) per head: the online softmax over
+// tiles of WG keys, the exact two-pass rows of one split, sinks, window and softcap; split
+// rows write their partials where attention.wgsl's (token, head, split) workgroup would, so
+// `attention_combine` merges them unchanged.
+
+const WG: u32 = {{WG}}u;
+// Query heads per KV head.
+const G: u32 = {{G}}u;
+const DPT: u32 = {{DPT}}u;
+const DKC: u32 = {{DK}}u;
+const DVC: u32 = {{DV}}u;
+// V elements per 16-byte read, invocations per V row, key groups of a tile.
+const VSTEP: u32 = 8u;
+const RPT: u32 = DVC / VSTEP;
+const NG: u32 = WG / RPT;
+const SCORE_TILES: u32 = {{SCORE_TILES}}u;
+
+var<workgroup> qs: array<f32, {{QS}}>;
+// Per head: each subgroup's partial of a reduction.
+var<workgroup> red: array<f32, {{RED}}>;
+var<workgroup> ps: array<f32, {{PS}}>;
+var<workgroup> slots: array<u32, {{WG}}>;
+// The kept scores of exact rows (head-major), then at the end the key groups' partial
+// outputs (head-major): one buffer for both.
+var<workgroup> buf: array<f32, {{BUF}}>;
+var<private> va: array<f32, {{VA}}>;
+
+var<private> sg_i: u32;
+var<private> sg_id: u32;
+var<private> n_sg: u32;
+
+// Per head: the maximum (`take_max`) or the sum over the workgroup of each invocation's value
+// (subgroups first, then the subgroups in order, as attention.wgsl's reductions).
+fn reduce_g(v: array<f32, G>, take_max: bool) -> array<f32, G> {
+    for (var g = 0u; g < G; g++) {
+        var s: f32;
+        if take_max {
+            s = subgroupMax(v[g]);
+        } else {
+            s = subgroupAdd(v[g]);
+        }
+        if sg_i == 0u {
+            red[g * WG + sg_id] = s;
+        }
+    }
+    workgroupBarrier();
+    var r: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+        var x = red[g * WG];
+        for (var i = 1u; i < n_sg; i++) {
+            x = select(x + red[g * WG + i], max(x, red[g * WG + i]), take_max);
+        }
+        r[g] = x;
+    }
+    workgroupBarrier();
+    return r;
+}
+
+// The scores of keys past the range (every head's -1e30).
+fn no_scores() -> array<f32, G> {
+    var sc: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+        sc[g] = -1e30;
+    }
+    return sc;
+}
+
+// The scaled (and soft-capped) scores of key position j for the G queries in `qs`: the key's
+// row read once, 16 bytes at a time.
+fn scores(j: u32, pt: u32, kvh: u32) -> array<f32, G> {
+    let slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+    let kb = slot * pc.kw + kvh * pc.dk;
+    var dotv: array<f32, G>;
+    for (var d = 0u; d < DKC; d += 8u) {
+        let w = KC[(kb + d) >> 3u];
+        let a = unpack2x16float(w.x);
+        let b = unpack2x16float(w.y);
+        let c = unpack2x16float(w.z);
+        let e = unpack2x16float(w.w);
+        for (var g = 0u; g < G; g++) {
+            let q = g * DKC + d;
+            var s = dotv[g] + (qs[q] * a.x + qs[q + 1u] * a.y);
+            s += qs[q + 2u] * b.x + qs[q + 3u] * b.y;
+            s += qs[q + 4u] * c.x + qs[q + 5u] * c.y;
+            dotv[g] = s + (qs[q + 6u] * e.x + qs[q + 7u] * e.y);
+        }
+    }
+    for (var g = 0u; g < G; g++) {
+        var sc = dotv[g] * pc.scale;
+        if pc.softcap != 0.0 {
+            sc = tanh_exp(sc / pc.softcap) * pc.softcap;
+        }
+        dotv[g] = sc;
+    }
+    return dotv;
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsg: u32) {
+    sg_i = sgi;
+    sg_id = sgid;
+    n_sg = nsg;
+    let lin0 = wg_linear(wid, nwg);
+    let split = lin0 % pc.n_split;
+    let lin = lin0 / pc.n_split;
+    let n_kv = pc.n_head / G;
+    let tok = lin / n_kv;
+    if tok >= pc.n_tokens {
+        return;
+    }
+    let kvh = lin % n_kv;
+    let h0 = kvh * G;
+    let pt = S[pc.pt_off + tok];
+    let range = split_keys(tok, split);
+    let n_active = range.z;
+    if split >= n_active {
+        return;
+    }
+    for (var i = t; i < G * DKC; i += WG) {
+        var q = Q[(tok * pc.n_head + h0) * DKC + i];
+        if pc.round_q == 1u {
+            q = round_f16(q);
+        }
+        qs[i] = q;
+    }
+    workgroupBarrier();
+    let begin = range.x;
+    let end = range.y;
+    var m: array<f32, G>;
+    var l: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+        m[g] = -1e30;
+        l[g] = 0.0;
+        if pc.has_sinks != 0u && split == 0u {
+            m[g] = SINKS[h0 + g];
+            l[g] = 1.0;
+        }
+    }
+    let exact = n_active == 1u && pc.round_q == 1u;
+    if exact {
+        var tile = 0u;
+        for (var base = begin; base < end; base += WG) {
+            let j = base + t;
+            var sc = no_scores();
+            if j < end {
+                sc = scores(j, pt, kvh);
+            }
+            if tile < SCORE_TILES {
+                for (var g = 0u; g < G; g++) {
+                    buf[(g * SCORE_TILES + tile) * WG + t] = sc[g];
+                }
+            }
+            tile++;
+            let tmax = reduce_g(sc, true);
+            var p: array<f32, G>;
+            var m_new: array<f32, G>;
+            for (var g = 0u; g < G; g++) {
+                m_new[g] = max(m[g], tmax[g]);
+                p[g] = 0.0;
+                if j < end {
+                    p[g] = exp(sc[g] - m_new[g]);
+                }
+            }
+            let tsum = reduce_g(p, false);
+            for (var g = 0u; g < G; g++) {
+                l[g] = l[g] * exp(m[g] - m_new[g]) + tsum[g];
+                m[g] = m_new[g];
+            }
+        }
+    }
+    var inv_exact: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+        inv_exact[g] = 1.0 / l[g];
+    }
+    var tile = 0u;
+    for (var base = begin; base < end; base += WG) {
+        let j = base + t;
+        var sc = no_scores();
+        var slot = 0u;
+        if j < end {
+            slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+            if exact && tile < SCORE_TILES {
+                for (var g = 0u; g < G; g++) {
+                    sc[g] = buf[(g * SCORE_TILES + tile) * WG + t];
+                }
+            } else {
+                sc = scores(j, pt, kvh);
+            }
+        }
+        tile++;
+        slots[t] = slot;
+        var alpha: array<f32, G>;
+        if exact {
+            for (var g = 0u; g < G; g++) {
+                var p = 0.0;
+                if j < end {
+                    p = round_f16(exp(sc[g] - m[g]) * inv_exact[g]);
+                }
+                ps[g * WG + t] = p;
+                alpha[g] = 1.0;
+            }
+            workgroupBarrier();
+        } else {
+            let tmax = reduce_g(sc, true);
+            var p: array<f32, G>;
+            for (var g = 0u; g < G; g++) {
+                let m_new = max(m[g], tmax[g]);
+                alpha[g] = exp(m[g] - m_new);
+                p[g] = 0.0;
+                if j < end {
+                    p[g] = exp(sc[g] - m_new);
+                }
+                ps[g * WG + t] = p[g];
+                m[g] = m_new;
+            }
+            let tsum = reduce_g(p, false);
+            for (var g = 0u; g < G; g++) {
+                l[g] = l[g] * alpha[g] + tsum[g];
+            }
+        }
+        let cnt = min(WG, end - base);
+        // RPT invocations read a V row 16 bytes each; key group t / RPT takes every NG-th
+        // key of the tile; each read serves the G heads.
+        for (var g = 0u; g < G; g++) {
+            for (var e = 0u; e < VSTEP; e++) {
+                va[g * VSTEP + e] *= alpha[g];
+            }
+        }
+        let vo = kvh * pc.dv + (t % RPT) * VSTEP;
+        for (var jj = t / RPT; jj < WG; jj += NG) {
+            let live = jj < cnt;
+            let w = VC[(slots[jj] * pc.vw + vo) >> 3u];
+            let q = array<vec2<f32>, 4>(unpack2x16float(w.x), unpack2x16float(w.y), unpack2x16float(w.z), unpack2x16float(w.w));
+            for (var g = 0u; g < G; g++) {
+                let p = ps[g * WG + jj];
+                for (var e = 0u; e < 4u; e++) {
+                    va[g * VSTEP + 2u * e] += select(0.0, p * q[e].x, live);
+                    va[g * VSTEP + 2u * e + 1u] += select(0.0, p * q[e].y, live);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var g = 0u; g < G; g++) {
+        for (var e = 0u; e < VSTEP; e++) {
+            buf[(g * NG + t / RPT) * DVC + (t % RPT) * VSTEP + e] = va[g * VSTEP + e];
+        }
+    }
+    workgroupBarrier();
+    for (var g = 0u; g < G; g++) {
+        let h = h0 + g;
+        let row = tok * pc.n_head + h;
+        for (var ii = 0u; ii < DPT; ii++) {
+            let d = t + ii * WG;
+            if d < DVC {
+                var a = 0.0;
+                for (var k = 0u; k < NG; k++) {
+                    a += buf[(g * NG + k) * DVC + d];
+                }
+                if n_active == 1u {
+                    let inv = select(1.0 / l[g], 1.0, exact);
+                    O[row * DVC + d] = a * inv;
+                } else {
+                    let rec = (row * pc.n_split + split) * (DVC + 2u);
+                    PART[rec + 2u + d] = a;
+                }
+            }
+        }
+        if n_active > 1u && t == 0u {
+            let rec = (row * pc.n_split + split) * (DVC + 2u);
+            PART[rec] = m[g];
+            PART[rec + 1u] = l[g];
+        }
+    }
+}
