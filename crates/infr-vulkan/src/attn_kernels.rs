@@ -439,12 +439,13 @@ pub const ATTN_GQA_MAX_GROUP: u32 = 8;
 /// workgroup memory would pass `max_shared` bytes. Needs subgroup arithmetic. Its partials are
 /// [`attention`]'s, merged by [`attention_combine`].
 pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<KernelSpec> {
-    let reads_ok = dk % 8 == 0 && dv % 8 == 0 && (dv / 8).is_power_of_two() && dv / 8 <= ATTN_WG;
+    let reads_ok = dk > 0 && dk % 8 == 0 && dv % 8 == 0 && (dv / 8).is_power_of_two() && dv / 8 <= ATTN_WG;
     if !reads_ok || !(2..=ATTN_GQA_MAX_GROUP).contains(&group) {
         return None;
     }
-    let key_groups = ATTN_WG / (dv / 8);
-    let buf = (group * ATTN_SCORE_TILES * ATTN_WG).max(group * key_groups * dv);
+    // The kept scores of the exact rows (SCORE_TILES tiles per head), later the key groups'
+    // partial outputs (WG / (dv / 8) groups of dv per head: 8 WG per head, the larger).
+    let buf = (group * ATTN_SCORE_TILES * ATTN_WG).max(group * 8 * ATTN_WG);
     // qs, red, ps and buf in f32, the slots in u32.
     let shared = 4 * (group * dk + 2 * group * ATTN_WG + buf + ATTN_WG);
     if shared > max_shared {
@@ -458,7 +459,7 @@ pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<Ke
         .define("DK", dk)
         .define("DV", dv)
         .define("SCORE_TILES", ATTN_SCORE_TILES)
-        .define("QS", group * dk)
+        .define("QS4", group * dk / 4)
         .define("RED", group * ATTN_WG)
         .define("PS", group * ATTN_WG)
         .define("BUF", buf)

@@ -221,6 +221,8 @@ pub(super) fn lower(
         Res::Scratch,
         sinks,
     ];
+    // The grouped kernel takes decode rows only: it does not skip rows the cooperative one did.
+    debug_assert!(grouped.is_none() || coop.is_none());
     if let Some((spec, frag)) = coop {
         p.flash_rows = kernels::attn_coop_rows(frag);
         let groups = u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;

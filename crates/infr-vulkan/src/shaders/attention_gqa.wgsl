@@ -19,7 +19,8 @@ const RPT: u32 = DVC / VSTEP;
 const NG: u32 = WG / RPT;
 const SCORE_TILES: u32 = {{SCORE_TILES}}u;
 
-var<workgroup> qs: array<f32, {{QS}}>;
+// The G queries, head-major, four elements a read.
+var<workgroup> qs: array<vec4<f32>, {{QS4}}>;
 // Per head: each subgroup's partial of a reduction.
 var<workgroup> red: array<f32, {{RED}}>;
 var<workgroup> ps: array<f32, {{PS}}>;
@@ -82,11 +83,12 @@ fn scores(j: u32, pt: u32, kvh: u32) -> array<f32, G> {
         let c = unpack2x16float(w.z);
         let e = unpack2x16float(w.w);
         for (var g = 0u; g < G; g++) {
-            let q = g * DKC + d;
-            var s = dotv[g] + (qs[q] * a.x + qs[q + 1u] * a.y);
-            s += qs[q + 2u] * b.x + qs[q + 3u] * b.y;
-            s += qs[q + 4u] * c.x + qs[q + 5u] * c.y;
-            dotv[g] = s + (qs[q + 6u] * e.x + qs[q + 7u] * e.y);
+            let q0 = qs[(g * DKC + d) / 4u];
+            let q1 = qs[(g * DKC + d) / 4u + 1u];
+            var s = dotv[g] + (q0.x * a.x + q0.y * a.y);
+            s += q0.z * b.x + q0.w * b.y;
+            s += q1.x * c.x + q1.y * c.y;
+            dotv[g] = s + (q1.z * e.x + q1.w * e.y);
         }
     }
     for (var g = 0u; g < G; g++) {
@@ -120,10 +122,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if split >= n_active {
         return;
     }
-    for (var i = t; i < G * DKC; i += WG) {
-        var q = Q[(tok * pc.n_head + h0) * DKC + i];
+    for (var i = t; i < G * DKC / 4u; i += WG) {
+        let o = (tok * pc.n_head + h0) * DKC + 4u * i;
+        var q = vec4<f32>(Q[o], Q[o + 1u], Q[o + 2u], Q[o + 3u]);
         if pc.round_q == 1u {
-            q = round_f16(q);
+            q = vec4<f32>(round_f16(q.x), round_f16(q.y), round_f16(q.z), round_f16(q.w));
         }
         qs[i] = q;
     }
@@ -231,7 +234,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
         let vo = kvh * pc.dv + (t % RPT) * VSTEP;
-        for (var jj = t / RPT; jj < WG; jj += NG) {
+        // jj = t / RPT, + NG, ... (a constant trip count, so the loads can be issued together).
+        for (var k = 0u; k < RPT; k++) {
+            let jj = t / RPT + k * NG;
             let live = jj < cnt;
             let w = VC[(slots[jj] * pc.vw + vo) >> 3u];
             let q = array<vec2<f32>, 4>(unpack2x16float(w.x), unpack2x16float(w.y), unpack2x16float(w.z), unpack2x16float(w.w));

@@ -1,5 +1,5 @@
 // Push constants (`AttnParamsGpu`) and bindings shared by the attention kernels
-// (attention.wgsl, attention_coop.wgsl): queries, the paged K/V cache, step inputs, output,
+// (attention.wgsl, attention_coop.wgsl, attention_gqa.wgsl): queries, the paged K/V cache, step inputs, output,
 // split partials, sinks.
 
 struct Params {

@@ -260,25 +260,38 @@ fn attention_long_context_more_splits() {
 /// Decode attention with the query heads of a KV head in one workgroup
 /// (`attention_gqa.wgsl`, `INFR_VK_ATTN_GQA=1`): groups of 4 with sinks over automatic splits,
 /// 2 with a softcap and a sliding window over two splits, 8 in one split (the two-pass rows
-/// with f16 probabilities), each into an int8 matmul too (the merge that quantizes).
+/// with f16 probabilities), 8 of dim 128 and 2 of dim 256, each into an int8 matmul too (the
+/// merge that quantizes).
 #[test]
 fn attention_grouped_query_heads() {
-    let grouped =
-        |heads, splits, sinks, softcap, window| LongContext { heads, splits, sinks, softcap, window, grouped: true };
-    long_context(grouped((4, 1), 0, true, None, None));
-    long_context(grouped((8, 4), 2, false, Some(20.0), Some(100)));
-    long_context(grouped((8, 1), 1, false, None, None));
+    let grouped = |heads, dim, splits, sinks, softcap, window| LongContext {
+        heads,
+        dim,
+        splits,
+        sinks,
+        softcap,
+        window,
+        grouped: true,
+    };
+    long_context(grouped((4, 1), 32, 0, true, None, None));
+    long_context(grouped((8, 4), 32, 2, false, Some(20.0), Some(100)));
+    long_context(grouped((8, 1), 32, 1, false, None, None));
+    // Real head dims: 8 heads of 128 over several splits, 2 of 256.
+    long_context(grouped((8, 1), 128, 3, false, None, None));
+    long_context(grouped((4, 2), 256, 0, false, None, None));
 }
 
 fn long_context_splits(splits: u32, with_sinks: bool) {
-    let case = LongContext { heads: (4, 1), splits, sinks: with_sinks, softcap: None, window: None, grouped: false };
+    let case =
+        LongContext { heads: (4, 1), dim: 32, splits, sinks: with_sinks, softcap: None, window: None, grouped: false };
     long_context(case);
 }
 
-/// A case of [`long_context`]: query and KV heads, decode key splits
+/// A case of [`long_context`]: query and KV heads, head dim, decode key splits
 /// (`kernels.vulkan.flash_splits`), sinks, softcap, window, grouped query heads.
 struct LongContext {
     heads: (u32, u32),
+    dim: u32,
     splits: u32,
     sinks: bool,
     softcap: Option<f32>,
@@ -287,10 +300,9 @@ struct LongContext {
 }
 
 fn long_context(case: LongContext) {
-    let LongContext { heads: (nh, nkv), splits, sinks: with_sinks, softcap, window, grouped } = case;
+    let LongContext { heads: (nh, nkv), dim: d, splits, sinks: with_sinks, softcap, window, grouped } = case;
     let mut rng = Rng(17);
     let mut w = Weights::default();
-    let d = 32u32;
     let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
     let wo = w.add(weight("o", GgmlType::Q8_0, (nh * d) as usize, 64, &mut rng, 0.3));
     let sinks = with_sinks.then(|| w.add(weight("sinks", GgmlType::F32, nh as usize, 1, &mut rng, 3.0)));
