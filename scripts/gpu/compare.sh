@@ -17,6 +17,10 @@
 #                                     first second of work; CUDA llama-bench, which has one
 #                                     warm-up, runs each test once untimed first)
 #     --env "INFR_X=1"                environment of the infr runs
+#     --variants "a=X=1 b=Y=2,Z=3"    bench the first binary once per variant, each with its own
+#                                     environment (commas separate variables) on top of --env,
+#                                     rows prefixed with the variant's name (A/B runs of knobs
+#                                     on one synthesized file)
 #     --serve "16 32"                 also serve each shape (the first binary, and with --vulkan
 #                                     llama-server) with as many slots as the most streams,
 #                                     -c 16384, and drive it with DIR's load client: one stream,
@@ -25,7 +29,7 @@
 set -uo pipefail
 dir=$(cd "${1:?usage: scripts/gpu/compare.sh DIR [options]}" && pwd)
 shift
-shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs="" serve="" warmup=3
+shapes="qwen3-8b" layers="" bins="infr" vulkan=0 cuda=0 depth=0 budget=540 envs="" serve="" warmup=3 variants=""
 while [ $# -gt 0 ]; do
     case $1 in
     --shapes) shapes=$2; shift ;;
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift ;;
     --warmup) warmup=$2; shift ;;
     --env) envs=$2; shift ;;
+    --variants) variants=$2; shift ;;
     --serve) serve=$2; shift ;;
     *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -105,13 +110,21 @@ fi
 [ $cuda = 1 ] && wait $build
 for s in $shapes; do
     m=$work/models/$s.gguf
-    for b in $bins; do
-        late "$b $s" && continue
-        runs=("-p 512 -n 128")
-        [ $depth = 1 ] && runs+=("-p 0 -n 64 -d 4096")
+    runs=("-p 512 -n 128")
+    [ $depth = 1 ] && runs+=("-p 0 -n 64 -d 4096")
+    # Each (name, binary, environment) to bench: the binaries, or the first one per variant.
+    jobs=()
+    if [ -n "$variants" ]; then
+        for v in $variants; do jobs+=("${v%%=*}|$first|$(echo "${v#*=}" | tr ',' ' ')"); done
+    else
+        for b in $bins; do jobs+=("$b|$b|"); done
+    fi
+    for j in "${jobs[@]}"; do
+        IFS='|' read -r name b venv <<<"$j"
+        late "$name $s" && continue
         for r in "${runs[@]}"; do
             # shellcheck disable=SC2086
-            env $envs "$work/bin/$b" bench --dev Vulkan0 -m "$m" $r -r 3 --warmup-runs "$warmup" 2>/dev/null | grep -E '^\| [a-z]' | grep -v '^| model' | sed "s/^/$b /"
+            env $envs $venv "$work/bin/$b" bench --dev Vulkan0 -m "$m" $r -r 3 --warmup-runs "$warmup" 2>/dev/null | grep -E '^\| [a-z]' | grep -v '^| model' | sed "s/^/$name /"
         done
     done
     if [ -n "$server" ] && ! late "llama-server $s"; then
