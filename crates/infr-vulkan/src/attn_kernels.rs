@@ -429,6 +429,11 @@ pub fn attention_splits(rows: usize, forced: Option<u32>) -> u32 {
     }
 }
 
+/// Tiles of keys whose scores [`attention_gqa`]'s two-pass rows keep per head: rows split
+/// automatically are two-pass only when all their keys fit one split of at most 64 (one
+/// tile); longer ones (`kernels.vulkan.flash_splits = 1`) compute later tiles' scores again.
+pub const ATTN_GQA_SCORE_TILES: u32 = 1;
+
 /// Most query heads per KV head [`attention_gqa`] takes (its per-head registers and shared
 /// memory grow with them).
 pub const ATTN_GQA_MAX_GROUP: u32 = 8;
@@ -443,9 +448,9 @@ pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<Ke
     if !reads_ok || !(2..=ATTN_GQA_MAX_GROUP).contains(&group) {
         return None;
     }
-    // The kept scores of the exact rows (SCORE_TILES tiles per head), later the key groups'
-    // partial outputs (WG / (dv / 8) groups of dv per head: 8 WG per head, the larger).
-    let buf = (group * ATTN_SCORE_TILES * ATTN_WG).max(group * 8 * ATTN_WG);
+    // The kept scores of the exact rows (ATTN_GQA_SCORE_TILES tiles per head), later one
+    // head's key-group partial outputs (WG / (dv / 8) groups of dv: 8 WG).
+    let buf = (group * ATTN_GQA_SCORE_TILES * ATTN_WG).max(8 * ATTN_WG);
     // qs, red, ps and buf in f32, the slots in u32.
     let shared = 4 * (group * dk + 2 * group * ATTN_WG + buf + ATTN_WG);
     if shared > max_shared {
@@ -458,7 +463,7 @@ pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<Ke
         .define("DPT", dv.div_ceil(ATTN_WG).max(1))
         .define("DK", dk)
         .define("DV", dv)
-        .define("SCORE_TILES", ATTN_SCORE_TILES)
+        .define("SCORE_TILES", ATTN_GQA_SCORE_TILES)
         .define("QS4", group * dk / 4)
         .define("RED", group * ATTN_WG)
         .define("PS", group * ATTN_WG)
@@ -502,11 +507,11 @@ mod tests {
         assert!(gqa(64, 64, 3).is_some());
         assert!(gqa(256, 256, 8).is_some());
         // One head per KV head, too many heads, head dims without 16-byte reads, or more
-        // workgroup memory than the device has (8 heads of 256: 28.25 KiB).
+        // workgroup memory than the device has (8 heads of 256: 14.25 KiB).
         assert!(gqa(128, 128, 1).is_none());
         assert!(gqa(128, 128, 16).is_none());
         assert!(gqa(20, 20, 4).is_none());
-        assert!(attention_gqa(256, 256, 8, 16 << 10).is_none());
+        assert!(attention_gqa(256, 256, 8, 12 << 10).is_none());
         // A workgroup does a group's work, so it takes shorter key ranges: up to 128 splits.
         assert_eq!(attention_gqa_splits(4, None), 128);
         assert_eq!(attention_gqa_splits(32, None), 32);

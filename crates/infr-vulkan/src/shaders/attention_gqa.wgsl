@@ -25,8 +25,8 @@ var<workgroup> qs: array<vec4<f32>, {{QS4}}>;
 var<workgroup> red: array<f32, {{RED}}>;
 var<workgroup> ps: array<f32, {{PS}}>;
 var<workgroup> slots: array<u32, {{WG}}>;
-// The kept scores of exact rows (head-major), then at the end the key groups' partial
-// outputs (head-major): one buffer for both.
+// The kept scores of exact rows (head-major; rows split automatically are exact only when
+// they have at most one tile of keys), then at the end one head's key-group partial outputs.
 var<workgroup> buf: array<f32, {{BUF}}>;
 var<private> va: array<f32, {{VA}}>;
 
@@ -250,13 +250,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
+    // Fold the key groups' partial outputs one head at a time (workgroup memory of one head).
     for (var g = 0u; g < G; g++) {
         for (var e = 0u; e < VSTEP; e++) {
-            buf[(g * NG + t / RPT) * DVC + (t % RPT) * VSTEP + e] = va[g * VSTEP + e];
+            buf[(t / RPT) * DVC + (t % RPT) * VSTEP + e] = va[g * VSTEP + e];
         }
-    }
-    workgroupBarrier();
-    for (var g = 0u; g < G; g++) {
+        workgroupBarrier();
         let h = h0 + g;
         let row = tok * pc.n_head + h;
         for (var ii = 0u; ii < DPT; ii++) {
@@ -264,7 +263,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if d < DVC {
                 var a = 0.0;
                 for (var k = 0u; k < NG; k++) {
-                    a += buf[(g * NG + k) * DVC + d];
+                    a += buf[k * DVC + d];
                 }
                 if n_active == 1u {
                     let inv = select(1.0 / l[g], 1.0, exact);
@@ -280,5 +279,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             PART[rec] = m[g];
             PART[rec + 1u] = l[g];
         }
+        workgroupBarrier();
     }
 }
