@@ -1,8 +1,9 @@
 //! Time decode steps of `n` rows (one per sequence) after a short prompt each, on the CPU or
 //! (`DEV=vulkan`) the first Vulkan device:
 //! `cargo run --release -p infr-engine --example decode_rows -- MODEL.gguf [ROWS] [STEPS]`.
-//! `TOPK=k` reads back only each row's k largest logits. With `INFR_PROF_OPS=1` the backend prints its per-op times at exit; `RUST_LOG` sets the
-//! log filter (`INFR_VK_PIPELINE_STATS=1` logs each pipeline's registers at info).
+//! `TOPK=k` reads back only each row's k largest logits. With `INFR_PROF_OPS=1` the backend
+//! prints its per-op times at exit; `RUST_LOG` sets the log filter
+//! (`INFR_VK_PIPELINE_STATS=1` logs each pipeline's registers at info).
 
 use std::time::Instant;
 

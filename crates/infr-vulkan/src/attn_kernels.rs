@@ -423,9 +423,15 @@ pub fn attention_splits(rows: usize, forced: Option<u32>) -> u32 {
     if rows >= 128 {
         return 1;
     }
+    decode_splits(rows, forced, 32)
+}
+
+/// Key splits of a decode step of `rows` workgroup rows: `forced` where set (up to
+/// [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device, at most `most`.
+fn decode_splits(rows: usize, forced: Option<u32>, most: u32) -> u32 {
     match forced {
         Some(n) if n > 0 => n.min(MAX_ATTENTION_SPLITS),
-        _ => (1024usize.div_ceil(rows.max(1))).min(32) as u32,
+        _ => (1024usize.div_ceil(rows.max(1)) as u32).min(most),
     }
 }
 
@@ -471,17 +477,14 @@ pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<Ke
         .define("VA", group * 8)
         .define("K_TY", "vec4<u32>")
         .define("V_TY", "vec4<u32>");
-    Some(kv_defines(spec, KvDType::F16))
+    Some(spec)
 }
 
 /// Key splits of [`attention_gqa`] for `rows` (token, KV head) pairs: `forced` where set (up to
 /// [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device, at most 128 (a group's
 /// workgroup does the work of several per-head ones, so it takes shorter key ranges).
 pub fn attention_gqa_splits(rows: usize, forced: Option<u32>) -> u32 {
-    match forced {
-        Some(n) if n > 0 => n.min(MAX_ATTENTION_SPLITS),
-        _ => (1024usize.div_ceil(rows.max(1))).min(128) as u32,
-    }
+    decode_splits(rows, forced, 128)
 }
 
 #[cfg(test)]

@@ -228,18 +228,14 @@ pub(super) fn lower(
         let groups = u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;
         emit(&mut emits, &spec, res.clone(), bytes(&p), groups);
     }
-    match grouped {
-        Some(spec) => {
-            let kv_rows = n_tok * ap.n_kv_head as usize;
-            let groups = u32_of(kv_rows * p.n_split as usize, "attention groups")?;
-            emit(&mut emits, &spec, res, bytes(&p), groups);
-        }
-        None => {
-            let spec = kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups);
-            let groups = u32_of(rows * p.n_split as usize, "attention groups")?;
-            emit(&mut emits, &spec, res, bytes(&p), groups);
-        }
-    }
+    // A workgroup per (row, split): rows of (token, KV head) for the grouped kernel, of
+    // (token, head) for the per-head one.
+    let (spec, work_rows) = match grouped {
+        Some(spec) => (spec, n_tok * ap.n_kv_head as usize),
+        None => (kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups), rows),
+    };
+    let groups = u32_of(work_rows * p.n_split as usize, "attention groups")?;
+    emit(&mut emits, &spec, res, bytes(&p), groups);
     if p.n_split > 1 {
         *side.scratch = (*side.scratch).max((rows * p.n_split as usize * (ap.head_dim_v as usize + 2) * 4) as u64);
         if let Some(&group) = fx.attn_q8.get(&node.index) {

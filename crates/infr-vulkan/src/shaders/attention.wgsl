@@ -65,9 +65,9 @@ fn reduce_sum(t: u32, v: f32) -> f32 {
 {{REDUCE_SUM}}
 }
 
-// The scaled (and soft-capped) score of key position j for this workgroup's query in `qs`.
-fn score(j: u32, pt: u32, kvh: u32) -> f32 {
-    let slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+// The scaled (and soft-capped) score of the key in cache slot `slot` for this workgroup's
+// query in `qs`.
+fn score(slot: u32, kvh: u32) -> f32 {
     let kb = slot * pc.kw + kvh * pc.dk;
     var dotv = 0.0;
     for (var d = 0u; d < DKC; d += KSTEP) {
@@ -154,7 +154,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let j = base + t;
             var sc = -1e30;
             if j < end {
-                sc = score(j, pt, kvh);
+                sc = score(key_slot(pt, j), kvh);
             }
             if tile < SCORE_TILES {
                 scs[tile * WG + t] = sc;
@@ -176,11 +176,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sc = -1e30;
         var slot = 0u;
         if j < end {
-            slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+            slot = key_slot(pt, j);
             if exact && tile < SCORE_TILES {
                 sc = scs[tile * WG + t];
             } else {
-                sc = score(j, pt, kvh);
+                sc = score(slot, kvh);
             }
         }
         tile++;

@@ -70,7 +70,7 @@ fn find_slots(t: u32, pt0: u32, kb: u32, khi: u32, half: u32) {
         let j = kb + t;
         var slot = NO_SLOT;
         if j < khi {
-            slot = S[pt0 + j / pc.page_size] * pc.page_size + j % pc.page_size;
+            slot = key_slot(pt0, j);
         }
         slots[half + t] = slot;
     }

@@ -70,10 +70,9 @@ fn no_scores() -> array<f32, G> {
     return sc;
 }
 
-// The scaled (and soft-capped) scores of key position j for the G queries in `qs`: the key's
-// row read once, 16 bytes at a time.
-fn scores(j: u32, pt: u32, kvh: u32) -> array<f32, G> {
-    let slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+// The scaled (and soft-capped) scores of the key in cache slot `slot` for the G queries in
+// `qs`: the key's row read once, 16 bytes at a time.
+fn scores(slot: u32, kvh: u32) -> array<f32, G> {
     let kb = slot * pc.kw + kvh * pc.dk;
     var dotv: array<f32, G>;
     for (var d = 0u; d < DKC; d += 8u) {
@@ -150,7 +149,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let j = base + t;
             var sc = no_scores();
             if j < end {
-                sc = scores(j, pt, kvh);
+                sc = scores(key_slot(pt, j), kvh);
             }
             if tile < SCORE_TILES {
                 for (var g = 0u; g < G; g++) {
@@ -185,13 +184,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sc = no_scores();
         var slot = 0u;
         if j < end {
-            slot = S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+            slot = key_slot(pt, j);
             if exact && tile < SCORE_TILES {
                 for (var g = 0u; g < G; g++) {
                     sc[g] = buf[(g * SCORE_TILES + tile) * WG + t];
                 }
             } else {
-                sc = scores(j, pt, kvh);
+                sc = scores(slot, kvh);
             }
         }
         tile++;

@@ -42,3 +42,8 @@ fn split_keys(tok: u32, split: u32) -> vec3<u32> {
     let begin = keys.x + split * chunk;
     return vec3<u32>(begin, min(begin + chunk, keys.y), attn_splits_used(keys.y - keys.x, pc.n_split));
 }
+
+// The cache slot of key position j of a sequence whose page table starts at S[pt].
+fn key_slot(pt: u32, j: u32) -> u32 {
+    return S[pt + j / pc.page_size] * pc.page_size + j % pc.page_size;
+}
