@@ -122,6 +122,30 @@ pub(crate) struct NormAdd {
     pub scale: f32,
 }
 
+/// An L2 norm of each head's row folded into the delta-rule kernel reading it:
+/// `x · mult / sqrt(Σ x² + eps)` (llama.cpp's `build_gdn_l2_norm`, which the models build as
+/// a weightless per-head RMS norm and a scale).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HeadL2 {
+    pub mult: f32,
+    pub eps: f32,
+}
+
+/// A delta-rule node's q, k and v read in place from the one tensor they are column slices
+/// of (the convolution's output), with q's and k's L2 norms applied by the kernel: the
+/// three slices, two norms and two scales are not dispatched.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DeltaInputs {
+    /// The sliced tensor.
+    pub x: TensorId,
+    /// First column of q, k and v in its rows.
+    pub offsets: [u32; 3],
+    /// q's norm.
+    pub q_l2: HeadL2,
+    /// k's norm.
+    pub k_l2: HeadL2,
+}
+
 /// Widest row `norm_add.wgsl` keeps in registers (NJ vec4s of 256 invocations).
 pub(crate) const NORM_ADD_MAX_COLS: usize = 8 * 1024;
 
@@ -147,6 +171,8 @@ pub(crate) struct Fusions {
     /// Split-K matmuls whose partial products the fused kernel reading them adds up (a
     /// `norm_q8` absorbing the residual add they feed, a `glu_q8`): no reduction dispatch.
     pub defer_reduce: HashSet<usize>,
+    /// Delta-rule nodes reading q, k and v in place, L2 norms applied.
+    pub delta_inputs: HashMap<usize, DeltaInputs>,
 }
 
 /// What the device allows to fuse.
@@ -166,6 +192,9 @@ pub(crate) struct FusionOptions {
     /// V's per-head norm applied by `qk_rope` as it appends V (not where a q8_0 cache is
     /// written by its own kernel, which reads the normed V).
     pub v_norm: bool,
+    /// Delta-rule nodes of fewer rows than this (0: all) run the recurrence, which can read
+    /// q, k and v in place ([`DeltaInputs`]); longer ones take the chunked form.
+    pub delta_chunk_min: u32,
 }
 
 /// How the lowering will run the matmul nodes, as the fusion plan needs to know it.
@@ -188,7 +217,19 @@ where
     S: Fn(usize) -> bool,
 {
     let mut p = Planner::new(graph, opts, paths);
+    // First, so that no norm or scale of a delta rule's inputs goes to another fusion.
     for (i, node) in graph.nodes.iter().enumerate() {
+        if let Op::DeltaNet { q, k, v, params, .. } = &node.op {
+            let recurrence = opts.delta_chunk_min == 0 || node.rows() < opts.delta_chunk_min as usize;
+            if recurrence {
+                p.delta_inputs(i, [*q, *k, *v], params.head_dim);
+            }
+        }
+    }
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if p.fx.absorbed[i] {
+            continue;
+        }
         match &node.op {
             Op::RmsNorm { x, .. } => p.norm_q8(i, *x),
             Op::Glu { gate, up, .. } if (opts.quantizing || opts.round16) && node.cols() % 32 == 0 => {
@@ -243,6 +284,7 @@ where
             gemv_jobs: HashMap::new(),
             norm_add: HashMap::new(),
             defer_reduce: HashSet::new(),
+            delta_inputs: HashMap::new(),
         };
         Self { graph, opts, paths, consumers, fx }
     }
@@ -541,6 +583,52 @@ where
         let Some(j) = norm else { return };
         self.fx.absorbed[j] = true;
         self.fx.norm_add.insert(i, NormAdd { a: side, b: None, scale: s });
+    }
+
+    /// Delta-rule node `i` reading `[q, k, v]` in place where they are whole-row column slices
+    /// of one tensor, q and k through a weightless RMS norm over each head (`head_dim`) and an
+    /// optional scale, each read only by the next step.
+    fn delta_inputs(&mut self, i: usize, [q, k, v]: [TensorId; 3], head_dim: u32) {
+        let g = self.graph;
+        let only = |t: TensorId, reader: usize| self.consumers[t.0 as usize] == [reader];
+        // A whole-row slice read only by `reader`: its input and first column.
+        let slice = |t: TensorId, reader: usize| match g.node(t).op {
+            Op::SliceCols { x, period, offset, len }
+                if period as usize == g.node(x).cols() && offset + len <= period =>
+            {
+                only(t, reader).then_some((x, offset))
+            }
+            _ => None,
+        };
+        // scale?(rms_norm(slice)) read only by node `i`: the slice's input and first column,
+        // the norm and the absorbed nodes.
+        let normed = |t: TensorId| -> Option<(TensorId, u32, HeadL2, Vec<usize>)> {
+            let (mult, norm_t, mut nodes) = match g.node(t).op {
+                Op::Scale { x, s } if only(t, i) => (s, x, vec![t.0 as usize]),
+                _ => (1.0, t, Vec::new()),
+            };
+            let reader = nodes.first().copied().unwrap_or(i);
+            let Op::RmsNorm { x, weight: None, eps, group } = g.node(norm_t).op else { return None };
+            if group != head_dim || !only(norm_t, reader) {
+                return None;
+            }
+            let (src, off) = slice(x, norm_t.0 as usize)?;
+            nodes.extend([norm_t.0 as usize, x.0 as usize]);
+            let d = head_dim as f32;
+            Some((src, off, HeadL2 { mult: mult * d.sqrt(), eps: eps * d }, nodes))
+        };
+        let (Some((xq, q_off, q_l2, nq)), Some((xk, k_off, k_l2, nk)), Some((xv, v_off))) =
+            (normed(q), normed(k), slice(v, i))
+        else {
+            return;
+        };
+        if xq != xk || xk != xv || nq.iter().chain(&nk).chain([&(v.0 as usize)]).any(|&j| self.fx.absorbed[j]) {
+            return;
+        }
+        for j in nq.into_iter().chain(nk).chain([v.0 as usize]) {
+            self.fx.absorbed[j] = true;
+        }
+        self.fx.delta_inputs.insert(i, DeltaInputs { x: xq, offsets: [q_off, k_off, v_off], q_l2, k_l2 });
     }
 
     /// Matmul node `i` and the next ones reading `x` with a weight of its type, as jobs of

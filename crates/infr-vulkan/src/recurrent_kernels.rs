@@ -52,6 +52,25 @@ pub struct DeltaNetParamsGpu {
     pub pad: u32,
 }
 
+/// Push constants of `delta_net.wgsl`: [`DeltaNetParamsGpu`], then where q, k and v are read
+/// (row strides and first columns, in floats) and q's and k's per-head L2 norms
+/// (`x * mult / sqrt(sum x^2 + eps)`, applied with the `L2` form).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct DeltaStepParamsGpu {
+    pub base: DeltaNetParamsGpu,
+    pub qk_stride: u32,
+    pub v_stride: u32,
+    pub q_off: u32,
+    pub k_off: u32,
+    pub v_off: u32,
+    pub pad: u32,
+    pub q_mult: f32,
+    pub q_eps: f32,
+    pub k_mult: f32,
+    pub k_eps: f32,
+}
+
 /// Column slice. Bindings: X, Y.
 pub fn slice_cols() -> KernelSpec {
     KernelSpec::new("slice_cols", &["common", "slice_cols"], 2, push_size::<SliceColsParams>())
@@ -72,9 +91,10 @@ const DELTA_NET_LANES: u32 = 4;
 const DELTA_NET_ROWS: u32 = 32;
 
 /// Gated delta rule for heads of `head_dim`, with rows split over lanes where the device has
-/// subgroup shuffles (`shuffles`) of at least 4 lanes and the head is a multiple of 32 rows.
-/// Bindings: q, k, v, alpha, beta, decay, step, state, Y.
-pub fn delta_net(head_dim: u32, shuffles: bool) -> KernelSpec {
+/// subgroup shuffles (`shuffles`) of at least 4 lanes and the head is a multiple of 32 rows;
+/// with `l2`, q and k are L2-normalised per head as they are read. Bindings: q, k, v, alpha,
+/// beta, decay, step, state, Y; push constants [`DeltaStepParamsGpu`].
+pub fn delta_net(head_dim: u32, shuffles: bool, l2: bool) -> KernelSpec {
     let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
     let (p, rows) = if split { (DELTA_NET_LANES, DELTA_NET_ROWS) } else { (1, head_dim) };
     let mut row_sum = String::new();
@@ -83,14 +103,18 @@ pub fn delta_net(head_dim: u32, shuffles: bool) -> KernelSpec {
         row_sum.push_str(&format!("    v += subgroupShuffleXor(v, {step}u);\n"));
         step *= 2;
     }
-    let name = if split { format!("delta_net_d{head_dim}.x{p}") } else { format!("delta_net_d{head_dim}") };
-    KernelSpec::new(name, &["common", "delta_rows", "delta_net"], 9, push_size::<DeltaNetParamsGpu>())
+    let mut name = if split { format!("delta_net_d{head_dim}.x{p}") } else { format!("delta_net_d{head_dim}") };
+    if l2 {
+        name.push_str(".l2");
+    }
+    KernelSpec::new(name, &["common", "delta_rows", "delta_net"], 9, push_size::<DeltaStepParamsGpu>())
         .define("D", head_dim)
         .define("D2", 2 * head_dim)
         .define("P", p)
         .define("ROWS", rows)
         .define("WG", rows * p)
         .define("ROW_SUM", row_sum)
+        .define("L2", l2)
 }
 
 /// Tokens per chunk of the chunked delta rule (its pass 1 keeps two C x C matrices in
@@ -172,10 +196,10 @@ mod tests {
             slice_cols(),
             conv1d(false),
             conv1d(true),
-            delta_net(32, false),
-            delta_net(128, false),
-            delta_net(32, true),
-            delta_net(128, true),
+            delta_net(32, false, false),
+            delta_net(128, false, true),
+            delta_net(32, true, true),
+            delta_net(128, true, false),
             delta_prep(128),
             delta_chunked(64),
             delta_chunked(128),

@@ -273,6 +273,7 @@ pub(crate) fn lower(
         round16: feat.fusion && feat.coopmat.is_some() && norm_q8_fits,
         norm_add: feat.fusion && feat.subgroups,
         v_norm: kv.is_some_and(|k| k.dtype != infr_core::KvDType::Q8_0),
+        delta_chunk_min: feat.delta_chunk_min,
     };
     let q8 = |j: usize| {
         let node = &graph.nodes[j];
@@ -435,7 +436,8 @@ pub(crate) fn lower(
             }
             Op::DeltaNet { params, .. } => {
                 let side = (&mut delta_scratch, &mut temp_bytes);
-                for e in recurrent::delta_net(graph, i, params, weights, kv, &st, feat, side)? {
+                let fused = fx.delta_inputs.get(&i);
+                for e in recurrent::delta_net(graph, i, params, fused, weights, kv, &st, feat, side)? {
                     push(&e.spec, e.res, e.push, e.groups, None)?;
                 }
             }

@@ -7,6 +7,7 @@ use infr_core::{Conv1dParams, DeltaNetParams, Graph, KvSpec, Op, WeightId};
 
 use super::{bytes, threads_groups, u32_of, Features, Res, StepLayout};
 use crate::error::{VkError, VkResult};
+use crate::fusion::DeltaInputs;
 use crate::prefill_matmul::Emit;
 use crate::recurrent_kernels::{self as rk, CONV_MAX_KERNEL, DELTA_NET_HEAD_DIMS};
 use crate::weights::GpuWeight;
@@ -91,14 +92,16 @@ pub(super) fn conv1d(
     Ok(vec![emit(rk::conv1d(false), res.clone(), bytes(&gp), groups), emit(rk::conv1d(true), res, bytes(&gp), groups)])
 }
 
-/// `DeltaNet` of node `i`: the recurrence token by token, or for steps of
-/// `feat.delta_chunk_min` tokens and more its chunked form (two dispatches over a plan
-/// temporary that every delta-rule node of the plan shares, `scratch`).
+/// `DeltaNet` of node `i`: the recurrence token by token (reading q, k and v in place where
+/// the fusion plan says so, `fused`), or for steps of `feat.delta_chunk_min` tokens and more
+/// its chunked form (two dispatches over a plan temporary that every delta-rule node of the
+/// plan shares, `scratch`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn delta_net(
     graph: &Graph,
     i: usize,
     p: &DeltaNetParams,
+    fused: Option<&DeltaInputs>,
     weights: &HashMap<WeightId, GpuWeight>,
     kv: Option<&KvSpec>,
     st: &StepLayout,
@@ -138,7 +141,8 @@ pub(super) fn delta_net(
     };
     let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows() as u64, p.n_v_head as u64);
     let groups = u32::try_from(groups).map_err(|_| VkError::Unsupported(format!("{groups} delta-rule workgroups")))?;
-    let chunked = feat.delta_chunk_min > 0
+    let chunked = fused.is_none()
+        && feat.delta_chunk_min > 0
         && node.rows() >= feat.delta_chunk_min as usize
         && rk::delta_chunked_fits(p.head_dim, feat.shuffles4);
     if chunked {
@@ -164,6 +168,31 @@ pub(super) fn delta_net(
             emit(rk::delta_chunked(p.head_dim), run, bytes(&gp), groups),
         ]);
     }
+    let qk_cols = u32_of(graph.node(q).cols(), "columns")?;
+    let (mut inputs, mut sp) = (
+        inputs.to_vec(),
+        rk::DeltaStepParamsGpu {
+            base: gp,
+            qk_stride: qk_cols,
+            v_stride: u32_of(graph.node(v).cols(), "columns")?,
+            q_off: 0,
+            k_off: 0,
+            v_off: 0,
+            pad: 0,
+            q_mult: 1.0,
+            q_eps: 0.0,
+            k_mult: 1.0,
+            k_eps: 0.0,
+        },
+    );
+    if let Some(f) = fused {
+        let stride = u32_of(graph.node(f.x).cols(), "columns")?;
+        (sp.qk_stride, sp.v_stride) = (stride, stride);
+        [sp.q_off, sp.k_off, sp.v_off] = f.offsets;
+        (sp.q_mult, sp.q_eps, sp.k_mult, sp.k_eps) = (f.q_l2.mult, f.q_l2.eps, f.k_l2.mult, f.k_l2.eps);
+        inputs[..3].fill(Res::Act(f.x.0));
+    }
     let res = [&inputs[..], &[Res::State(p.state), Res::Act(i as u32)]].concat();
-    Ok(vec![emit(rk::delta_net(p.head_dim, feat.shuffles4), res, bytes(&gp), groups)])
+    let spec = rk::delta_net(p.head_dim, feat.shuffles4, fused.is_some());
+    Ok(vec![emit(spec, res, bytes(&sp), groups)])
 }

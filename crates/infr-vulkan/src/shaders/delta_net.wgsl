@@ -8,6 +8,10 @@
 // dot products with subgroup shuffles (P = 1: one thread per row, no shuffles). Threads walk
 // the run token by token; the state lives in the sequence's slot (zeros when the run starts
 // at position 0). Workgroups of other rows exit.
+// q, k and v are read at a row stride and column offset, so that they may be column slices
+// of one tensor (the convolution's output) read in place; with L2, q and k are normalised
+// per head as they are used (llama.cpp `build_gdn_l2_norm`: x * mult / sqrt(sum x^2 + eps)):
+// S^T k_hat = (S^T k) * rk and k_hat d^T = k (rk d), rk from the same lanes' partial sums.
 
 struct Params {
     n_tokens: u32,
@@ -18,6 +22,16 @@ struct Params {
     seq_off: u32,
     state_off: u32,
     pad: u32,
+    qk_stride: u32,
+    v_stride: u32,
+    q_off: u32,
+    k_off: u32,
+    v_off: u32,
+    pad2: u32,
+    q_mult: f32,
+    q_eps: f32,
+    k_mult: f32,
+    k_eps: f32,
 }
 
 var<immediate> pc: Params;
@@ -37,6 +51,7 @@ const P: u32 = {{P}}u;
 const DP: u32 = D / P;
 const ROWS: u32 = {{ROWS}}u;
 const WG: u32 = ROWS * P;
+const L2: bool = {{L2}};
 // Row blocks of a head.
 const RB: u32 = D / ROWS;
 
@@ -69,30 +84,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         s[i] = select(STATE[base + i * P], 0.0, fresh);
     }
     for (var t = t0; t < end; t++) {
-        let qk = (t * pc.n_k_head + kh) * D;
+        let qk = t * pc.qk_stride + kh * D;
         for (var x = li; x < D; x += WG) {
-            kq[x] = K[qk + x];
-            kq[D + x] = Q[qk + x];
+            kq[x] = K[qk + pc.k_off + x];
+            kq[D + x] = Q[qk + pc.q_off + x];
         }
         workgroupBarrier();
         let g = exp(softplus(A[t * hv + h]) * DECAY[h]);
         let b = 1.0 / (1.0 + exp(-B[t * hv + h]));
         var sk = 0.0;
+        var kk = 0.0;
         for (var i = 0u; i < DP; i++) {
+            let kx = kq[i * P + part];
             s[i] *= g;
-            sk += s[i] * kq[i * P + part];
+            sk += s[i] * kx;
+            kk += kx * kx;
         }
-        sk = row_sum(sk);
-        let row = (t * hv + h) * D + j;
-        let d = (V[row] - sk) * b;
+        var rk = 1.0;
+        if L2 {
+            let r = row_sum2(vec2(sk, kk));
+            rk = pc.k_mult / sqrt(r.y + pc.k_eps);
+            sk = r.x * rk;
+        } else {
+            sk = row_sum(sk);
+        }
+        let d = (V[t * pc.v_stride + pc.v_off + h * D + j] - sk) * b;
+        let dk = d * rk;
         var o = 0.0;
+        var qq = 0.0;
         for (var i = 0u; i < DP; i++) {
-            s[i] += kq[i * P + part] * d;
-            o += s[i] * kq[D + i * P + part];
+            let qx = kq[D + i * P + part];
+            s[i] += kq[i * P + part] * dk;
+            o += s[i] * qx;
+            qq += qx * qx;
         }
-        o = row_sum(o);
+        if L2 {
+            let r = row_sum2(vec2(o, qq));
+            o = r.x * pc.q_mult / sqrt(r.y + pc.q_eps);
+        } else {
+            o = row_sum(o);
+        }
         if part == 0u {
-            Y[row] = o * pc.scale;
+            Y[(t * hv + h) * D + j] = o * pc.scale;
         }
         workgroupBarrier();
     }

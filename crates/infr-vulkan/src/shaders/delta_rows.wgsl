@@ -11,6 +11,13 @@ fn row_sum(x: f32) -> f32 {
     return v;
 }
 
+// `row_sum` of two values at once.
+fn row_sum2(x: vec2<f32>) -> vec2<f32> {
+    var v = x;
+{{ROW_SUM}}
+    return v;
+}
+
 // One past the last row of the sequence run that starts at row `t0`, or 0 where `t0` starts
 // none (a later row of a run, or past the step); the same for every thread of the workgroup.
 fn run_end_at(t0: u32, li: u32) -> u32 {

@@ -55,6 +55,7 @@ fn state_spec() -> infr_core::KvSpec {
         StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
         StateLayerSpec { floats: ((TAPS - 1) * C) as u32 },
         StateLayerSpec { floats: (HV * D * D) as u32 },
+        StateLayerSpec { floats: (HV * D * D) as u32 },
     ];
     kv.n_state_slots = 2;
     kv
@@ -88,6 +89,10 @@ fn check_across_steps(opts: infr_vulkan::VulkanOptions, s: &[Step]) {
     let a = w.add(weight("alpha", GgmlType::F32, HV, VOCAB, &mut rng, 2.0));
     let b = w.add(weight("beta", GgmlType::F32, HV, VOCAB, &mut rng, 2.0));
     let taps = w.add(weight("taps", GgmlType::F32, TAPS, C, &mut rng, 0.5));
+    // q, k and v of their own (not slices of one tensor: the kernel reads them unfused).
+    let xq = w.add(weight("xq", GgmlType::F32, HK * D, VOCAB, &mut rng, 1.0));
+    let xk = w.add(weight("xk", GgmlType::F32, HK * D, VOCAB, &mut rng, 1.0));
+    let xv = w.add(weight("xv", GgmlType::F32, HV * D, VOCAB, &mut rng, 1.0));
     let mut decay = weight("decay", GgmlType::F32, HV, 1, &mut rng, 1.0);
     let neg: Vec<f32> = dequant(&decay).iter().map(|v| -v.abs() - 0.1).collect();
     decay.bytes = infr_gguf::TensorData::from_vec(bytemuck::cast_slice(&neg).to_vec());
@@ -104,31 +109,42 @@ fn check_across_steps(opts: infr_vulkan::VulkanOptions, s: &[Step]) {
             g.output_rows(c)
         });
         pair.check(&format!("conv1d n={n}"), &g, std::slice::from_ref(step), 1e-5, 1e-5);
+        let l2 = |g: &mut infr_core::GraphBuilder<'_>, t| {
+            let t = g.rms_norm(t, None, 1e-6 / D as f32, D);
+            g.scale(t, 1.0 / (D as f32).sqrt())
+        };
+        let params = |state: u32| DeltaNetParams {
+            n_k_head: HK as u32,
+            n_v_head: HV as u32,
+            head_dim: D as u32,
+            decay,
+            scale: 1.0 / (D as f32).sqrt(),
+            state,
+        };
+        // The mixer as the models build it: q, k and v sliced from the conv's output, q and k
+        // L2-normed (read in place by the Vulkan recurrence, norms folded in).
         let g = graph(&w, n, n, |g| {
             let t = g.embed(x);
             let c = g.conv1d(t, conv(1));
-            let l2 = |g: &mut infr_core::GraphBuilder<'_>, t| {
-                let t = g.rms_norm(t, None, 1e-6 / D as f32, D);
-                g.scale(t, 1.0 / (D as f32).sqrt())
-            };
             let q = g.slice_cols(c, C, 0, HK * D);
             let q = l2(g, q);
             let k = g.slice_cols(c, C, HK * D, HK * D);
             let k = l2(g, k);
             let v = g.slice_cols(c, C, 2 * HK * D, HV * D);
             let (al, be) = (g.embed(a), g.embed(b));
-            let p = DeltaNetParams {
-                n_k_head: HK as u32,
-                n_v_head: HV as u32,
-                head_dim: D as u32,
-                decay,
-                scale: 1.0 / (D as f32).sqrt(),
-                state: 2,
-            };
-            let o = g.delta_net(q, k, v, al, be, p);
+            let o = g.delta_net(q, k, v, al, be, params(2));
             g.output_rows(o)
         });
         pair.check(&format!("delta_net n={n}"), &g, std::slice::from_ref(step), 1e-4, 1e-4);
+        // q, k and v of their own tensors (k normed, q not).
+        let g = graph(&w, n, n, |g| {
+            let (q, k, v) = (g.embed(xq), g.embed(xk), g.embed(xv));
+            let k = l2(g, k);
+            let (al, be) = (g.embed(a), g.embed(b));
+            let o = g.delta_net(q, k, v, al, be, params(3));
+            g.output_rows(o)
+        });
+        pair.check(&format!("delta_net unfused n={n}"), &g, std::slice::from_ref(step), 1e-4, 1e-4);
     }
 }
 
