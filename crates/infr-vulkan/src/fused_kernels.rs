@@ -126,22 +126,36 @@ pub struct GluQ8Params {
     /// of that tensor and the slice's first vec4.
     pub b_row_words: u32,
     pub b_off_words: u32,
+    /// With the norm form: vec4s per RMS-norm group of B, and the norm's epsilon.
+    pub b_norm_words: u32,
+    pub b_norm_eps: f32,
 }
 
-/// Gated activation + int8 quantization of the result (or its f16 rounding, `out`).
-/// Bindings: gate, up, output, quants, scales (unused for f16).
-pub fn glu_q8(act: Activation, out: QuantOut) -> KernelSpec {
+/// Gated activation + int8 quantization of the result (or its f16 rounding, `out`); with
+/// `up_norm`, the up operand is RMS-normed over groups and weighted first
+/// ([`crate::fusion::UpNorm`]). Bindings: gate, up, output, quants, scales (unused for f16),
+/// and the norm's weight.
+pub fn glu_q8(act: Activation, out: QuantOut, up_norm: bool) -> KernelSpec {
     let (name, body) = elt_body(Elt::Glu(act));
     let (part, f, elem, suffix) = out.parts();
+    let (norm, bindings, decl) = if up_norm {
+        let decl = "@group(0) @binding(5) var<storage, read> NW: array<vec4<f32>>;\n\
+                    fn norm_weight(i: u32) -> vec4<f32> { return NW[i]; }";
+        (".norm", 6, decl)
+    } else {
+        ("", 5, "fn norm_weight(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }")
+    };
     KernelSpec::new(
-        format!("{name}_q8{suffix}"),
+        format!("{name}_q8{suffix}{norm}"),
         &["common", "q8_block", part, "glu_q8"],
-        5,
+        bindings,
         push_size::<GluQ8Params>(),
     )
     .define("OP", body)
     .define("QUANT", f)
     .define("Q_ELEM", elem)
+    .define("NORM", up_norm)
+    .define("NORM_DECL", decl)
 }
 
 /// Push constants of `qk_rope.wgsl`.
@@ -257,7 +271,8 @@ mod tests {
         for out in [QuantOut::Int8, QuantOut::F16] {
             specs.push(norm_q8(out));
             for act in [Activation::Silu, Activation::GeluTanh, Activation::GeluTanhExact, Activation::SwigluOai] {
-                specs.push(glu_q8(act, out));
+                specs.push(glu_q8(act, out, false));
+                specs.push(glu_q8(act, out, true));
             }
         }
         for dt in [KvDType::F16, KvDType::F32] {

@@ -98,6 +98,20 @@ pub(crate) struct GluQ8 {
     /// Where `up` is a column slice read only by the GLU (Gemma 4's per-layer input of one
     /// layer): the sliced tensor, its columns and the slice's first column, read in place.
     pub up_slice: Option<(TensorId, u32, u32)>,
+    /// Where `up` is an RMS norm over groups of columns (a weight of one group) read only by
+    /// the GLU: the norm, applied to its input in place (Qwen3.5's gated norm per head).
+    pub up_norm: Option<UpNorm>,
+}
+
+/// A grouped RMS norm of a GLU's up operand, applied by `glu_q8.wgsl` as it reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpNorm {
+    /// The norm's input (read in the operand's place).
+    pub x: TensorId,
+    pub weight: WeightId,
+    pub eps: f32,
+    /// Columns per norm group.
+    pub group: u32,
 }
 
 /// One operand of a [`NormAdd`]: a tensor, or the whole-row RMS norm of one (the norm node
@@ -454,10 +468,29 @@ where
             }
             _ => None,
         };
-        if up_slice.is_some() {
+        // A grouped norm of up that only the GLU reads, groups of whole vec4s that tile the
+        // kernel's 64-vec4 workgroups.
+        let cols = self.graph.nodes[i].cols() as u32;
+        let up_norm = match self.graph.nodes[ui].op {
+            Op::RmsNorm { x, weight: Some(weight), eps, group }
+                if up_slice.is_none()
+                    && group % 4 == 0
+                    && group > 0
+                    && 64 % (group / 4) == 0
+                    && cols % group == 0
+                    && self.consumers[ui] == [i]
+                    && !self.fx.absorbed[ui]
+                    && !self.fx.norm_q8.contains_key(&ui)
+                    && !self.fx.norm_add.contains_key(&ui) =>
+            {
+                Some(UpNorm { x, weight, eps, group })
+            }
+            _ => None,
+        };
+        if up_slice.is_some() || up_norm.is_some() {
             self.fx.absorbed[ui] = true;
         }
-        self.fx.glu_q8.insert(i, GluQ8 { group, out, up_slice });
+        self.fx.glu_q8.insert(i, GluQ8 { group, out, up_slice, up_norm });
         self.defer(gate, i);
         self.defer(up, i);
     }

@@ -404,7 +404,7 @@ pub(crate) fn lower(
             | Op::OutputRows { .. } => {
                 let (rows, cols) = (node.rows(), node.cols());
                 let side = (&mut temp_bytes, &mut qact_of, &mut f16_bufs);
-                let emits = pointwise::lower(i, &node.op, rows, cols, &st, &fx, side)?;
+                let emits = pointwise::lower(i, &node.op, rows, cols, &st, &fx, weights, side)?;
                 emit_all(&mut push, emits)?;
             }
             Op::Moe { x, logits, params } => {

@@ -538,9 +538,11 @@ impl<'a> MoeLowering<'a, '_> {
             row_words: u32_of(ff / 4, "columns")?,
             b_row_words: 0,
             b_off_words: 0,
+            b_norm_words: 0,
+            b_norm_eps: 0.0,
         };
         let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(q), Res::Temp(q)];
-        let spec = crate::fused_kernels::glu_q8(self.p.act, out);
+        let spec = crate::fused_kernels::glu_q8(self.p.act, out, false);
         self.emit(spec, res, bytes(&gp), n_words.div_ceil(64), None);
         Ok(())
     }

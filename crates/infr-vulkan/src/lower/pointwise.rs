@@ -32,6 +32,7 @@ pub(super) fn lower(
     cols: usize,
     st: &StepLayout,
     fx: &Fusions,
+    weights: &HashMap<WeightId, GpuWeight>,
     (temp_bytes, qact_of, f16_bufs): (&mut Vec<u64>, &mut HashMap<(u32, u32), u32>, &mut F16Buffers),
 ) -> VkResult<Vec<Emit>> {
     let (me, cells) = (Res::Act(i as u32), rows * cols);
@@ -53,14 +54,15 @@ pub(super) fn lower(
             one(kernels::temp_scale(), vec![act(x), Res::Step, me], bytes(&p), threads_groups(cells)?)
         }
         Op::Glu { gate, up, act: f } => match fx.glu_q8.get(&i) {
-            Some(&crate::fusion::GluQ8 { group, out, up_slice }) => {
+            Some(&crate::fusion::GluQ8 { group, out, up_slice, up_norm }) => {
                 let (q, qs) =
                     super::norm::quant_outputs(i as u32, group, out, rows, cols, temp_bytes, qact_of, f16_bufs)?;
                 let n_words = u32_of(cells / 4, "elements")?;
                 let (a, a_parts, a_stride) = super::norm::read_planes(*gate, f16_bufs);
-                let (b, b_parts, b_stride) = match up_slice {
-                    Some((x, ..)) => (Res::Act(x.0), 1, 0),
-                    None => super::norm::read_planes(*up, f16_bufs),
+                let (b, b_parts, b_stride) = match (up_slice, up_norm) {
+                    (Some((x, ..)), _) => (Res::Act(x.0), 1, 0),
+                    (None, Some(n)) => super::norm::read_planes(n.x, f16_bufs),
+                    (None, None) => super::norm::read_planes(*up, f16_bufs),
                 };
                 let (b_row_words, b_off_words) = match up_slice {
                     Some((_, in_cols, offset)) => (in_cols / 4, offset / 4),
@@ -78,9 +80,14 @@ pub(super) fn lower(
                     row_words: u32_of(cols / 4, "columns")?,
                     b_row_words,
                     b_off_words,
+                    b_norm_words: up_norm.map_or(0, |n| n.group / 4),
+                    b_norm_eps: up_norm.map_or(0.0, |n| n.eps),
                 };
-                let res = vec![a, b, me, q, qs];
-                one(fused_kernels::glu_q8(*f, out), res, bytes(&p), n_words.div_ceil(64))
+                let mut res = vec![a, b, me, q, qs];
+                if let Some(n) = up_norm {
+                    res.push(vector_of(weights, i, &n.weight, n.group as usize)?);
+                }
+                one(fused_kernels::glu_q8(*f, out, up_norm.is_some()), res, bytes(&p), n_words.div_ceil(64))
             }
             None => elementwise(Elt::Glu(*f), (act(gate), act(up), me), cells, 0.0, 0.0)?,
         },

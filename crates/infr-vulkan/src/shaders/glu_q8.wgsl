@@ -6,7 +6,9 @@
 // planes of a split-K matmul (`*_parts` planes, `*_stride` vec4s apart), summed here in
 // split_reduce.wgsl's order instead of by a reduction dispatch. With `b_row_words` set, B is a
 // column slice of a wider tensor (rows of that many vec4s, from vec4 `b_off_words`), read in
-// place (Gemma 4's per-layer input of one layer).
+// place (Gemma 4's per-layer input of one layer). With NORM, B is RMS-normed over groups of
+// `b_norm_words` vec4s (aligned in the workgroup's 64) times a per-element weight W first
+// (Qwen3.5's gated norm: silu(z) * rms_norm(o) * w, per head of o).
 
 struct Params {
     n_words: u32,
@@ -20,6 +22,8 @@ struct Params {
     row_words: u32,
     b_row_words: u32,
     b_off_words: u32,
+    b_norm_words: u32,
+    b_norm_eps: f32,
 }
 
 var<immediate> pc: Params;
@@ -31,6 +35,9 @@ var<immediate> pc: Params;
 @group(0) @binding(4) var<storage, read_write> QS: array<vec4<f32>>;
 
 const QWG: u32 = 64u;
+const NORM: bool = {{NORM}};
+{{NORM_DECL}}
+var<workgroup> norm_ss: array<f32, 64>;
 
 // Element vec4 i of A / B: the sum of its planes, in order.
 fn sum_a(i: u32) -> vec4<f32> {
@@ -59,6 +66,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let w = 64u * wg_linear(wid, nwg) + u;
     let valid = w < pc.n_words;
     var v = vec4<f32>(0.0);
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
     if valid {
         var ia = w;
         var ib = w;
@@ -70,8 +79,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             // B is a column slice of a wider tensor, read in place.
             ib = (w / pc.row_words) * pc.b_row_words + pc.b_off_words + w % pc.row_words;
         }
-        let a = sum_a(ia);
-        let b = sum_b(ib);
+        a = sum_a(ia);
+        b = sum_b(ib);
+    }
+    if NORM {
+        // Sum of squares over this word's group: each lane's own, then its group's lanes.
+        let gw = pc.b_norm_words;
+        norm_ss[u] = dot(b, b);
+        workgroupBarrier();
+        let g0 = (u / gw) * gw;
+        var total = 0.0;
+        for (var k = 0u; k < gw; k++) {
+            total += norm_ss[g0 + k];
+        }
+        b *= norm_weight(w % gw) / sqrt(total / f32(4u * gw) + pc.b_norm_eps);
+    }
+    if valid {
         v = vec4<f32>(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
         Y[w] = v;
     }

@@ -259,6 +259,40 @@ fn glu_reads_a_column_slice_in_place() {
     }
 }
 
+/// A gated activation whose up operand is an RMS norm over groups of columns with a weight
+/// of one group (Qwen3.5's gated norm, per head), read by a decode matmul: `glu_q8` applies
+/// the norm as it reads (no `rms_norm` dispatch) for groups of 128 and 32, matching the CPU
+/// fused or not.
+#[test]
+fn glu_applies_a_grouped_norm_of_up() {
+    let mut rng = Rng(16);
+    let mut w = Weights::default();
+    let (tx, tu) = (table(&mut w, &mut rng, 256, 2.0), table(&mut w, &mut rng, 512, 2.0));
+    let w_gate = w.add(weight("gate", GgmlType::Q4_K, 256, 512, &mut rng, 0.05));
+    let w_proj = w.add(weight("proj", GgmlType::Q8_0, 512, 256, &mut rng, 0.05));
+    for group in [128usize, 32] {
+        let norm = w.add(weight(&format!("norm{group}"), GgmlType::F32, group, 1, &mut rng, 1.0));
+        for rows in [1usize, 3] {
+            let g = graph(&w, rows, rows, |g| {
+                let (x, up) = (g.embed(tx), g.embed(tu));
+                let gate = g.linear(x, w_gate, None);
+                let up = g.rms_norm(up, Some(norm), 1e-6, group);
+                let u = g.glu(gate, up, Activation::Silu);
+                g.linear(u, w_proj, None)
+            });
+            for fused in [true, false] {
+                let Some(mut p) = Pair::with(&w, &small_kv(), profiled(fused)) else { return };
+                let what = format!("group {group}, {rows} rows, fused {fused}");
+                p.check(&what, &g, &[Step::simple(tokens(rows, 8), 0, vec![0])], 2e-2, 2e-2);
+                let prof = p.vk.profile().expect("profiling on");
+                if fused && p.vk.uses_int8() {
+                    assert!(!prof.totals.contains_key("rms_norm"), "{what}: {:?}", prof.totals.keys());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn rope_modes_scaling_and_factors() {
     let mut rng = Rng(13);
