@@ -76,13 +76,33 @@ pub fn slice_cols() -> KernelSpec {
     KernelSpec::new("slice_cols", &["common", "slice_cols"], 2, push_size::<SliceColsParams>())
 }
 
-/// Causal depthwise convolution: its outputs (`state: false`), then the windows moved into
-/// the state slots (`state: true`, a second dispatch). Bindings: X, taps, step, state, Y.
-pub fn conv1d(state: bool) -> KernelSpec {
-    let name = if state { "conv1d_state" } else { "conv1d" };
+/// Which pass of the causal convolution a `conv1d.wgsl` dispatch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvPass {
+    /// Every output, one thread per (token, channel).
+    Outputs,
+    /// The windows moved into the state slots (after [`ConvPass::Outputs`], which reads
+    /// the old state).
+    State,
+    /// Both, one thread per (sequence run, channel) walking its run: one dispatch where
+    /// runs are short ([`CONV_WALK_MAX_ROWS`]).
+    Walk,
+}
+
+/// Most rows of a step whose convolution runs as one [`ConvPass::Walk`] dispatch (a thread
+/// walks a run of up to this many tokens; longer steps take the two passes).
+pub const CONV_WALK_MAX_ROWS: usize = 16;
+
+/// Causal depthwise convolution, one pass. Bindings: X, taps, step, state, Y.
+pub fn conv1d(pass: ConvPass) -> KernelSpec {
+    let (name, phase) = match pass {
+        ConvPass::Outputs => ("conv1d", 0),
+        ConvPass::State => ("conv1d_state", 1),
+        ConvPass::Walk => ("conv1d_walk", 2),
+    };
     KernelSpec::new(name, &["common", "conv1d"], 5, push_size::<Conv1dParamsGpu>())
         .define("MAXK", CONV_MAX_KERNEL)
-        .define("PHASE", state as u32)
+        .define("PHASE", phase)
 }
 
 /// Lanes per state row of the delta-rule kernel with subgroup shuffles, and state rows per
@@ -194,8 +214,9 @@ mod tests {
     fn recurrent_shaders_compile() {
         for spec in [
             slice_cols(),
-            conv1d(false),
-            conv1d(true),
+            conv1d(ConvPass::Outputs),
+            conv1d(ConvPass::State),
+            conv1d(ConvPass::Walk),
             delta_net(32, false, false),
             delta_net(128, false, true),
             delta_net(32, true, true),

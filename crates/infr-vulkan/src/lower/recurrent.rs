@@ -9,7 +9,7 @@ use super::{bytes, threads_groups, u32_of, Features, Res, StepLayout};
 use crate::error::{VkError, VkResult};
 use crate::fusion::DeltaInputs;
 use crate::prefill_matmul::Emit;
-use crate::recurrent_kernels::{self as rk, CONV_MAX_KERNEL, DELTA_NET_HEAD_DIMS};
+use crate::recurrent_kernels::{self as rk, ConvPass, CONV_MAX_KERNEL, DELTA_NET_HEAD_DIMS};
 use crate::weights::GpuWeight;
 
 /// Why the Vulkan lowering cannot run this op, if it cannot (checked up front).
@@ -57,7 +57,7 @@ fn state_floats(kv: Option<&KvSpec>, layer: u32, want: u64, what: &str) -> VkRes
     Ok(l.floats)
 }
 
-/// `Conv1d` of node `i`.
+/// `Conv1d` of node `i`: one walking dispatch for steps of few rows, else outputs then state.
 pub(super) fn conv1d(
     graph: &Graph,
     i: usize,
@@ -89,7 +89,13 @@ pub(super) fn conv1d(
     };
     let res = vec![Res::Act(x.0), Res::WeightVec(p.weight), Res::Step, Res::State(p.state), Res::Act(i as u32)];
     let groups = threads_groups(node.rows() * c)?;
-    Ok(vec![emit(rk::conv1d(false), res.clone(), bytes(&gp), groups), emit(rk::conv1d(true), res, bytes(&gp), groups)])
+    if node.rows() <= rk::CONV_WALK_MAX_ROWS {
+        return Ok(vec![emit(rk::conv1d(ConvPass::Walk), res, bytes(&gp), groups)]);
+    }
+    Ok(vec![
+        emit(rk::conv1d(ConvPass::Outputs), res.clone(), bytes(&gp), groups),
+        emit(rk::conv1d(ConvPass::State), res, bytes(&gp), groups),
+    ])
 }
 
 /// `DeltaNet` of node `i`: the recurrence token by token (reading q, k and v in place where

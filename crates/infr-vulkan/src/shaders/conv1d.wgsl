@@ -4,7 +4,9 @@
 // overwritten with the last K - 1 inputs. Two dispatches of this file: PHASE 0 computes the
 // outputs, one thread per (token, channel); PHASE 1 (after it, as it overwrites the state
 // the first reads) moves each run's window into its state slot, one thread per (first row of
-// a sequence's run, channel).
+// a sequence's run, channel). PHASE 2 does both in one dispatch for steps of short runs
+// (decode): one thread per (first row of a run, channel) walks its run, keeping the window in
+// registers, then stores it.
 
 struct Params {
     n_tokens: u32,
@@ -68,6 +70,43 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     if t > 0u && STEP[pc.seq_off + t - 1u] == s {
+        return;
+    }
+    if PHASE == 2u {
+        let base = STEP[pc.state_off + t] * pc.slot_floats;
+        let fresh = STEP[pc.pos_off + t] == 0u;
+        // win[j]: the input j + 1 steps before the next one (the state's order reversed).
+        var win: array<f32, {{MAXK}}>;
+        for (var j = 0u; j < h; j++) {
+            win[j] = select(STATE[base + (h - 1u - j) * C + c], 0.0, fresh);
+        }
+        var u = t;
+        loop {
+            let x = X[u * C + c];
+            // Oldest input first, as PHASE 0 sums.
+            var acc = 0.0;
+            for (var j = 0u; j < h; j++) {
+                acc += win[h - 1u - j] * W[c * pc.kernel + j];
+            }
+            acc += x * W[c * pc.kernel + h];
+            if pc.silu != 0u {
+                acc = acc / (1.0 + exp(-acc));
+            }
+            Y[u * C + c] = acc;
+            if h > 0u {
+                for (var j = h - 1u; j > 0u; j--) {
+                    win[j] = win[j - 1u];
+                }
+                win[0] = x;
+            }
+            u++;
+            if u >= pc.n_tokens || STEP[pc.seq_off + u] != s {
+                break;
+            }
+        }
+        for (var j = 0u; j < h; j++) {
+            STATE[base + (h - 1u - j) * C + c] = win[j];
+        }
         return;
     }
     var len = 1u;
