@@ -221,6 +221,7 @@ mod tests {
             delta_net(128, false, true),
             delta_net(32, true, true),
             delta_net(128, true, false),
+            delta_net(256, true, true),
             delta_prep(128),
             delta_chunked(64),
             delta_chunked(128),

@@ -57,6 +57,33 @@ const RB: u32 = D / ROWS;
 
 var<workgroup> kq: array<f32, {{D2}}>;
 
+// Elements of k (and of q) each thread stages per token.
+const NX: u32 = (D + WG - 1u) / WG;
+
+// One token's inputs as a thread holds them before they are needed: its elements of k and q
+// (for the workgroup's shared copy), its row's v, and the head's alpha and beta.
+struct Next {
+    k: array<f32, NX>,
+    q: array<f32, NX>,
+    v: f32,
+    a: f32,
+    b: f32,
+}
+
+fn fetch(t: u32, kh: u32, h: u32, j: u32, li: u32) -> Next {
+    var n: Next;
+    let qk = t * pc.qk_stride + kh * D;
+    for (var i = 0u; i < NX; i++) {
+        let x = min(li + i * WG, D - 1u);
+        n.k[i] = K[qk + pc.k_off + x];
+        n.q[i] = Q[qk + pc.q_off + x];
+    }
+    n.v = V[t * pc.v_stride + pc.v_off + h * D + j];
+    n.a = A[t * pc.n_v_head + h];
+    n.b = B[t * pc.n_v_head + h];
+    return n;
+}
+
 // ggml_compute_softplus_f32.
 fn softplus(x: f32) -> f32 {
     return select(log(1.0 + exp(x)), x, x > 20.0);
@@ -83,15 +110,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = 0u; i < DP; i++) {
         s[i] = select(STATE[base + i * P], 0.0, fresh);
     }
+    // Each token's inputs are fetched one token ahead, so that their loads overlap the
+    // previous token's update instead of starting it.
+    var next = fetch(t0, kh, h, j, li);
+    let decay = DECAY[h];
     for (var t = t0; t < end; t++) {
-        let qk = t * pc.qk_stride + kh * D;
-        for (var x = li; x < D; x += WG) {
-            kq[x] = K[qk + pc.k_off + x];
-            kq[D + x] = Q[qk + pc.q_off + x];
+        let cur = next;
+        for (var i = 0u; i < NX; i++) {
+            let x = li + i * WG;
+            if x < D {
+                kq[x] = cur.k[i];
+                kq[D + x] = cur.q[i];
+            }
         }
         workgroupBarrier();
-        let g = exp(softplus(A[t * hv + h]) * DECAY[h]);
-        let b = 1.0 / (1.0 + exp(-B[t * hv + h]));
+        if t + 1u < end {
+            next = fetch(t + 1u, kh, h, j, li);
+        }
+        let g = exp(softplus(cur.a) * decay);
+        let b = 1.0 / (1.0 + exp(-cur.b));
         var sk = 0.0;
         var kk = 0.0;
         for (var i = 0u; i < DP; i++) {
@@ -108,7 +145,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         } else {
             sk = row_sum(sk);
         }
-        let d = (V[t * pc.v_stride + pc.v_off + h * D + j] - sk) * b;
+        let d = (cur.v - sk) * b;
         let dk = d * rk;
         var o = 0.0;
         var qq = 0.0;
