@@ -206,8 +206,10 @@ pub(crate) struct FusionOptions {
     /// V's per-head norm applied by `qk_rope` as it appends V (not where a q8_0 cache is
     /// written by its own kernel, which reads the normed V).
     pub v_norm: bool,
+    /// Delta-rule nodes read q, k and v in place ([`DeltaInputs`]).
+    pub delta_inputs: bool,
     /// Delta-rule nodes of fewer rows than this (0: all) run the recurrence, which can read
-    /// q, k and v in place ([`DeltaInputs`]); longer ones take the chunked form.
+    /// q, k and v in place; longer ones take the chunked form.
     pub delta_chunk_min: u32,
 }
 
@@ -235,7 +237,7 @@ where
     for (i, node) in graph.nodes.iter().enumerate() {
         if let Op::DeltaNet { q, k, v, params, .. } = &node.op {
             let recurrence = opts.delta_chunk_min == 0 || node.rows() < opts.delta_chunk_min as usize;
-            if recurrence {
+            if opts.delta_inputs && recurrence {
                 p.delta_inputs(i, [*q, *k, *v], params.head_dim);
             }
         }

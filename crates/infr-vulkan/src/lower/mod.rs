@@ -273,6 +273,7 @@ pub(crate) fn lower(
         round16: feat.fusion && feat.coopmat.is_some() && norm_q8_fits,
         norm_add: feat.fusion && feat.subgroups,
         v_norm: kv.is_some_and(|k| k.dtype != infr_core::KvDType::Q8_0),
+        delta_inputs: feat.fusion,
         delta_chunk_min: feat.delta_chunk_min,
     };
     let q8 = |j: usize| {

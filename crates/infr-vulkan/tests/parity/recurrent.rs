@@ -66,6 +66,13 @@ fn conv_and_delta_rule_match_cpu_across_steps() {
     check_across_steps(infr_vulkan::VulkanOptions { validation: true, ..Default::default() }, &steps());
 }
 
+/// The same without fusions: the recurrence reads the separately sliced and normed q, k, v.
+#[test]
+fn conv_and_delta_rule_match_cpu_unfused() {
+    let opts = infr_vulkan::VulkanOptions { validation: true, disable_fusion: true, ..Default::default() };
+    check_across_steps(opts, &steps());
+}
+
 /// The chunked form of the delta rule (taken by every step of two tokens or more here):
 /// runs that start inside a chunk, cross several chunk ends (chunks end at positions that
 /// are multiples of 32) and continue a state; two sequences in one step; a restart.
