@@ -278,6 +278,7 @@ pub const NON_KEY_ENV_PREFIXES: &[&str] = &[
     "INFR_VK_ATTN_",
     "INFR_VK_COOP_",
     "INFR_VK_DELTA_",
+    "INFR_VK_DEQ16_",
     "INFR_VK_DUMP_",
     "INFR_VK_F16_",
     "INFR_VK_MOE_",

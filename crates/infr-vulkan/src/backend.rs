@@ -54,6 +54,9 @@ pub struct VulkanOptions {
     /// Decode attention puts the query heads of a KV head in one workgroup (`false`: the
     /// default, per-head workgroups, or `INFR_VK_ATTN_GQA=1`): for tests of that kernel.
     pub grouped_attention: bool,
+    /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (`false`: the default,
+    /// a thread's 32 elements together, or `INFR_VK_DEQ16_STRIPED=1`): for tests of that form.
+    pub striped_dequant: bool,
     /// The cooperative matmul dequantizes Q4_K and Q6_K weight units as it reads them (also
     /// with `INFR_VK_COOP_RAW=0`) instead of reading raw words and dequantizing when staging,
     /// which keeps the next k-steps' loads in flight (16-row decode 1.68x faster, c40): for
@@ -131,6 +134,7 @@ impl VulkanBackend {
             .with_f16_slice_bytes(opts.f16_slice_bytes)
             .with_delta_chunk_min(opts.delta_chunk_min)
             .with_grouped_attention(opts.grouped_attention)
+            .with_striped_dequant(opts.striped_dequant)
             .with_coop_raw_units(
                 !(opts.coop_dequant_on_read || std::env::var("INFR_VK_COOP_RAW").is_ok_and(|v| v.trim() == "0")),
             ),

@@ -411,17 +411,20 @@ pub struct DequantF16Params {
 pub const DEQUANT_F16_WG: u32 = 256;
 
 /// Dequantize rows of a weight chunk to row-major f16 (k must be a multiple of 32), and the
-/// elements each thread converts: 32 for Q4_K / Q6_K, 8 for the other types.
-pub fn dequant_f16(l: &GpuLayout) -> (KernelSpec, u32) {
+/// elements each thread converts: 32 for Q4_K / Q6_K, 8 for the other types. With `striped`
+/// (Q4_K / Q6_K only) a thread's 32 elements are four runs of 8 a workgroup apart, so that
+/// each of its 16-byte stores lands next to its neighbours' (same workgroup count).
+pub fn dequant_f16(l: &GpuLayout, striped: bool) -> (KernelSpec, u32) {
     let mut parts = dequant_parts(l, "dequant_f16");
-    let (ept, convert) = match l.deq {
-        "q4_k" | "q6_k" => {
-            parts.push("deq16_k");
-            let f = l.deq;
-            (
-                32,
-                format!(
-                    "    let blk = row * (pc.k / BLOCK) + e / BLOCK;
+    let f = l.deq;
+    let k_quant = matches!(f, "q4_k" | "q6_k");
+    let striped = striped && k_quant;
+    let (ept, convert) = if k_quant {
+        parts.push("deq16_k");
+        (
+            32,
+            format!(
+                "    let blk = row * (pc.k / BLOCK) + e / BLOCK;
     let qb = blk * QW;
     let sb = pc.soff * 4u + blk * SB;
     let a = deq16_{f}(qb, sb, e % BLOCK);
@@ -430,21 +433,36 @@ pub fn dequant_f16(l: &GpuLayout) -> (KernelSpec, u32) {
     W16[o + 1u] = vec4<u32>(pack4(a[2]), pack4(a[3]));
     W16[o + 2u] = vec4<u32>(pack4(b[0]), pack4(b[1]));
     W16[o + 3u] = vec4<u32>(pack4(b[2]), pack4(b[3]));"
-                ),
-            )
-        }
-        _ => (
+            ),
+        )
+    } else {
+        (
             8,
             "    let a = vec4<f16>(quad(row, e));
     let b = vec4<f16>(quad(row, e + 4u));
     W16[o] = vec4<u32>(pack4(a), pack4(b));"
                 .to_owned(),
-        ),
+        )
     };
-    let spec = KernelSpec::new(format!("dequant_f16.{}", l.ty), &parts, 3, push_size::<DequantF16Params>())
+    let stripe = if striped {
+        format!(
+            "    let f = 8u * g;
+    let r = f / pc.k;
+    let e = f % pc.k;
+    let blk = (pc.row0 + r) * (pc.k / BLOCK) + e / BLOCK;
+    let v = deq8_{f}(blk * QW, pc.soff * 4u + blk * SB, e % BLOCK);
+    W16[g] = vec4<u32>(pack4(v[0]), pack4(v[1]));"
+        )
+    } else {
+        String::new()
+    };
+    let name = if striped { format!("dequant_f16.{}.striped", l.ty) } else { format!("dequant_f16.{}", l.ty) };
+    let spec = KernelSpec::new(name, &parts, 3, push_size::<DequantF16Params>())
         .define("EPT", ept)
         .define("WG", DEQUANT_F16_WG)
-        .define("CONVERT", convert);
+        .define("CONVERT", convert)
+        .define("STRIPED", striped)
+        .define("STRIPE", stripe);
     (with_layout(spec, l), ept)
 }
 

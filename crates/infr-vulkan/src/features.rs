@@ -34,6 +34,10 @@ pub(crate) struct Features {
     /// Decode attention puts the query heads of a KV head in one workgroup where it can
     /// (`attention_gqa`; `INFR_VK_ATTN_GQA=1`, off by default until timed on a GPU).
     pub grouped_attention: bool,
+    /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (each of a workgroup's
+    /// four 16-byte stores covers consecutive words across its threads) instead of 64 bytes
+    /// a thread (`INFR_VK_DEQ16_STRIPED=1`, off by default until timed on a GPU).
+    pub striped_dequant: bool,
 }
 
 /// Fewest tokens of a step that take the chunked delta rule by default: 0, never. The
@@ -113,6 +117,7 @@ impl Features {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(DELTA_CHUNK_MIN),
             grouped_attention: std::env::var("INFR_VK_ATTN_GQA").is_ok_and(|v| v.trim() == "1"),
+            striped_dequant: std::env::var("INFR_VK_DEQ16_STRIPED").is_ok_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -129,6 +134,13 @@ impl Features {
     /// Decode attention groups query heads by KV head (`true`; `false` keeps the setting).
     pub fn with_grouped_attention(mut self, on: bool) -> Self {
         self.grouped_attention |= on;
+        self
+    }
+
+    /// Prefill dequantizes Q4_K / Q6_K weights in stripes (`true`; `false` keeps the
+    /// setting).
+    pub fn with_striped_dequant(mut self, on: bool) -> Self {
+        self.striped_dequant |= on;
         self
     }
 

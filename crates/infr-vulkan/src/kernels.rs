@@ -639,7 +639,8 @@ mod tests {
                         }
                     }
                 }
-                check(&dequant_f16(&l).0);
+                check(&dequant_f16(&l, false).0);
+                check(&dequant_f16(&l, true).0);
                 for (sg, r) in [(false, 2), (true, 2), (true, 8)] {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, false));
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));

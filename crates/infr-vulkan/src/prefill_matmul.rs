@@ -242,10 +242,10 @@ pub(crate) struct F16Matmul<'a> {
 }
 
 /// The dequantization of rows `row0..row0+rows` of chunk `ci` of `lw` into buffer `wi`.
-fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, row0: u32, rows: u32, wi: u32) -> Emit {
+fn dequant(lw: &GpuWeight, weight: WeightId, ci: usize, (row0, rows): (u32, u32), wi: u32, feat: Features) -> Emit {
     let k = lw.cols;
     let dp = DequantF16Params { k: k as u32, rows, row0, soff: lw.chunks[ci].soff_words };
-    let (spec, per_thread) = kernels::dequant_f16(&lw.layout);
+    let (spec, per_thread) = kernels::dequant_f16(&lw.layout, feat.striped_dequant);
     let threads = rows as u64 * k as u64 / per_thread as u64;
     Emit {
         spec,
@@ -286,7 +286,7 @@ pub(crate) fn lower(
             let other = bufs.w16(1 - slot, temp_bytes);
             let nrows = nw.chunks[0].rows;
             grow_temp(temp_bytes, other, nrows as u64 * nw.cols as u64 * 2);
-            prefetch = Some(dequant(nw, nw_id, 0, 0, nrows, other));
+            prefetch = Some(dequant(nw, nw_id, 0, (0, nrows), other, feat));
             bufs.prefetched = Some((nw_id, 1 - slot));
         }
     }
@@ -297,7 +297,7 @@ pub(crate) fn lower(
             let rows = slice.min(ch.rows - r);
             grow_temp(temp_bytes, wi, rows as u64 * k as u64 * 2);
             if prefetched.is_none() {
-                emits.push(dequant(lw, m.weight, ci, r, rows, wi));
+                emits.push(dequant(lw, m.weight, ci, (r, rows), wi, feat));
             }
             let tile = kernels::coop_tile(rows as usize, n, coop.frag, feat.shared_bytes, true);
             let mm = kernels::matmul_coop(CoopOperands::F16, coop, tile);

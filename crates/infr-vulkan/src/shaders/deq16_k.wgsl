@@ -86,3 +86,33 @@ fn deq16_q6_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 4> {
     let hi = vec4<u32>(wload(a[1]), wload(a[1] + 1u), wload(a[1] + 2u), wload(a[1] + 3u));
     return open_q6_k(RawQ6K(lo, hi, wload(a[2]), wload(a[3]), a[4]));
 }
+
+// Q4_K elements e0..e0+7 of a super-block (e0 a multiple of 8), for the striped f16
+// dequantization: two quant words and the group's scale and minimum.
+fn deq8_q4_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 2> {
+    let w0 = q4k_word(qb, e0);
+    let sw = sb >> 2u;
+    let s = vec4<u32>(wload(sw), wload(sw + 1u), wload(sw + 2u), wload(sw + 3u));
+    let g = e0 >> 5u;
+    let sm = kscale_min(s.yzw, g);
+    let dd = unpack2x16float(s.x);
+    let d1 = dd.x * sm.x;
+    let m1 = dd.y * sm.y;
+    let sh = 4u * (g & 1u);
+    return array<vec4<f16>, 2>(vec4<f16>(d1 * nib4(wload(w0), sh) - m1), vec4<f16>(d1 * nib4(wload(w0 + 1u), sh) - m1));
+}
+
+// Q6_K elements e0..e0+7 (e0 a multiple of 8): half of the 16-element unit holding them.
+fn deq8_q6_k(qb: u32, sb: u32, e0: u32) -> array<vec4<f16>, 2> {
+    let a = q6k_where(qb, sb, e0 & ~15u);
+    let half = 2u * ((e0 >> 3u) & 1u);
+    let sc = f32(i32((wload(a[2]) >> ((a[4] >> 16u) & 0xffu)) << 24u) >> 24u);
+    let ds = unpack2x16float(wload(a[3]) >> (a[4] >> 24u)).x * sc;
+    var out: array<vec4<f16>, 2>;
+    for (var q = 0u; q < 2u; q++) {
+        let lo = nib4(wload(a[0] + half + q), a[4] & 0xffu);
+        let hi = crumb4(wload(a[1] + half + q), (a[4] >> 8u) & 0xffu);
+        out[q] = vec4<f16>(ds * (lo + 16.0 * hi - 32.0));
+    }
+    return out;
+}
