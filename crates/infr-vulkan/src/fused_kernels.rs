@@ -123,12 +123,20 @@ pub struct GluQ8Params {
     /// vec4s per row of Y.
     pub row_words: u32,
     /// B read as a column slice of a wider tensor (0: B is the tensor itself): vec4s per row
-    /// of that tensor and the slice's first vec4.
+    /// of that tensor and the slice's first vec4 in each period.
     pub b_row_words: u32,
     pub b_off_words: u32,
     /// With the norm form: vec4s per RMS-norm group of B, and the norm's epsilon.
     pub b_norm_words: u32,
     pub b_norm_eps: f32,
+    /// B's slice: vec4s of it per period, vec4s per period.
+    pub b_len_words: u32,
+    pub b_period_words: u32,
+    /// A read as a column slice (0: A is the tensor itself): as B's fields.
+    pub a_row_words: u32,
+    pub a_len_words: u32,
+    pub a_period_words: u32,
+    pub a_off_words: u32,
 }
 
 /// Gated activation + int8 quantization of the result (or its f16 rounding, `out`); with
@@ -185,6 +193,10 @@ pub struct QkRopeParams {
     /// 1: V is RMS-normed per head (no weight) as it is appended.
     pub v_norm: u32,
     pub v_eps: f32,
+    /// Q read in place from a tensor of `n_head` periods of this many columns, each head's
+    /// query from column `q_off` of its period (0: Q is its own tensor).
+    pub q_period: u32,
+    pub q_off: u32,
 }
 
 /// Largest head dim `qk_rope.wgsl` takes (its workgroup arrays).

@@ -35,8 +35,11 @@ pub(crate) struct HeadNorm {
 /// The Q or K side of an attention's fused input preparation: `rope(norm?(x))`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RopeSide {
-    /// The tensor before the norm and the RoPE.
+    /// The tensor before the norm and the RoPE (with `slice`, the tensor it is sliced from).
     pub x: TensorId,
+    /// Where the side is a per-head column slice of `x` read in place: the period of
+    /// columns holding one head and the head's first column in it.
+    pub slice: Option<(u32, u32)>,
     /// The per-head norm before the RoPE, if there is one.
     pub norm: Option<HeadNorm>,
     /// The RoPE node: the fused kernel writes its output.
@@ -95,12 +98,27 @@ pub(crate) struct GluQ8 {
     pub group: u32,
     /// Int8 quants or their f16 rounding.
     pub out: QuantOut,
+    /// Where `gate` is a column slice read only by the GLU (Qwen3.5's attention output gate,
+    /// a period of each head's query | gate columns): read in place.
+    pub gate_slice: Option<ColSlice>,
     /// Where `up` is a column slice read only by the GLU (Gemma 4's per-layer input of one
-    /// layer): the sliced tensor, its columns and the slice's first column, read in place.
-    pub up_slice: Option<(TensorId, u32, u32)>,
+    /// layer): read in place.
+    pub up_slice: Option<ColSlice>,
     /// Where `up` is an RMS norm over groups of columns (a weight of one group) read only by
     /// the GLU: the norm, applied to its input in place (Qwen3.5's gated norm per head).
     pub up_norm: Option<UpNorm>,
+}
+
+/// A column slice (`Op::SliceCols`) of whole vec4s read in place by `glu_q8.wgsl`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ColSlice {
+    /// The sliced tensor and its columns.
+    pub x: TensorId,
+    pub in_cols: u32,
+    /// Columns per period, the slice's first column in each and its columns per period.
+    pub period: u32,
+    pub offset: u32,
+    pub len: u32,
 }
 
 /// A grouped RMS norm of a GLU's up operand, applied by `glu_q8.wgsl` as it reads it.
@@ -456,20 +474,10 @@ where
     /// Gated activation node `i` as a `glu_q8`, adding up its inputs' split-K planes.
     fn glu_q8(&mut self, i: usize, gate: TensorId, up: TensorId) {
         let Some((group, out)) = self.quant_out(i) else { return };
-        // An up operand sliced from whole rows (one group a row, in whole vec4s) is read in
-        // place of the slice.
+        // Operands sliced from periods of whole vec4s (one or more periods a row) are read in
+        // place of the slices.
         let ui = up.0 as usize;
-        let up_slice = match self.graph.nodes[ui].op {
-            Op::SliceCols { x, period, offset, len }
-                if period as usize == self.graph.node(x).cols()
-                    && (period | offset | len) % 4 == 0
-                    && self.consumers[ui] == [i]
-                    && !self.fx.absorbed[ui] =>
-            {
-                Some((x, period, offset))
-            }
-            _ => None,
-        };
+        let (gate_slice, up_slice) = (self.col_slice(gate, i), self.col_slice(up, i));
         // A grouped norm of up that only the GLU reads, groups of whole vec4s that tile the
         // kernel's 64-vec4 workgroups.
         let cols = self.graph.nodes[i].cols() as u32;
@@ -492,9 +500,28 @@ where
         if up_slice.is_some() || up_norm.is_some() {
             self.fx.absorbed[ui] = true;
         }
-        self.fx.glu_q8.insert(i, GluQ8 { group, out, up_slice, up_norm });
+        if gate_slice.is_some() {
+            self.fx.absorbed[gate.0 as usize] = true;
+        }
+        self.fx.glu_q8.insert(i, GluQ8 { group, out, gate_slice, up_slice, up_norm });
         self.defer(gate, i);
         self.defer(up, i);
+    }
+
+    /// Operand `t` of node `reader` as a [`ColSlice`], where it is a slice of whole vec4s that
+    /// only `reader` reads and no other fusion took.
+    fn col_slice(&self, t: TensorId, reader: usize) -> Option<ColSlice> {
+        let ti = t.0 as usize;
+        let Op::SliceCols { x, period, offset, len } = self.graph.nodes[ti].op else { return None };
+        let in_cols = self.graph.node(x).cols() as u32;
+        let fits = (period | offset | len) % 4 == 0 && period > 0 && in_cols % period == 0 && offset + len <= period;
+        (fits && self.consumers[ti] == [reader] && !self.fx.absorbed[ti]).then_some(ColSlice {
+            x,
+            in_cols,
+            period,
+            offset,
+            len,
+        })
     }
 
     /// Attention node `i`: its split-merge quantizing the output, and its Q/K preparation
@@ -529,6 +556,9 @@ where
         if !ok {
             return;
         }
+        // A query that is a per-head column slice (Qwen3.5's query | gate projection) read only
+        // by its norm or RoPE is read in place.
+        let qs = self.sliced_heads(qs, params.n_head, params.head_dim_k);
         // The q / k / v matmuls whose only reader this dispatch absorbs (the side's norm, else
         // its RoPE; v, which it appends to the cache) leave their reductions to it.
         for side in [qs, ks] {
@@ -572,6 +602,25 @@ where
             }
         }
         self.fx.attn_prep.insert(i, AttnPrep { q: qs, k: ks, v_norm });
+    }
+
+    /// `side` reading its input in place where that input is a column slice of one head of
+    /// `head_dim` columns per period of a tensor of `n_head` periods, read only by the side's
+    /// first node (the slice is absorbed).
+    fn sliced_heads(&mut self, side: RopeSide, n_head: u32, head_dim: u32) -> RopeSide {
+        let g = self.graph;
+        let first = match (side.norm, &g.node(side.rope).op) {
+            (Some(_), Op::Rope { x, .. }) => x.0 as usize,
+            _ => side.rope.0 as usize,
+        };
+        let si = side.x.0 as usize;
+        let Op::SliceCols { x, period, offset, len } = g.nodes[si].op else { return side };
+        let whole = g.node(x).cols() == (n_head * period) as usize;
+        if len != head_dim || offset + len > period || !whole || self.consumers[si] != [first] || self.fx.absorbed[si] {
+            return side;
+        }
+        self.fx.absorbed[si] = true;
+        RopeSide { x, slice: Some((period, offset)), ..side }
     }
 
     /// Add node `i` as a `norm_add` taking in the norms of its operands and a scale of its
@@ -715,8 +764,13 @@ fn rope_side(graph: &Graph, consumers: &[Vec<usize>], t: TensorId, attn: usize) 
     }
     if let Op::RmsNorm { x: raw, weight, eps, group } = &graph.node(*x).op {
         if *group == params.head_dim && consumers[x.0 as usize] == [t.0 as usize] {
-            return Some(RopeSide { x: *raw, norm: Some(HeadNorm { weight: *weight, eps: *eps }), rope: t });
+            return Some(RopeSide {
+                x: *raw,
+                slice: None,
+                norm: Some(HeadNorm { weight: *weight, eps: *eps }),
+                rope: t,
+            });
         }
     }
-    Some(RopeSide { x: *x, norm: None, rope: t })
+    Some(RopeSide { x: *x, slice: None, norm: None, rope: t })
 }

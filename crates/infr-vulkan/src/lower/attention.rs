@@ -140,6 +140,8 @@ pub(super) fn lower(
             parts: q_parts | (k_parts << 8) | (v_parts << 16),
             v_norm: prep.v_norm.is_some() as u32,
             v_eps: prep.v_norm.map_or(0.0, |vn| vn.eps),
+            q_period: prep.q.slice.map_or(0, |(period, _)| period),
+            q_off: prep.q.slice.map_or(0, |(_, off)| off),
         };
         let (kc, vc) =
             if p.write_kv != 0 { (Res::KvK(ap.kv_layer), Res::KvV(ap.kv_layer)) } else { (Res::Dummy, Res::Dummy) };

@@ -540,6 +540,12 @@ impl<'a> MoeLowering<'a, '_> {
             b_off_words: 0,
             b_norm_words: 0,
             b_norm_eps: 0.0,
+            b_len_words: 0,
+            b_period_words: 0,
+            a_row_words: 0,
+            a_len_words: 0,
+            a_period_words: 0,
+            a_off_words: 0,
         };
         let res = vec![Res::Temp(t.gu), Res::Temp(t.gu), Res::Temp(t.h), Res::Temp(q), Res::Temp(q)];
         let spec = crate::fused_kernels::glu_q8(self.p.act, out, false);

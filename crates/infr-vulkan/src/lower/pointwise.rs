@@ -54,20 +54,25 @@ pub(super) fn lower(
             one(kernels::temp_scale(), vec![act(x), Res::Step, me], bytes(&p), threads_groups(cells)?)
         }
         Op::Glu { gate, up, act: f } => match fx.glu_q8.get(&i) {
-            Some(&crate::fusion::GluQ8 { group, out, up_slice, up_norm }) => {
+            Some(&crate::fusion::GluQ8 { group, out, gate_slice, up_slice, up_norm }) => {
                 let (q, qs) =
                     super::norm::quant_outputs(i as u32, group, out, rows, cols, temp_bytes, qact_of, f16_bufs)?;
                 let n_words = u32_of(cells / 4, "elements")?;
-                let (a, a_parts, a_stride) = super::norm::read_planes(*gate, f16_bufs);
+                let (a, a_parts, a_stride) = match gate_slice {
+                    Some(sl) => (Res::Act(sl.x.0), 1, 0),
+                    None => super::norm::read_planes(*gate, f16_bufs),
+                };
                 let (b, b_parts, b_stride) = match (up_slice, up_norm) {
-                    (Some((x, ..)), _) => (Res::Act(x.0), 1, 0),
+                    (Some(sl), _) => (Res::Act(sl.x.0), 1, 0),
                     (None, Some(n)) => super::norm::read_planes(n.x, f16_bufs),
                     (None, None) => super::norm::read_planes(*up, f16_bufs),
                 };
-                let (b_row_words, b_off_words) = match up_slice {
-                    Some((_, in_cols, offset)) => (in_cols / 4, offset / 4),
-                    None => (0, 0),
+                // (vec4s per row of the sliced tensor, per slice, per period, first vec4), or 0s.
+                let words = |sl: Option<crate::fusion::ColSlice>| {
+                    sl.map_or([0; 4], |sl| [sl.in_cols / 4, sl.len / 4, sl.period / 4, sl.offset / 4])
                 };
+                let ([a_row_words, a_len_words, a_period_words, a_off_words], bw) =
+                    (words(gate_slice), words(up_slice));
                 let p = fused_kernels::GluQ8Params {
                     n_words,
                     group,
@@ -78,10 +83,16 @@ pub(super) fn lower(
                     b_parts,
                     b_stride,
                     row_words: u32_of(cols / 4, "columns")?,
-                    b_row_words,
-                    b_off_words,
+                    b_row_words: bw[0],
+                    b_off_words: bw[3],
                     b_norm_words: up_norm.map_or(0, |n| n.group / 4),
                     b_norm_eps: up_norm.map_or(0.0, |n| n.eps),
+                    b_len_words: bw[1],
+                    b_period_words: bw[2],
+                    a_row_words,
+                    a_len_words,
+                    a_period_words,
+                    a_off_words,
                 };
                 let mut res = vec![a, b, me, q, qs];
                 if let Some(n) = up_norm {

@@ -5,8 +5,10 @@
 // write them) and Y has rows of one half. Otherwise A and B may each be the partial-product
 // planes of a split-K matmul (`*_parts` planes, `*_stride` vec4s apart), summed here in
 // split_reduce.wgsl's order instead of by a reduction dispatch. With `b_row_words` set, B is a
-// column slice of a wider tensor (rows of that many vec4s, from vec4 `b_off_words`), read in
-// place (Gemma 4's per-layer input of one layer). With NORM, B is RMS-normed over groups of
+// column slice of a wider tensor (rows of that many vec4s; periods of `b_period_words` vec4s,
+// of which `b_len_words` from vec4 `b_off_words` are the slice's), read in place (Gemma 4's
+// per-layer input of one layer); the same for A with `a_row_words` (Qwen3.5's attention gate,
+// the second half of each head's query | gate period). With NORM, B is RMS-normed over groups of
 // `b_norm_words` vec4s (aligned in the workgroup's 64) times a per-element weight W first
 // (Qwen3.5's gated norm: silu(z) * rms_norm(o) * w, per head of o).
 
@@ -24,6 +26,12 @@ struct Params {
     b_off_words: u32,
     b_norm_words: u32,
     b_norm_eps: f32,
+    b_len_words: u32,
+    b_period_words: u32,
+    a_row_words: u32,
+    a_len_words: u32,
+    a_period_words: u32,
+    a_off_words: u32,
 }
 
 var<immediate> pc: Params;
@@ -56,6 +64,13 @@ fn sum_b(i: u32) -> vec4<f32> {
     return v;
 }
 
+// vec4 w of Y read from a column slice of a wider tensor: rows of `in_row` vec4s, periods of
+// `period` holding the slice's `len` vec4s from `off`.
+fn slice_word(w: u32, in_row: u32, len: u32, period: u32, off: u32) -> u32 {
+    let cw = w % pc.row_words;
+    return (w / pc.row_words) * in_row + (cw / len) * period + off + cw % len;
+}
+
 fn op(a: f32, b: f32) -> f32 {
     {{OP}}
 }
@@ -75,9 +90,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ia = (w / pc.ab_words) * 2u * pc.ab_words + w % pc.ab_words;
             ib = ia + pc.ab_words;
         }
+        if pc.a_row_words != 0u {
+            ia = slice_word(w, pc.a_row_words, pc.a_len_words, pc.a_period_words, pc.a_off_words);
+        }
         if pc.b_row_words != 0u {
-            // B is a column slice of a wider tensor, read in place.
-            ib = (w / pc.row_words) * pc.b_row_words + pc.b_off_words + w % pc.row_words;
+            ib = slice_word(w, pc.b_row_words, pc.b_len_words, pc.b_period_words, pc.b_off_words);
         }
         a = sum_a(ia);
         b = sum_b(ib);

@@ -6,7 +6,9 @@
 // arithmetic as norm.wgsl, rope.wgsl and kv_write.wgsl in sequence.
 // Q, K and V may each be the partial-product planes of a split-K matmul (`parts`: a byte per
 // input, 1 for the tensor itself; planes of n_tokens rows), summed here in split_reduce.wgsl's
-// order instead of by a reduction dispatch.
+// order instead of by a reduction dispatch. Q may be read in place from a tensor holding each
+// head's query at `q_off` within a period of `q_period` columns (Qwen3.5's query | gate
+// projection): head h of token t starts at (t * n_head + h) * q_period + q_off.
 
 struct Params {
     rope: Rope,
@@ -30,6 +32,8 @@ struct Params {
     // 1: V normed per head (no weight) before its append.
     v_norm: u32,
     v_eps: f32,
+    q_period: u32,
+    q_off: u32,
 }
 
 var<immediate> pc: Params;
@@ -131,13 +135,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     } else {
         row = (tok * pc.n_kv_head + hh - pc.n_head) * pc.dk;
     }
+    // Where this head's input starts (Q read in place from a wider tensor when q_period is set).
+    var src = row;
+    if is_q && pc.q_period != 0u {
+        src = (tok * pc.n_head + hh) * pc.q_period + pc.q_off;
+    }
     var s = 0.0;
     for (var i = t; i < pc.dk; i += WG) {
         var x = 0.0;
         if is_q {
-            x = planes(0u, row + i, pc.n_head * pc.dk);
+            x = planes(0u, src + i, pc.n_head * pc.dk);
         } else {
-            x = planes(1u, row + i, pc.kw);
+            x = planes(1u, src + i, pc.kw);
         }
         hs[i] = x;
         s += x * x;

@@ -441,6 +441,51 @@ fn attention_with_fused_rope_inputs() {
     }
 }
 
+/// Qwen3.5's output-gated attention: one projection holds each head's query and gate
+/// (periods of `2 * head_dim` columns), sliced apart, the query normed and rotated, the gate's
+/// sigmoid multiplying the attention output that an int8 matmul reads. Fused, `qk_rope` reads
+/// the query and `glu_q8` the gate in place (no `slice_cols` dispatch); matches the CPU fused
+/// or not, in prefill and decode.
+#[test]
+fn gated_attention_reads_query_and_gate_in_place() {
+    let (nh, nkv, hd) = (4u32, 2u32, 64u32);
+    let d = hd as usize;
+    let mut rng = Rng(61);
+    let mut w = Weights::default();
+    let tqg = table(&mut w, &mut rng, 2 * nh as usize * d, 1.0);
+    let (_, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, hd, hd);
+    let qn = w.add(weight("q_norm", GgmlType::F32, d, 1, &mut rng, 1.0));
+    let wo = w.add(weight("wo", GgmlType::Q8_0, nh as usize * d, 96, &mut rng, 0.05));
+    let rope = neox_rope(hd);
+    let build = |n: usize| {
+        graph(&w, n, n, |g| {
+            let qg = g.embed(tqg);
+            let q = g.slice_cols(qg, 2 * d, 0, d);
+            let gate = g.slice_cols(qg, 2 * d, d, d);
+            let q = g.rms_norm(q, Some(qn), 1e-6, d);
+            let (k, v) = (g.embed(tk), g.embed(tv));
+            let (q, k) = (g.rope(q, rope), g.rope(k, rope));
+            let a = g.attention(q, k, v, attn_params(nh, nkv, hd, None, None));
+            let a = g.glu(gate, a, infr_core::Activation::Sigmoid);
+            g.linear(a, wo, None)
+        })
+    };
+    for fused in [true, false] {
+        let kv = kv_spec(1, nkv, hd, hd, 64, 16, KvDType::F16);
+        let Some(mut p) = Pair::with(&w, &kv, profiled(fused)) else { return };
+        let pages: Vec<u32> = (0..64).collect();
+        let steps = [(5, 0, 1), (1, 5, 2), (2, 6, 3)];
+        for (n, pos, salt) in steps {
+            let step = Step::simple(tokens(n, salt), pos, pages.clone());
+            p.check(&format!("gated attention fused {fused} n={n}"), &build(n), &[step], 3e-2, 3e-2);
+        }
+        let prof = p.vk.profile().expect("profiling on");
+        if fused && p.vk.uses_int8() && prof.totals.keys().any(|k| k.starts_with("qk_rope")) {
+            assert!(!prof.totals.contains_key("slice_cols"), "{:?}", prof.totals.keys());
+        }
+    }
+}
+
 /// Q, K and V from split-K products (steps of 10-64 tokens on devices with cooperative
 /// matrices): the fused norm + RoPE + KV-append dispatch adds up their partial planes itself;
 /// with a q8_0 cache, whose append runs after it, V's planes are summed by a reduction first.
@@ -455,15 +500,7 @@ fn attention_inputs_sum_split_k_planes() {
     let wk = w.add(weight("k", GgmlType::Q4_K, dim, (nkv * hd) as usize, &mut rng, 0.05));
     let wv = w.add(weight("v", GgmlType::Q6_K, dim, (nkv * hd) as usize, &mut rng, 0.05));
     let wo = w.add(weight("o", GgmlType::Q4_K, (nh * hd) as usize, 256, &mut rng, 0.05));
-    let rope = RopeParams {
-        mode: RopeMode::Neox,
-        head_dim: hd,
-        n_rot: hd,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-        scaling: RopeScaling::None,
-        freq_factors: None,
-    };
+    let rope = neox_rope(hd);
     let params = attn_params(nh, nkv, hd, None, None);
     let build = |n: usize| {
         graph(&w, n, n, |g| {
@@ -555,6 +592,19 @@ fn attention_prefill_rising_scores() {
 }
 
 /// Attention of layer 0 over `nh` query heads and `nkv` KV heads of dim `d`, writing the KV.
+/// Plain NeoX RoPE over whole heads of `hd`.
+fn neox_rope(hd: u32) -> RopeParams {
+    RopeParams {
+        mode: RopeMode::Neox,
+        head_dim: hd,
+        n_rot: hd,
+        freq_base: 10000.0,
+        freq_scale: 1.0,
+        scaling: RopeScaling::None,
+        freq_factors: None,
+    }
+}
+
 pub(crate) fn attn_params(nh: u32, nkv: u32, d: u32, softcap: Option<f32>, window: Option<u32>) -> AttnParams {
     attn_params_chunked(nh, nkv, d, softcap, window, None)
 }
