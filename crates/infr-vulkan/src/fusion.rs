@@ -232,7 +232,7 @@ pub(crate) struct FusionOptions {
 }
 
 /// How the lowering will run the matmul nodes, as the fusion plan needs to know it.
-pub(crate) struct MatmulPaths<Q, R, S> {
+pub(crate) struct MatmulPaths<Q, R, S, M> {
     /// How node `j` reads int8-quantized activations, if it is a matmul that does (or a
     /// mixture of experts whose expert matmuls do: only the group counts there).
     pub q8: Q,
@@ -241,14 +241,19 @@ pub(crate) struct MatmulPaths<Q, R, S> {
     pub round16: R,
     /// Whether node `j` is a split-K matmul whose reduction its reader may do (no bias).
     pub split_k: S,
+    /// Whether node `j` is a mixture of experts whose routed outputs its reader may add up
+    /// (one token on the integer-dot path, no shared expert): its `k` weighted expert rows are
+    /// planes, as a split-K matmul's partial products are, and no `moe_combine` runs.
+    pub moe_planes: M,
 }
 
 /// Decide the fusions of `graph`, whose matmuls run as `paths` says.
-pub(crate) fn plan<Q, R, S>(graph: &Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S>) -> Fusions
+pub(crate) fn plan<Q, R, S, M>(graph: &Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S, M>) -> Fusions
 where
     Q: Fn(usize) -> Option<Q8Info>,
     R: Fn(usize) -> Option<u32>,
     S: Fn(usize) -> bool,
+    M: Fn(usize) -> bool,
 {
     let mut p = Planner::new(graph, opts, paths);
     // First, so that no norm or scale of a delta rule's inputs goes to another fusion.
@@ -284,22 +289,23 @@ where
 /// One planning pass over a graph: its readers and the decisions so far. Nodes are visited in
 /// order, each method deciding the fusion that node ends (earlier nodes it takes in are
 /// absorbed).
-struct Planner<'g, Q, R, S> {
+struct Planner<'g, Q, R, S, M> {
     graph: &'g Graph,
     opts: FusionOptions,
-    paths: MatmulPaths<Q, R, S>,
+    paths: MatmulPaths<Q, R, S, M>,
     /// For every node, the nodes reading its output.
     consumers: Vec<Vec<usize>>,
     fx: Fusions,
 }
 
-impl<'g, Q, R, S> Planner<'g, Q, R, S>
+impl<'g, Q, R, S, M> Planner<'g, Q, R, S, M>
 where
     Q: Fn(usize) -> Option<Q8Info>,
     R: Fn(usize) -> Option<u32>,
     S: Fn(usize) -> bool,
+    M: Fn(usize) -> bool,
 {
-    fn new(graph: &'g Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S>) -> Self {
+    fn new(graph: &'g Graph, opts: FusionOptions, paths: MatmulPaths<Q, R, S, M>) -> Self {
         let n = graph.nodes.len();
         let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, node) in graph.nodes.iter().enumerate() {
@@ -323,10 +329,15 @@ where
         Self { graph, opts, paths, consumers, fx }
     }
 
-    /// Whether node `j` is a split-K matmul read only by node `reader`, whose reduction that
-    /// reader may do.
+    /// Whether node `j` is a split-K matmul (or a mixture of experts whose routed rows are
+    /// planes) read only by node `reader`, whose reduction that reader may do.
     fn deferrable(&self, j: usize, reader: usize) -> bool {
-        matches!(self.graph.nodes[j].op, Op::Linear { .. }) && self.consumers[j] == [reader] && (self.paths.split_k)(j)
+        let planes = match self.graph.nodes[j].op {
+            Op::Linear { .. } => (self.paths.split_k)(j),
+            Op::Moe { .. } => (self.paths.moe_planes)(j),
+            _ => false,
+        };
+        planes && self.consumers[j] == [reader]
     }
 
     /// Leave the reduction of split-K matmul `t` to `reader` where it may.

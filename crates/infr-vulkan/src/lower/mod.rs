@@ -294,6 +294,15 @@ pub(crate) fn lower(
         split_k: |j| {
             linear_weight(j).is_some_and(|(lw, bias, n)| !bias && skinny_matmul::eligible(feat, lw, n).is_some())
         },
+        moe_planes: |j: usize| {
+            let node: &infr_core::Node = &graph.nodes[j];
+            match &node.op {
+                Op::Moe { x, params, .. } => {
+                    moe::routed_planes(params, node.rows(), graph.node(*x).cols(), feat, weights)
+                }
+                _ => false,
+            }
+        },
     };
     let fx = fusion::plan(graph, fopts, paths);
     // The matmuls that take the f16 path, in order (each prefetches the next one's weight).
@@ -410,6 +419,7 @@ pub(crate) fn lower(
             }
             Op::Moe { x, logits, params } => {
                 let m = moe::MoeNode {
+                    index: i as u32,
                     x: *x,
                     logits: *logits,
                     p: params,
@@ -423,6 +433,7 @@ pub(crate) fn lower(
                     temp_bytes: &mut temp_bytes,
                     rounded: &mut rounded,
                     qact_of: &qact_of,
+                    planes: fx.defer_reduce.contains(&i).then_some(&mut f16_bufs),
                 };
                 emit_all(&mut push, moe::lower(&m, weights, feat, side)?)?;
             }

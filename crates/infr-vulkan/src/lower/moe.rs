@@ -15,7 +15,7 @@ use crate::fusion::Q8Info;
 use crate::kernels::{self, CoopTile};
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
-use crate::prefill_matmul::{grow_temp, round_params, Emit, RoundedCopy};
+use crate::prefill_matmul::{grow_temp, round_params, Emit, F16Buffers, RoundedCopy};
 use crate::weights::GpuWeight;
 
 /// The plan temporaries (`Res::Temp` indices) of the MoE nodes.
@@ -66,6 +66,8 @@ impl MoeTemps {
 
 /// One MoE node as the lowering sees it.
 pub(super) struct MoeNode<'a> {
+    /// The node's index in the graph.
+    pub index: u32,
     pub x: TensorId,
     pub logits: TensorId,
     pub p: &'a MoeParams,
@@ -95,6 +97,9 @@ pub(super) struct Side<'a> {
     /// Int8 copies of activations made by earlier dispatches ((node, group) → temp): a
     /// norm before the experts quantizes its output once for them (`norm_q8`).
     pub qact_of: &'a HashMap<(u32, u32), u32>,
+    /// Where the node's reader adds up its routed rows ([`routed_planes`]): the register of
+    /// deferred planes, which then replaces the `moe_combine` dispatch.
+    pub planes: Option<&'a mut F16Buffers>,
 }
 
 /// The expert weights of `p` (gate/up first, down last).
@@ -133,6 +138,19 @@ pub(super) fn int8_input(
     }
 }
 
+/// Whether the reader of a MoE node of `n` tokens may add up its routed rows itself: one
+/// token on the integer-dot path (its `k` weighted expert rows are consecutive, planes of the
+/// output's width) and no shared expert to add in.
+pub(super) fn routed_planes(
+    p: &MoeParams,
+    n: usize,
+    cols: usize,
+    feat: Features,
+    weights: &HashMap<WeightId, GpuWeight>,
+) -> bool {
+    n == 1 && p.shared.is_none() && int8_input(p, n, cols, feat, weights).is_some()
+}
+
 /// Emit the dispatches of one MoE node: routing, the routed experts, the shared expert,
 /// the weighted sum (each stage a method of [`MoeLowering`]).
 pub(super) fn lower(
@@ -141,7 +159,7 @@ pub(super) fn lower(
     feat: Features,
     side: Side<'_>,
 ) -> VkResult<Vec<Emit>> {
-    let Side { temps, temp_bytes, rounded, qact_of } = side;
+    let Side { temps, temp_bytes, rounded, qact_of, planes } = side;
     let p = m.p;
     if let Some(why) = unsupported(p) {
         return Err(VkError::Unsupported(why));
@@ -181,7 +199,14 @@ pub(super) fn lower(
         Some(sh) => l.shared_expert(sh, fs)?,
         None => (Res::Dummy, Res::Dummy),
     };
-    l.combine(shared)?;
+    // The reader adds up the routed rows where the plan lets it and this step's path makes
+    // them planes; else they are summed here.
+    match planes {
+        Some(bufs) if matches!(l.path, ExpertPath::Int8 { .. }) && n == 1 && p.shared.is_none() => {
+            bufs.defer(m.index, Res::Temp(l.t.y), p.n_used, u32_of(out, "output columns")?);
+        }
+        _ => l.combine(shared)?,
+    }
     Ok(l.emits)
 }
 

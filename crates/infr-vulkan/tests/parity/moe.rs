@@ -142,6 +142,62 @@ fn check_tied_routing(
     }
 }
 
+/// A decode step's MoE output added to the residual and normed for an int8 matmul, as
+/// every MoE layer but the last feeds the next: the norm (`norm_q8`) adds up the routed
+/// experts' weighted rows itself, so no `moe_combine` runs, for Q4_K / Q6_K experts (the
+/// integer-dot path); with a shared expert, or over several tokens, the combine stays. Matches
+/// the CPU fused or not.
+#[test]
+fn moe_rows_added_by_the_next_norm() {
+    let mut rng = Rng(41);
+    let mut w = Weights::default();
+    let xt = w.add(weight("x", GgmlType::F32, COLS, VOCAB, &mut rng, 1.0));
+    // Router logits close together: every routed row carries weight in the sum.
+    let logits = rng.vec(VOCAB * N_EXPERT, 0.5);
+    let rt = f32_table(&mut w, "router", logits, N_EXPERT, VOCAB);
+    // K-quant rows are whole 256-element super-blocks: a hidden width of 256.
+    let ff = 256;
+    let gate = experts(&mut w, &mut rng, "gate", GgmlType::Q4_K, COLS, ff);
+    let up = experts(&mut w, &mut rng, "up", GgmlType::Q4_K, COLS, ff);
+    let down = experts(&mut w, &mut rng, "down", GgmlType::Q6_K, ff, COLS);
+    let norm = w.add(weight("norm", GgmlType::F32, COLS, 1, &mut rng, 1.0));
+    let proj = w.add(weight("proj", GgmlType::Q8_0, COLS, 48, &mut rng, 0.05));
+    let sh_gate = w.add(weight("sh_gate", GgmlType::Q4_K, COLS, ff, &mut rng, 0.5));
+    let sh_up = w.add(weight("sh_up", GgmlType::Q4_K, COLS, ff, &mut rng, 0.5));
+    let sh_down = w.add(weight("sh_down", GgmlType::Q6_K, ff, COLS, &mut rng, 0.5));
+    let plain = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
+    let shared =
+        MoeParams { shared: Some(SharedExpert { gate: sh_gate, up: sh_up, down: sh_down, gate_inp: None }), ..plain };
+    for (what, params) in [("routed only", plain), ("with a shared expert", shared)] {
+        for (fused, n) in [(true, 1usize), (true, 3), (false, 1)] {
+            // A backend per case: its profile counts that case's dispatches alone.
+            let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), profiled(fused)) else {
+                return;
+            };
+            {
+                let g = graph(&w, n, n, |g| {
+                    let x = g.embed(xt);
+                    let l = g.embed(rt);
+                    let f = g.moe(x, l, params);
+                    let y = g.add(x, f);
+                    let z = g.rms_norm(y, Some(norm), 1e-6, COLS);
+                    g.linear(z, proj, None)
+                });
+                let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 2) % VOCAB as u32).collect();
+                let step = [Step::simple(tokens, 0, vec![0])];
+                p.check(&format!("{what}, fused {fused}, n={n}"), &g, &step, 2e-2, 2e-2);
+                let prof = p.vk.profile().expect("profiling on");
+                let combined = prof.count("moe_combine") > 0;
+                let int8 = prof.totals.keys().any(|k| k.starts_with("matmul_rows_q8_moe"));
+                if int8 {
+                    let want = !(fused && n == 1 && params.shared.is_none());
+                    assert_eq!(combined, want, "{what}, fused {fused}, n={n}: {:?}", prof.totals.keys());
+                }
+            }
+        }
+    }
+}
+
 /// More experts than the routing kernel's workgroup has threads (160, top-8, as Qwen3-MoE's
 /// 128 or Qwen3.5's 256), with tied router logits, also at the last pick (lowest id: 20), in
 /// threads of different lanes and strides; on the subgroup routing kernel and the
