@@ -276,10 +276,6 @@ pub struct MoeQ8GateUpParams {
 pub struct MoeGluParams {
     pub n_pairs: u32,
     pub n_ff: u32,
-    /// Columns of the input whose dot with the gate weights scales H by its sigmoid (one
-    /// token; 0: no gate).
-    pub gate_cols: u32,
-    pub pad: u32,
 }
 
 /// Push constants of `moe_combine.wgsl`.
@@ -348,11 +344,10 @@ pub fn moe_tiles() -> KernelSpec {
         .define("MAXE", MOE_TILES_MAX_EXPERTS)
 }
 
-/// Gated activation over side-by-side gate and up halves, optionally scaled by a sigmoid
-/// gate of the input. Bindings: GU, H, X, gate weights.
+/// Gated activation over side-by-side gate and up halves. Bindings: GU, H.
 pub fn moe_glu(act: Activation) -> KernelSpec {
     let (name, body) = elt_body(Elt::Glu(act));
-    KernelSpec::new(format!("moe_{name}"), &["common", "moe_glu"], 4, push_size::<MoeGluParams>()).define("OP", body)
+    KernelSpec::new(format!("moe_{name}"), &["common", "moe_glu"], 2, push_size::<MoeGluParams>()).define("OP", body)
 }
 
 /// Sum of the routed experts plus the (gated) shared expert. Bindings: experts, shared, x,

@@ -138,9 +138,9 @@ pub(super) fn int8_input(
     }
 }
 
-/// Whether the reader of a MoE node of `n` tokens may add up its expert rows itself: one token
-/// on the integer-dot path (its `k` weighted routed rows are consecutive, planes of the
-/// output's width, and the shared expert's gated row follows them).
+/// Whether the reader of a MoE node of `n` tokens may add up its routed rows itself: one
+/// token on the integer-dot path (its `k` weighted expert rows are consecutive, planes of the
+/// output's width) and no shared expert to add in.
 pub(super) fn routed_planes(
     p: &MoeParams,
     n: usize,
@@ -148,7 +148,7 @@ pub(super) fn routed_planes(
     feat: Features,
     weights: &HashMap<WeightId, GpuWeight>,
 ) -> bool {
-    n == 1 && int8_input(p, n, cols, feat, weights).is_some()
+    n == 1 && p.shared.is_none() && int8_input(p, n, cols, feat, weights).is_some()
 }
 
 /// Emit the dispatches of one MoE node: routing, the routed experts, the shared expert,
@@ -188,24 +188,22 @@ pub(super) fn lower(
     l.grow(l.t.gu, (pairs * 2 * ff).max(n * 2 * fs));
     l.grow(l.t.h, (pairs * ff).max(n * fs));
     l.grow(l.t.hr, (pairs * ff).max(n * fs));
-    l.grow(l.t.y, (pairs + n) * out);
+    l.grow(l.t.y, pairs * out);
     l.grow(l.t.sy, n * out);
     let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
     l.path = ExpertPath::choose(p, n, m.cols, feat, &experts);
     l.paged = l.pages_fit()?;
     l.route()?;
     l.routed_experts(qact_of)?;
-    // The reader adds up the routed rows (and the shared expert's, written after them) where
-    // the plan lets it and this step's path makes them planes; else they are summed here.
-    let as_planes = planes.is_some() && matches!(l.path, ExpertPath::Int8 { .. }) && n == 1;
     let shared = match &p.shared {
-        Some(sh) => l.shared_expert(sh, fs, as_planes)?,
+        Some(sh) => l.shared_expert(sh, fs)?,
         None => (Res::Dummy, Res::Dummy),
     };
+    // The reader adds up the routed rows where the plan lets it and this step's path makes
+    // them planes; else they are summed here.
     match planes {
-        Some(bufs) if as_planes => {
-            let rows = p.n_used + p.shared.is_some() as u32;
-            bufs.defer(m.index, Res::Temp(l.t.y), rows, u32_of(out, "output columns")?);
+        Some(bufs) if matches!(l.path, ExpertPath::Int8 { .. }) && n == 1 && p.shared.is_none() => {
+            bufs.defer(m.index, Res::Temp(l.t.y), p.n_used, u32_of(out, "output columns")?);
         }
         _ => l.combine(shared)?,
     }
@@ -520,10 +518,9 @@ impl<'a> MoeLowering<'a, '_> {
                 Res::Temp(t.hr)
             }
             _ => {
-                let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff, gate_cols: 0, pad: 0 };
+                let gp = mk::MoeGluParams { n_pairs, n_ff: p.n_ff };
                 let glu_groups = u32_of((pairs * ff).div_ceil(64), "activations")?;
-                let res = vec![Res::Temp(t.gu), Res::Temp(t.h), Res::Dummy, Res::Dummy];
-                self.emit(mk::moe_glu(p.act), res, bytes(&gp), glu_groups, None);
+                self.emit(mk::moe_glu(p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), glu_groups, None);
                 if matches!(self.path, ExpertPath::Coop { .. }) {
                     self.round16(down_mode, (Res::Temp(t.h), t.hr), pairs * ff)?;
                     Res::Temp(t.hr)
@@ -608,37 +605,22 @@ impl<'a> MoeLowering<'a, '_> {
     }
 
     /// The shared expert's gated FFN of `fs` hidden columns over every token, into `sy`;
-    /// returns its output and its sigmoid gate's weight (if it has one) for `combine`. With
-    /// `as_plane` (one token), it writes the row after the routed rows in `y` instead, its gate
-    /// already applied (to the hidden activation, before the linear down projection), so that
-    /// the reader adds it up with them.
-    fn shared_expert(&mut self, sh: &SharedExpert, fs: usize, as_plane: bool) -> VkResult<(Res, Res)> {
+    /// returns its output and its sigmoid gate's weight (if it has one) for `combine`.
+    fn shared_expert(&mut self, sh: &SharedExpert, fs: usize) -> VkResult<(Res, Res)> {
         let (n, cols, t) = (self.m.n_tokens, self.m.cols, self.t);
         for (id, col0) in [(sh.gate, 0), (sh.up, fs)] {
             let x = self.input(self.one_chunk(&id)?)?;
             self.dense(id, (x, Res::Temp(t.gu)), cols, 2 * fs, col0)?;
         }
+        let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
+        let groups = u32_of((n * fs).div_ceil(64), "activations")?;
+        self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
+        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
+        self.dense(sh.down, (h, Res::Temp(t.sy)), fs, self.m.out_cols, 0)?;
         let gate = match &sh.gate_inp {
             Some(g) => self.vec_of(g, cols)?,
             None => Res::Dummy,
         };
-        let gated = as_plane && sh.gate_inp.is_some();
-        let gp = mk::MoeGluParams {
-            n_pairs: n as u32,
-            n_ff: fs as u32,
-            gate_cols: if gated { cols as u32 } else { 0 },
-            pad: 0,
-        };
-        let groups = u32_of((n * fs).div_ceil(64), "activations")?;
-        let (x, g) = if gated { (Res::Act(self.m.x.0), gate) } else { (Res::Dummy, Res::Dummy) };
-        self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h), x, g], bytes(&gp), groups, None);
-        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
-        if as_plane {
-            let out = self.m.out_cols;
-            self.dense(sh.down, (h, Res::Temp(t.y)), fs, out, self.pairs * out)?;
-            return Ok((Res::Dummy, Res::Dummy));
-        }
-        self.dense(sh.down, (h, Res::Temp(t.sy)), fs, self.m.out_cols, 0)?;
         Ok((Res::Temp(t.sy), gate))
     }
 
