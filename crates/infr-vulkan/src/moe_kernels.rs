@@ -353,5 +353,24 @@ pub fn moe_glu(act: Activation) -> KernelSpec {
 /// Sum of the routed experts plus the (gated) shared expert. Bindings: experts, shared, x,
 /// shared gate weights, output.
 pub fn moe_combine() -> KernelSpec {
-    KernelSpec::new("moe_combine", &["common", "moe_combine"], 5, push_size::<MoeCombineParams>())
+    KernelSpec::new("moe_combine", &["common", "moe_gate", "moe_combine"], 5, push_size::<MoeCombineParams>())
+}
+
+/// Push constants of `moe_shared_gate.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeSharedGateParams {
+    pub n_tokens: u32,
+    pub in_cols: u32,
+}
+
+/// The shared expert's sigmoid gate of every token (for its down projection to scale its row
+/// by, where the reader adds the rows up). Bindings: x, gate weights, gates.
+pub fn moe_shared_gate() -> KernelSpec {
+    KernelSpec::new(
+        "moe_shared_gate",
+        &["common", "moe_gate", "moe_shared_gate"],
+        3,
+        push_size::<MoeSharedGateParams>(),
+    )
 }

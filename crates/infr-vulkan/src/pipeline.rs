@@ -71,6 +71,8 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("moe_route", include_str!("shaders/moe_route.wgsl")),
     ("moe_glu", include_str!("shaders/moe_glu.wgsl")),
     ("moe_combine", include_str!("shaders/moe_combine.wgsl")),
+    ("moe_gate", include_str!("shaders/moe_gate.wgsl")),
+    ("moe_shared_gate", include_str!("shaders/moe_shared_gate.wgsl")),
     ("temp_scale", include_str!("shaders/temp_scale.wgsl")),
     ("slice_cols", include_str!("shaders/slice_cols.wgsl")),
     ("conv1d", include_str!("shaders/conv1d.wgsl")),

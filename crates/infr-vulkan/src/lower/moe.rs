@@ -138,9 +138,9 @@ pub(super) fn int8_input(
     }
 }
 
-/// Whether the reader of a MoE node of `n` tokens may add up its routed rows itself: one
-/// token on the integer-dot path (its `k` weighted expert rows are consecutive, planes of the
-/// output's width) and no shared expert to add in.
+/// Whether the reader of a MoE node of `n` tokens may add up its expert rows itself: one token
+/// on the integer-dot path (its `k` weighted routed rows are consecutive, planes of the
+/// output's width, and a shared expert's row, scaled by its gate, follows them).
 pub(super) fn routed_planes(
     p: &MoeParams,
     n: usize,
@@ -148,7 +148,7 @@ pub(super) fn routed_planes(
     feat: Features,
     weights: &HashMap<WeightId, GpuWeight>,
 ) -> bool {
-    n == 1 && p.shared.is_none() && int8_input(p, n, cols, feat, weights).is_some()
+    n == 1 && int8_input(p, n, cols, feat, weights).is_some()
 }
 
 /// Emit the dispatches of one MoE node: routing, the routed experts, the shared expert,
@@ -188,22 +188,24 @@ pub(super) fn lower(
     l.grow(l.t.gu, (pairs * 2 * ff).max(n * 2 * fs));
     l.grow(l.t.h, (pairs * ff).max(n * fs));
     l.grow(l.t.hr, (pairs * ff).max(n * fs));
-    l.grow(l.t.y, pairs * out);
+    l.grow(l.t.y, (pairs + n) * out);
     l.grow(l.t.sy, n * out);
     let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
     l.path = ExpertPath::choose(p, n, m.cols, feat, &experts);
     l.paged = l.pages_fit()?;
     l.route()?;
     l.routed_experts(qact_of)?;
+    // The reader adds up the routed rows (and the shared expert's, written after them) where
+    // the plan lets it and this step's path makes them planes; else they are summed here.
+    let as_planes = planes.is_some() && matches!(l.path, ExpertPath::Int8 { .. }) && n == 1;
     let shared = match &p.shared {
-        Some(sh) => l.shared_expert(sh, fs)?,
+        Some(sh) => l.shared_expert(sh, fs, as_planes)?,
         None => (Res::Dummy, Res::Dummy),
     };
-    // The reader adds up the routed rows where the plan lets it and this step's path makes
-    // them planes; else they are summed here.
     match planes {
-        Some(bufs) if matches!(l.path, ExpertPath::Int8 { .. }) && n == 1 && p.shared.is_none() => {
-            bufs.defer(m.index, Res::Temp(l.t.y), p.n_used, u32_of(out, "output columns")?);
+        Some(bufs) if as_planes => {
+            let rows = p.n_used + p.shared.is_some() as u32;
+            bufs.defer(m.index, Res::Temp(l.t.y), rows, u32_of(out, "output columns")?);
         }
         _ => l.combine(shared)?,
     }
@@ -580,7 +582,15 @@ impl<'a> MoeLowering<'a, '_> {
 
     /// One dense matmul of the shared expert over every token, on the kernel a plain linear
     /// node of that many rows would take over f32 activations (matrix-vector, cooperative, ...).
-    fn dense(&mut self, id: WeightId, (x, y): (Res, Res), k_in: usize, stride: usize, col0: usize) -> VkResult<()> {
+    /// With `row_scale`, each token's outputs are multiplied by its entry there (the float
+    /// matrix-vector kernels' `has_bias` 2; decode only).
+    fn dense(
+        &mut self,
+        id: WeightId,
+        (x, y): (Res, Res),
+        (k_in, stride, col0): (usize, usize, usize),
+        row_scale: Option<Res>,
+    ) -> VkResult<()> {
         let n = self.m.n_tokens;
         let gw = self.one_chunk(&id)?;
         let (spec, c, r) = super::matmul::float_matmul_kernel(gw, n, self.feat);
@@ -595,33 +605,58 @@ impl<'a> MoeLowering<'a, '_> {
             out_stride: stride as u32,
             out_col0: col0 as u32,
             soff: gw.chunks[0].soff_words,
-            has_bias: 0,
+            has_bias: if row_scale.is_some() { 2 } else { 0 },
             tiles_m,
         };
         let shape = format!("shexp {}x{k_in} n={n}", gw.rows);
-        let res = vec![Res::WeightChunk(id, 0), x, y, Res::Dummy, Res::Tables];
+        let res = vec![Res::WeightChunk(id, 0), x, y, row_scale.unwrap_or(Res::Dummy), Res::Tables];
         self.emit(spec, res, bytes(&mp), groups, Some(shape));
         Ok(())
     }
 
     /// The shared expert's gated FFN of `fs` hidden columns over every token, into `sy`;
-    /// returns its output and its sigmoid gate's weight (if it has one) for `combine`.
-    fn shared_expert(&mut self, sh: &SharedExpert, fs: usize) -> VkResult<(Res, Res)> {
+    /// returns its output and its sigmoid gate's weight (if it has one) for `combine`. With
+    /// `as_plane` (one token) it writes its row after the routed rows in `y` instead, scaled by
+    /// its gate as the combine would, for the reader to add up with them.
+    fn shared_expert(&mut self, sh: &SharedExpert, fs: usize, as_plane: bool) -> VkResult<(Res, Res)> {
         let (n, cols, t) = (self.m.n_tokens, self.m.cols, self.t);
         for (id, col0) in [(sh.gate, 0), (sh.up, fs)] {
             let x = self.input(self.one_chunk(&id)?)?;
-            self.dense(id, (x, Res::Temp(t.gu)), cols, 2 * fs, col0)?;
+            self.dense(id, (x, Res::Temp(t.gu)), (cols, 2 * fs, col0), None)?;
         }
-        let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
-        let groups = u32_of((n * fs).div_ceil(64), "activations")?;
-        self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
-        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
-        self.dense(sh.down, (h, Res::Temp(t.sy)), fs, self.m.out_cols, 0)?;
         let gate = match &sh.gate_inp {
             Some(g) => self.vec_of(g, cols)?,
             None => Res::Dummy,
         };
+        if as_plane {
+            // Each token's gate into `sy` (unused here), beside the gate/up products.
+            let scale = if sh.gate_inp.is_some() {
+                let gp = mk::MoeSharedGateParams { n_tokens: n as u32, in_cols: cols as u32 };
+                let res = vec![Res::Act(self.m.x.0), gate, Res::Temp(t.sy)];
+                self.emit(mk::moe_shared_gate(), res, bytes(&gp), u32_of(n, "tokens")?, None);
+                Some(Res::Temp(t.sy))
+            } else {
+                None
+            };
+            self.shared_glu(fs)?;
+            let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
+            let out = self.m.out_cols;
+            self.dense(sh.down, (h, Res::Temp(t.y)), (fs, out, self.pairs * out), scale)?;
+            return Ok((Res::Dummy, Res::Dummy));
+        }
+        self.shared_glu(fs)?;
+        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
+        self.dense(sh.down, (h, Res::Temp(t.sy)), (fs, self.m.out_cols, 0), None)?;
         Ok((Res::Temp(t.sy), gate))
+    }
+
+    /// The shared expert's gated activation (gate | up in `gu` into `h`).
+    fn shared_glu(&mut self, fs: usize) -> VkResult<()> {
+        let (n, t) = (self.m.n_tokens, self.t);
+        let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
+        let groups = u32_of((n * fs).div_ceil(64), "activations")?;
+        self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
+        Ok(())
     }
 
     /// The node's output: each token's routed pairs summed, plus the (gated) shared expert.

@@ -147,7 +147,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if r0 + r < pc.m && c < pc.n {
             let col = pc.out_col0 + r0 + r;
             var v = total;
-            if pc.has_bias != 0u {
+            if pc.has_bias == 2u {
+                // A factor per activation row (the shared expert's gate of each token).
+                v *= BIAS[c];
+            } else if pc.has_bias != 0u {
                 v += BIAS[col];
             }
             Y[c * pc.out_stride + col] = v;

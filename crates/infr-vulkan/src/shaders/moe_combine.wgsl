@@ -33,19 +33,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var gate = 1.0;
     if pc.gated != 0u {
-        var d = 0.0;
-        for (var c = t; c < pc.in_cols; c += 64u) {
-            d += X[tok * pc.in_cols + c] * GATE[c];
-        }
-        red[t] = d;
-        workgroupBarrier();
-        for (var s = 32u; s > 0u; s >>= 1u) {
-            if t < s {
-                red[t] += red[t + s];
-            }
-            workgroupBarrier();
-        }
-        gate = 1.0 / (1.0 + exp(-red[0]));
+        gate = shared_gate(tok, t);
     }
     if c < pc.out_cols {
         var v = 0.0;

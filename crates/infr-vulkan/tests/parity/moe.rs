@@ -144,9 +144,9 @@ fn check_tied_routing(
 
 /// A decode step's MoE output added to the residual and normed for an int8 matmul, as
 /// every MoE layer but the last feeds the next: the norm (`norm_q8`) adds up the routed
-/// experts' weighted rows itself, so no `moe_combine` runs, for Q4_K / Q6_K experts (the
-/// integer-dot path); with a shared expert, or over several tokens, the combine stays. Matches
-/// the CPU fused or not.
+/// experts' weighted rows and the shared expert's (sigmoid-gated or not) itself, so no
+/// `moe_combine` runs, for Q4_K / Q6_K experts (the integer-dot path); over several tokens the
+/// combine stays. Matches the CPU fused or not.
 #[test]
 fn moe_rows_added_by_the_next_norm() {
     let mut rng = Rng(41);
@@ -165,10 +165,15 @@ fn moe_rows_added_by_the_next_norm() {
     let sh_gate = w.add(weight("sh_gate", GgmlType::Q4_K, COLS, ff, &mut rng, 0.5));
     let sh_up = w.add(weight("sh_up", GgmlType::Q4_K, COLS, ff, &mut rng, 0.5));
     let sh_down = w.add(weight("sh_down", GgmlType::Q6_K, ff, COLS, &mut rng, 0.5));
+    let sh_inp = w.add(weight("sh_inp", GgmlType::F32, COLS, 1, &mut rng, 0.2));
     let plain = MoeParams { n_ff: ff as u32, ..qwen3moe_params(gate, up, down) };
-    let shared =
-        MoeParams { shared: Some(SharedExpert { gate: sh_gate, up: sh_up, down: sh_down, gate_inp: None }), ..plain };
-    for (what, params) in [("routed only", plain), ("with a shared expert", shared)] {
+    let shared = |gate_inp| MoeParams {
+        shared: Some(SharedExpert { gate: sh_gate, up: sh_up, down: sh_down, gate_inp }),
+        ..plain
+    };
+    let cases =
+        [("routed only", plain), ("with a shared expert", shared(None)), ("with a gated one", shared(Some(sh_inp)))];
+    for (what, params) in cases {
         for (fused, n) in [(true, 1usize), (true, 3), (false, 1)] {
             // A backend per case: its profile counts that case's dispatches alone.
             let Some(mut p) = Pair::with(&w, &kv_spec(1, 1, 2, 2, 2, 16, KvDType::F16), profiled(fused)) else {
@@ -190,7 +195,7 @@ fn moe_rows_added_by_the_next_norm() {
                 let combined = prof.count("moe_combine") > 0;
                 let int8 = prof.totals.keys().any(|k| k.starts_with("matmul_rows_q8_moe"));
                 if int8 {
-                    let want = !(fused && n == 1 && params.shared.is_none());
+                    let want = !(fused && n == 1);
                     assert_eq!(combined, want, "{what}, fused {fused}, n={n}: {:?}", prof.totals.keys());
                 }
             }
