@@ -22,6 +22,7 @@ mod attention;
 mod embed;
 mod matmul;
 mod moe;
+mod moe_path;
 mod norm;
 mod pointwise;
 mod recurrent;

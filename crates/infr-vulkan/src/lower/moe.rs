@@ -1,19 +1,20 @@
 //! Lowering of the mixture-of-experts op: routing on the device, the chosen experts' gated
 //! FFNs over (token, slot) pairs reading their rows of the 3-D expert tensors in place, the
 //! shared expert, and the weighted sum. The routed buffers are plan temporaries shared by
-//! every MoE node of a plan (the nodes run one after another).
+//! every MoE node of a plan (the nodes run one after another). Which kernel the expert
+//! matmuls take, and their dispatches on it: `moe_path.rs`.
 
 use std::collections::HashMap;
 
 use infr_core::{ExpertGateUp, MoeGating, MoeParams, SharedExpert, TensorId, WeightId};
 
+use super::moe_path::{ExpertDispatch, ExpertPath};
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
 use crate::expert_cache as ec;
-use crate::features::Coop;
 use crate::fusion::Q8Info;
-use crate::kernels::{self, CoopTile};
-use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILED_MIN_TOKENS, MOE_TILES_MAX_EXPERTS, MOE_TILE_C};
+use crate::kernels;
+use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
 use crate::prefill_matmul::{grow_temp, round_params, Emit, F16Buffers, RoundedCopy};
 use crate::weights::GpuWeight;
@@ -22,7 +23,7 @@ use crate::weights::GpuWeight;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct MoeTemps {
     /// Expert ids then weight bits of every (token, slot) pair.
-    route: u32,
+    pub(super) route: u32,
     /// Gate and up outputs side by side.
     gu: u32,
     /// The gated activation, and its copy rounded for the down projection.
@@ -32,7 +33,7 @@ pub(super) struct MoeTemps {
     y: u32,
     sy: u32,
     /// The tiled expert matmuls' work list (`moe_tiles.wgsl`).
-    tiles: u32,
+    pub(super) tiles: u32,
     /// The input in f16, rounded for the gate/up weights (cooperative batches).
     x16: u32,
     /// Int8 copies of the input and of the gated activation (integer-dot decode).
@@ -628,35 +629,27 @@ impl<'a> MoeLowering<'a, '_> {
             Some(g) => self.vec_of(g, cols)?,
             None => Res::Dummy,
         };
-        if as_plane {
-            // Each token's gate into `sy` (unused here), beside the gate/up products.
-            let scale = if sh.gate_inp.is_some() {
-                let gp = mk::MoeSharedGateParams { n_tokens: n as u32, in_cols: cols as u32 };
-                let res = vec![Res::Act(self.m.x.0), gate, Res::Temp(t.sy)];
-                self.emit(mk::moe_shared_gate(), res, bytes(&gp), u32_of(n, "tokens")?, None);
-                Some(Res::Temp(t.sy))
-            } else {
-                None
-            };
-            self.shared_glu(fs)?;
-            let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
-            let out = self.m.out_cols;
-            self.dense(sh.down, (h, Res::Temp(t.y)), (fs, out, self.pairs * out), scale)?;
-            return Ok((Res::Dummy, Res::Dummy));
-        }
-        self.shared_glu(fs)?;
-        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
-        self.dense(sh.down, (h, Res::Temp(t.sy)), (fs, self.m.out_cols, 0), None)?;
-        Ok((Res::Temp(t.sy), gate))
-    }
-
-    /// The shared expert's gated activation (gate | up in `gu` into `h`).
-    fn shared_glu(&mut self, fs: usize) -> VkResult<()> {
-        let (n, t) = (self.m.n_tokens, self.t);
+        // As a plane, each token's gate goes into `sy` (unused then), beside the gate/up
+        // products, for the down projection to scale its row by.
+        let scale = if as_plane && sh.gate_inp.is_some() {
+            let gp = mk::MoeSharedGateParams { n_tokens: n as u32, in_cols: cols as u32 };
+            let res = vec![Res::Act(self.m.x.0), gate, Res::Temp(t.sy)];
+            self.emit(mk::moe_shared_gate(), res, bytes(&gp), u32_of(n, "tokens")?, None);
+            Some(Res::Temp(t.sy))
+        } else {
+            None
+        };
         let gp = mk::MoeGluParams { n_pairs: n as u32, n_ff: fs as u32 };
         let groups = u32_of((n * fs).div_ceil(64), "activations")?;
         self.emit(mk::moe_glu(self.p.act), vec![Res::Temp(t.gu), Res::Temp(t.h)], bytes(&gp), groups, None);
-        Ok(())
+        let h = self.round_h(self.one_chunk(&sh.down)?, fs, n * fs)?;
+        let out = self.m.out_cols;
+        if as_plane {
+            self.dense(sh.down, (h, Res::Temp(t.y)), (fs, out, self.pairs * out), scale)?;
+            return Ok((Res::Dummy, Res::Dummy));
+        }
+        self.dense(sh.down, (h, Res::Temp(t.sy)), (fs, out, 0), None)?;
+        Ok((Res::Temp(t.sy), gate))
     }
 
     /// The node's output: each token's routed pairs summed, plus the (gated) shared expert.
@@ -674,151 +667,5 @@ impl<'a> MoeLowering<'a, '_> {
         let groups = u32_of(n * out.div_ceil(64), "token column chunks")?;
         self.emit(mk::moe_combine(), res, bytes(&cp), groups, None);
         Ok(())
-    }
-}
-
-/// Which kernel a node's expert matmuls take.
-#[derive(Debug, Clone, Copy)]
-enum ExpertPath {
-    /// Decode on the integer-dot kernel, one routed pair per work item; `gx`, `gh`: blocks per
-    /// shared scale of the gate/up input and of the down input (8: Q8_K rounding, 1: Q8_0).
-    Int8 { gx: u32, gh: u32 },
-    /// Batches on cooperative matrices over tiles of one expert's pairs.
-    Coop { coop: Coop, tile: CoopTile },
-    /// Batches on the scalar kernel over tiles of up to [`MOE_TILE_C`] pairs.
-    Tiled,
-    /// Decode on the scalar kernel, one routed pair per work item.
-    PerPair,
-}
-
-impl ExpertPath {
-    /// The path for `n` tokens of `cols` inputs with expert weights `experts` (gate/up first,
-    /// down last). Batches group their pairs by expert so that each weight read serves a tile
-    /// of pairs, on cooperative matrices where the device has them and every expert weight can
-    /// (64 tokens and up); decode steps take the integer-dot kernel where every weight type has
-    /// it, as the dense FFN's decode path does.
-    fn choose(p: &MoeParams, n: usize, cols: usize, feat: Features, experts: &[&GpuWeight]) -> Self {
-        let (down, gate_up) = experts.split_last().expect("expert weights");
-        if n >= MOE_TILED_MIN_TOKENS && p.n_expert <= MOE_TILES_MAX_EXPERTS {
-            let coop_ok = experts.iter().all(|gw| gw.layout.ty != infr_quant::GgmlType::F32 && gw.cols % 32 == 0);
-            return match feat.coopmat {
-                Some(coop) if coop_ok && n >= mk::moe_coop_min_tokens() => {
-                    let tile = mk::moe_coop_tile(coop.frag, feat.shared_bytes);
-                    Self::Coop { coop, tile }
-                }
-                _ => Self::Tiled,
-            };
-        }
-        let group = |gw: &GpuWeight, k_in: usize| {
-            let ok = feat.int8 && feat.subgroups && k_in % 32 == 0 && kernels::vec_q8_lanes(gw.layout.ty).is_some();
-            ok.then(|| if kernels::q8k_acts(gw.layout.ty) && k_in % 256 == 0 { 8u32 } else { 1 })
-        };
-        let gx = group(gate_up[0], cols);
-        let same = gate_up.iter().all(|gw| group(gw, cols) == gx);
-        match (mk::moe_q8_enabled() && same, gx, group(down, p.n_ff as usize)) {
-            (true, Some(gx), Some(gh)) => Self::Int8 { gx, gh },
-            _ => Self::PerPair,
-        }
-    }
-}
-
-/// One expert matmul to lower: `y[pair] = x[pair / x_div] · W_eᵀ` for every routed pair.
-struct ExpertDispatch<'a> {
-    /// The weight's buffer (its host tensor or its expert-cache slots).
-    w: Res,
-    gw: &'a GpuWeight,
-    /// The per-expert bias rows, or a dummy binding.
-    bias: Res,
-    x: Res,
-    y: Res,
-    /// Shape, routing and output placement (`soff` and `has_bias` filled in).
-    mp: mk::MoeMatmulParams,
-    /// Most tiles the node's tile list can hold.
-    max_tiles: u32,
-    /// A second weight of the same shape and type computed in the same dispatch into the
-    /// columns after the first one's (the up weight beside the gate; integer-dot path only):
-    /// its buffer, scale-plane offset and bias.
-    second: Option<(Res, u32, Res, bool)>,
-}
-
-impl ExpertDispatch<'_> {
-    /// The kernel, bindings, push constants and workgroups of this matmul on `path`.
-    fn lower(&self, path: ExpertPath, t: &MoeTemps, feat: Features) -> VkResult<(KernelSpec, Vec<Res>, Vec<u8>, u32)> {
-        let (mp, w) = (self.mp, self.w);
-        let grid = |tiles_m: u32, items: u32| {
-            tiles_m.checked_mul(items).ok_or_else(|| VkError::Unsupported("moe grid".into()))
-        };
-        Ok(match path {
-            ExpertPath::Int8 { .. } => {
-                let gate_up = self.second.is_some();
-                let fitted = super::matmul::fitted_rows(&self.gw.layout, mp.k as usize).and_then(|r| {
-                    Some((mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, Some(feat.shared_bytes))?, r))
-                });
-                let (spec, r) = match fitted {
-                    Some(hit) => hit,
-                    None => {
-                        let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
-                        let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, None).ok_or_else(|| {
-                            VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
-                        })?;
-                        (spec, r)
-                    }
-                };
-                let tiles_m = mp.m.div_ceil(r);
-                let mm = kernels::MatmulParams {
-                    k: mp.k,
-                    m: mp.m,
-                    n: 1,
-                    out_stride: mp.out_stride,
-                    out_col0: mp.out_col0,
-                    soff: mp.soff,
-                    has_bias: mp.has_bias,
-                    tiles_m,
-                };
-                let x_rows = mp.n_pairs / mp.x_div;
-                let q = kernels::MatmulQ8Params { mm, qs_off: x_rows * mp.k / 16 };
-                let qp = mk::MoeQ8Params { q, n_pairs: mp.n_pairs, x_div: mp.x_div, scale: mp.scale };
-                let mut res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
-                let groups = grid(tiles_m, mp.n_pairs)?;
-                match self.second {
-                    Some((w1, soff1, bias1, has_bias1)) => {
-                        res.extend([w1, bias1]);
-                        let gp = mk::MoeQ8GateUpParams { gate: qp, soff1, bias1: has_bias1 as u32 };
-                        (spec, res, bytes(&gp), grid(groups, 2)?)
-                    }
-                    None => (spec, res, bytes(&qp), groups),
-                }
-            }
-            ExpertPath::Coop { coop, tile } => {
-                let tiles_m = mp.m.div_ceil(tile.bm);
-                let cp = kernels::MoeCoopParams {
-                    k: mp.k,
-                    m: mp.m,
-                    n: self.max_tiles * tile.bn,
-                    out_stride: mp.out_stride,
-                    out_col0: mp.out_col0,
-                    soff: mp.soff,
-                    has_bias: mp.has_bias,
-                    tiles_m,
-                    n_pairs: mp.n_pairs,
-                    x_div: mp.x_div,
-                    scale: mp.scale,
-                };
-                let spec = kernels::matmul_coop(kernels::CoopOperands::Experts(&self.gw.layout), coop, tile);
-                let res = vec![w, self.x, self.y, self.bias, Res::Tables, Res::Temp(t.route), Res::Temp(t.tiles)];
-                (spec, res, bytes(&cp), grid(tiles_m, self.max_tiles)?)
-            }
-            ExpertPath::Tiled | ExpertPath::PerPair => {
-                let tiled = matches!(path, ExpertPath::Tiled);
-                let rows = mk::moe_rows();
-                let r = if tiled { rows.1 } else { rows.0 };
-                let mp = mk::MoeMatmulParams { tiles_m: mp.m.div_ceil(r), ..mp };
-                let tiles = if tiled { Res::Temp(t.tiles) } else { Res::Dummy };
-                let res = vec![w, self.x, self.y, Res::Temp(t.route), Res::Tables, self.bias, tiles];
-                let items = if tiled { self.max_tiles } else { mp.n_pairs };
-                let spec = mk::matmul_moe(&self.gw.layout, feat.subgroups, r, tiled);
-                (spec, res, bytes(&mp), grid(mp.tiles_m, items)?)
-            }
-        })
     }
 }
