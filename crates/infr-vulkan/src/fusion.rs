@@ -241,9 +241,10 @@ pub(crate) struct MatmulPaths<Q, R, S, M> {
     pub round16: R,
     /// Whether node `j` is a split-K matmul whose reduction its reader may do (no bias).
     pub split_k: S,
-    /// Whether node `j` is a mixture of experts whose routed outputs its reader may add up
-    /// (one token on the integer-dot path, no shared expert): its `k` weighted expert rows are
-    /// planes, as a split-K matmul's partial products are, and no `moe_combine` runs.
+    /// Whether node `j` is a mixture of experts whose expert rows its reader may add up (one
+    /// token on the integer-dot path): its `k` weighted routed rows, and a gated shared
+    /// expert's after them, are planes, as a split-K matmul's partial products are, and no
+    /// `moe_combine` runs.
     pub moe_planes: M,
 }
 
@@ -522,17 +523,19 @@ where
     /// Operand `t` of node `reader` as a [`ColSlice`], where it is a slice of whole vec4s that
     /// only `reader` reads and no other fusion took.
     fn col_slice(&self, t: TensorId, reader: usize) -> Option<ColSlice> {
+        let (x, period, offset, len) = self.sole_slice(t, reader)?;
+        let in_cols = self.graph.node(x).cols() as u32;
+        let fits = (period | offset | len) % 4 == 0 && period > 0 && in_cols % period == 0;
+        fits.then_some(ColSlice { x, in_cols, period, offset, len })
+    }
+
+    /// Where `t` is a column slice that only node `reader` reads and no fusion took: the
+    /// sliced tensor, period, first column and columns per period (`offset + len <= period`).
+    fn sole_slice(&self, t: TensorId, reader: usize) -> Option<(TensorId, u32, u32, u32)> {
         let ti = t.0 as usize;
         let Op::SliceCols { x, period, offset, len } = self.graph.nodes[ti].op else { return None };
-        let in_cols = self.graph.node(x).cols() as u32;
-        let fits = (period | offset | len) % 4 == 0 && period > 0 && in_cols % period == 0 && offset + len <= period;
-        (fits && self.consumers[ti] == [reader] && !self.fx.absorbed[ti]).then_some(ColSlice {
-            x,
-            in_cols,
-            period,
-            offset,
-            len,
-        })
+        let sole = offset + len <= period && self.consumers[ti] == [reader] && !self.fx.absorbed[ti];
+        sole.then_some((x, period, offset, len))
     }
 
     /// Attention node `i`: its split-merge quantizing the output, and its Q/K preparation
@@ -624,13 +627,11 @@ where
             (Some(_), Op::Rope { x, .. }) => x.0 as usize,
             _ => side.rope.0 as usize,
         };
-        let si = side.x.0 as usize;
-        let Op::SliceCols { x, period, offset, len } = g.nodes[si].op else { return side };
-        let whole = g.node(x).cols() == (n_head * period) as usize;
-        if len != head_dim || offset + len > period || !whole || self.consumers[si] != [first] || self.fx.absorbed[si] {
+        let Some((x, period, offset, len)) = self.sole_slice(side.x, first) else { return side };
+        if len != head_dim || g.node(x).cols() != (n_head * period) as usize {
             return side;
         }
-        self.fx.absorbed[si] = true;
+        self.fx.absorbed[side.x.0 as usize] = true;
         RopeSide { x, slice: Some((period, offset)), ..side }
     }
 
@@ -687,13 +688,9 @@ where
         let g = self.graph;
         let only = |t: TensorId, reader: usize| self.consumers[t.0 as usize] == [reader];
         // A whole-row slice read only by `reader`: its input and first column.
-        let slice = |t: TensorId, reader: usize| match g.node(t).op {
-            Op::SliceCols { x, period, offset, len }
-                if period as usize == g.node(x).cols() && offset + len <= period =>
-            {
-                only(t, reader).then_some((x, offset))
-            }
-            _ => None,
+        let slice = |t: TensorId, reader: usize| {
+            let (x, period, offset, _) = self.sole_slice(t, reader)?;
+            (period as usize == g.node(x).cols()).then_some((x, offset))
         };
         // scale?(rms_norm(slice)) read only by node `i`: the slice's input and first column,
         // the norm and the absorbed nodes.
