@@ -252,7 +252,7 @@ pub const KEYS: &[KeySpec] = &[
         "Split `<think>` reasoning out of replies: none, deepseek, auto.",
     )
     .flag("--reasoning-format"),
-    KeySpec::new("kernels.vulkan.flash_splits", UINT, "0", "Key splits per (token, head) of decode attention (up to 256, each of at least 64 keys); 0 = auto (at most 32)."),
+    KeySpec::new("kernels.vulkan.flash_splits", UINT, "0", "Key splits per (token, head) of decode attention (up to 256, each of at least 64 keys); 0 = auto (at most 32, or 64 on the lane-group kernel)."),
     KeySpec::new("kernels.vulkan.coopmat", Kind::Bool, "true", "Use cooperative-matrix kernels when supported."),
     KeySpec::new("kernels.vulkan.int_dot", Kind::Bool, "true", "Use integer dot-product kernels when supported."),
     KeySpec::new("kernels.vulkan.fusion", Kind::Bool, "true", "Merge small decode ops into fused kernels.")

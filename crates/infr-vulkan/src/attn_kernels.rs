@@ -435,56 +435,68 @@ fn decode_splits(rows: usize, forced: Option<u32>, most: u32) -> u32 {
     }
 }
 
-/// Tiles of keys whose scores [`attention_gqa`]'s two-pass rows keep per head: rows split
-/// automatically are two-pass only when all their keys fit one split of at most 64 (one
-/// tile); longer ones (`kernels.vulkan.flash_splits = 1`) compute later tiles' scores again.
-pub const ATTN_GQA_SCORE_TILES: u32 = 1;
+/// Threads per workgroup of [`attention_decode`].
+pub const ATTN_DECODE_WG: u32 = 128;
 
-/// Most query heads per KV head [`attention_gqa`] takes (its per-head registers and shared
-/// memory grow with them).
-pub const ATTN_GQA_MAX_GROUP: u32 = 8;
+/// Most query heads one [`attention_decode`] workgroup takes (its registers grow with them).
+pub const ATTN_DECODE_MAX_HEADS: u32 = 8;
 
-/// Decode attention for an f16 cache with `group` query heads per KV head in one workgroup
-/// (`attention_gqa.wgsl`: each key's K and V rows read once for the group); `None` where the
-/// head dims do not take 16-byte reads, the group is 1 or past [`ATTN_GQA_MAX_GROUP`], or its
-/// workgroup memory would pass `max_shared` bytes. Needs subgroup arithmetic. Its partials are
-/// [`attention`]'s, merged by [`attention_combine`].
-pub fn attention_gqa(dk: u32, dv: u32, group: u32, max_shared: u32) -> Option<KernelSpec> {
-    let reads_ok = dk > 0 && dk % 8 == 0 && dv % 8 == 0 && (dv / 8).is_power_of_two() && dv / 8 <= ATTN_WG;
-    if !reads_ok || !(2..=ATTN_GQA_MAX_GROUP).contains(&group) {
+/// Keys of a split whose scores [`attention_decode`]'s two-pass rows keep per head: all of
+/// them for automatic splits (a row is one split only up to 64 keys), later ones computed again.
+pub const ATTN_DECODE_SCORE_KEYS: u32 = 64;
+
+/// Query heads per [`attention_decode`] workgroup for `group` query heads per KV head: the
+/// largest divisor of the group up to [`ATTN_DECODE_MAX_HEADS`].
+pub fn attention_decode_heads(group: u32) -> u32 {
+    (1..=group.clamp(1, ATTN_DECODE_MAX_HEADS)).rev().find(|g| group % g == 0).unwrap_or(1)
+}
+
+/// Decode attention over an f16 cache by lane groups (`attention_decode.wgsl`): `heads` query
+/// heads of one KV head per workgroup, so each K and V row is read once for them, and lanes
+/// that share a key instead of a workgroup-wide tile. `min_subgroup` is the device's smallest
+/// subgroup (the lanes of a key are part of one). `None` where no lane count of at least 4
+/// divides both head dims into 4-element chunks, or the workgroup memory would pass
+/// `max_shared` bytes. Its partials are [`attention`]'s, merged by [`attention_combine`].
+pub fn attention_decode(dk: u32, dv: u32, heads: u32, min_subgroup: u32, max_shared: u32) -> Option<KernelSpec> {
+    if heads == 0 || heads > ATTN_DECODE_MAX_HEADS {
         return None;
     }
-    // The kept scores of the exact rows (ATTN_GQA_SCORE_TILES tiles per head), later one
-    // head's key-group partial outputs (WG / (dv / 8) groups of dv: 8 WG).
-    let buf = (group * ATTN_GQA_SCORE_TILES * ATTN_WG).max(8 * ATTN_WG);
-    // qs, red, ps and buf in f32, the slots in u32.
-    let shared = 4 * (group * dk + 2 * group * ATTN_WG + buf + ATTN_WG);
+    // The most lanes (up to a 32-lane subgroup) whose chunks tile both rows.
+    let lanes = [32u32, 16, 8, 4].into_iter().find(|&l| l <= min_subgroup && dk % (4 * l) == 0 && dv % (4 * l) == 0)?;
+    let key_groups = ATTN_DECODE_WG / lanes;
+    // Two keys a step where a lane holds many query and output chunks, else four.
+    let chunks = heads * (dk + dv) / (4 * lanes);
+    let unroll = if chunks > 16 { 2 } else { 4 };
+    let (qsh, scs, mls, osh) =
+        (heads * dk / 4, heads * ATTN_DECODE_SCORE_KEYS, key_groups * heads, key_groups * dv / 4);
+    let shared = 16 * qsh + 4 * scs + 8 * mls + 16 * osh;
     if shared > max_shared {
         return None;
     }
-    let name = format!("attention_gqa.g{group}.d{dk}x{dv}");
-    let spec = KernelSpec::new(name, &["common", "attn_io", "attention_gqa"], 7, push_size::<AttnParamsGpu>())
-        .define("WG", ATTN_WG)
-        .define("G", group)
-        .define("DPT", dv.div_ceil(ATTN_WG).max(1))
+    let name = format!("attention_decode.g{heads}.d{dk}x{dv}");
+    let spec = KernelSpec::new(name, &["common", "attn_io", "attention_decode"], 7, push_size::<AttnParamsGpu>())
+        .define("WG", ATTN_DECODE_WG)
+        .define("LANES", lanes)
+        .define("UNROLL", unroll)
+        .define("G", heads)
         .define("DK", dk)
         .define("DV", dv)
-        .define("SCORE_TILES", ATTN_GQA_SCORE_TILES)
-        .define("QS4", group * dk / 4)
-        .define("RED", group * ATTN_WG)
-        .define("PS", group * ATTN_WG)
-        .define("BUF", buf)
-        .define("VA", group * 8)
-        .define("K_TY", "vec4<u32>")
-        .define("V_TY", "vec4<u32>");
+        .define("SC_CAP", ATTN_DECODE_SCORE_KEYS)
+        .define("QSH", qsh)
+        .define("SCS", scs)
+        .define("MLS", mls)
+        .define("OSH", osh)
+        .define("QR", heads * dk / (4 * lanes))
+        .define("AR", heads * dv / (4 * lanes))
+        .define("K_TY", "vec2<u32>")
+        .define("V_TY", "vec2<u32>");
     Some(spec)
 }
 
-/// Key splits of [`attention_gqa`] for `rows` (token, KV head) pairs: `forced` where set (up to
-/// [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device, at most 128 (a group's
-/// workgroup does the work of several per-head ones, so it takes shorter key ranges).
-pub fn attention_gqa_splits(rows: usize, forced: Option<u32>) -> u32 {
-    decode_splits(rows, forced, 128)
+/// Key splits of [`attention_decode`] for `rows` (token, head group) pairs: `forced` where set
+/// (up to [`MAX_ATTENTION_SPLITS`]), else enough workgroups to fill a device, at most 64.
+pub fn attention_decode_splits(rows: usize, forced: Option<u32>) -> u32 {
+    decode_splits(rows, forced, 64)
 }
 
 #[cfg(test)]
@@ -504,20 +516,24 @@ mod tests {
     }
 
     #[test]
-    fn grouped_attention_takes_groups_of_two_to_eight() {
-        let gqa = |dk, dv, g| attention_gqa(dk, dv, g, 32 << 10);
-        assert!(gqa(128, 128, 8).is_some());
-        assert!(gqa(64, 64, 3).is_some());
-        assert!(gqa(256, 256, 8).is_some());
-        // One head per KV head, too many heads, head dims without 16-byte reads, or more
-        // workgroup memory than the device has (8 heads of 256: 14.25 KiB).
-        assert!(gqa(128, 128, 1).is_none());
-        assert!(gqa(128, 128, 16).is_none());
-        assert!(gqa(20, 20, 4).is_none());
-        assert!(attention_gqa(256, 256, 8, 12 << 10).is_none());
-        // A workgroup does a group's work, so it takes shorter key ranges: up to 128 splits.
-        assert_eq!(attention_gqa_splits(4, None), 128);
-        assert_eq!(attention_gqa_splits(32, None), 32);
-        assert_eq!(attention_gqa_splits(4, Some(16)), 16);
+    fn decode_attention_shapes() {
+        let spec = |dk, dv, g, sg| attention_decode(dk, dv, g, sg, 32 << 10);
+        assert!(spec(128, 128, 8, 32).is_some());
+        assert!(spec(64, 64, 1, 32).is_some());
+        assert!(spec(256, 256, 8, 8).is_some());
+        // Head dims that no 4-lane group tiles in 4-element chunks, too many heads, or more
+        // workgroup memory than the device has.
+        assert!(spec(20, 20, 4, 32).is_none());
+        assert!(spec(128, 128, 16, 32).is_none());
+        assert!(attention_decode(256, 256, 8, 8, 16 << 10).is_none());
+        // Heads per workgroup: the group's largest divisor up to 8.
+        assert_eq!(attention_decode_heads(8), 8);
+        assert_eq!(attention_decode_heads(5), 5);
+        assert_eq!(attention_decode_heads(12), 6);
+        assert_eq!(attention_decode_heads(16), 8);
+        assert_eq!(attention_decode_heads(1), 1);
+        assert_eq!(attention_decode_splits(4, None), 64);
+        assert_eq!(attention_decode_splits(32, None), 32);
+        assert_eq!(attention_decode_splits(4, Some(16)), 16);
     }
 }

@@ -51,9 +51,9 @@ pub struct VulkanOptions {
     /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
     /// default, never, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
     pub delta_chunk_min: u32,
-    /// Decode attention puts the query heads of a KV head in one workgroup (`false`: the
-    /// default, per-head workgroups, or `INFR_VK_ATTN_GQA=1`): for tests of that kernel.
-    pub grouped_attention: bool,
+    /// Decode attention by lane groups (`attention_decode`; `Some(false)`: the per-head
+    /// kernel; `None`: the default, or `INFR_VK_ATTN_LANES`): for tests of either kernel.
+    pub lane_attention: Option<bool>,
     /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (`false`: the default,
     /// a thread's 32 elements together, or `INFR_VK_DEQ16_STRIPED=1`): for tests of that form.
     pub striped_dequant: bool,
@@ -133,7 +133,7 @@ impl VulkanBackend {
             .with_attention_splits(opts.attention_splits)
             .with_f16_slice_bytes(opts.f16_slice_bytes)
             .with_delta_chunk_min(opts.delta_chunk_min)
-            .with_grouped_attention(opts.grouped_attention)
+            .with_lane_attention(opts.lane_attention)
             .with_striped_dequant(opts.striped_dequant)
             .with_coop_raw_units(
                 !(opts.coop_dequant_on_read || std::env::var("INFR_VK_COOP_RAW").is_ok_and(|v| v.trim() == "0")),
@@ -204,6 +204,11 @@ impl VulkanBackend {
     /// Whether decode matmuls of Q8_0/Q4_K/Q6_K use int8 activations and packed dot products.
     pub fn uses_int8(&self) -> bool {
         self.features.int8
+    }
+
+    /// Whether decode attention over an f16 cache runs by lane groups (`attention_decode`).
+    pub fn uses_lane_attention(&self) -> bool {
+        self.features.lane_attention && self.features.min_subgroup >= 4
     }
 
     /// Whether the validation layer is active.

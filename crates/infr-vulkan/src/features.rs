@@ -31,9 +31,12 @@ pub(crate) struct Features {
     /// ([`DELTA_CHUNK_MIN`], i.e. never, unless `INFR_VK_DELTA_CHUNK_MIN` or a test says
     /// otherwise; 0: never).
     pub delta_chunk_min: u32,
-    /// Decode attention puts the query heads of a KV head in one workgroup where it can
-    /// (`attention_gqa`; `INFR_VK_ATTN_GQA=1`, off by default until timed on a GPU).
-    pub grouped_attention: bool,
+    /// Decode attention over an f16 cache runs by lane groups, the query heads of a KV head in
+    /// one workgroup (`attention_decode`; `INFR_VK_ATTN_LANES=0` keeps the per-head kernel).
+    pub lane_attention: bool,
+    /// The device's smallest subgroup where it has subgroup shuffles (else 0): the most lanes
+    /// the lane-group kernels may give one key or row.
+    pub min_subgroup: u32,
     /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (each of a workgroup's
     /// four 16-byte stores covers consecutive words across its threads) instead of 64 bytes
     /// a thread (`INFR_VK_DEQ16_STRIPED=1`, off by default until timed on a GPU).
@@ -116,7 +119,8 @@ impl Features {
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(DELTA_CHUNK_MIN),
-            grouped_attention: std::env::var("INFR_VK_ATTN_GQA").is_ok_and(|v| v.trim() == "1"),
+            lane_attention: std::env::var("INFR_VK_ATTN_LANES").map_or(true, |v| v.trim() != "0"),
+            min_subgroup: if shuffles { caps.subgroup_size_range.map_or(caps.subgroup_size, |(lo, _)| lo) } else { 0 },
             striped_dequant: std::env::var("INFR_VK_DEQ16_STRIPED").is_ok_and(|v| v.trim() == "1"),
         }
     }
@@ -131,9 +135,11 @@ impl Features {
         self
     }
 
-    /// Decode attention groups query heads by KV head (`true`; `false` keeps the setting).
-    pub fn with_grouped_attention(mut self, on: bool) -> Self {
-        self.grouped_attention |= on;
+    /// Decode attention by lane groups (`Some(on)`; `None` keeps the setting).
+    pub fn with_lane_attention(mut self, on: Option<bool>) -> Self {
+        if let Some(on) = on {
+            self.lane_attention = on;
+        }
         self
     }
 

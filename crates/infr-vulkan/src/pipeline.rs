@@ -42,7 +42,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("coop_dense", include_str!("shaders/coop_dense.wgsl")),
     ("deq16_generic", include_str!("shaders/deq16_generic.wgsl")),
     ("deq16_k", include_str!("shaders/deq16_k.wgsl")),
-    ("attention_gqa", include_str!("shaders/attention_gqa.wgsl")),
+    ("attention_decode", include_str!("shaders/attention_decode.wgsl")),
     ("weight_io", include_str!("shaders/weight_io.wgsl")),
     ("dequant_f16", include_str!("shaders/dequant_f16.wgsl")),
     ("embed", include_str!("shaders/embed.wgsl")),

@@ -155,22 +155,20 @@ pub(super) fn lower(
         let groups = threads_groups(kernels::kv_write_threads(kv.dtype, n_tok, kw, vw))?;
         emit(&mut emits, &kernels::kv_write(kv.dtype), res, bytes(&kv_write_params), groups);
     }
-    // Decode rows with several query heads per KV head: one workgroup per KV head where the
-    // device takes it (`attention_gqa`), each key's K and V rows then read once for the group.
-    let grouped = match kv.dtype {
+    // Decode rows (steps too short for the cooperative kernel) over an f16 cache: lane groups,
+    // the query heads of a KV head in one workgroup (`attention_decode`), where the device
+    // has the shuffles.
+    let group_heads = kernels::attention_decode_heads(ap.n_head / ap.n_kv_head.max(1));
+    let lanes = match kv.dtype {
         infr_core::KvDType::F16
-            if feat.grouped_attention
-                && feat.subgroups
-                && ap.n_head % ap.n_kv_head.max(1) == 0
-                && n_tok < 16
-                && n_tok * (ap.n_head as usize) < 128 =>
+            if feat.lane_attention && feat.min_subgroup >= 4 && ap.n_head % ap.n_kv_head.max(1) == 0 && n_tok < 16 =>
         {
-            kernels::attention_gqa(ap.head_dim_k, ap.head_dim_v, ap.n_head / ap.n_kv_head, feat.shared_bytes)
+            kernels::attention_decode(ap.head_dim_k, ap.head_dim_v, group_heads, feat.min_subgroup, feat.shared_bytes)
         }
         _ => None,
     };
-    let n_split = match grouped {
-        Some(_) => kernels::attention_gqa_splits(n_tok * ap.n_kv_head as usize, feat.attention_splits),
+    let n_split = match lanes {
+        Some(_) => kernels::attention_decode_splits(n_tok * (ap.n_head / group_heads) as usize, feat.attention_splits),
         None => kernels::attention_splits(n_tok * ap.n_head as usize, feat.attention_splits),
     };
     let p = kernels::AttnParamsGpu {
@@ -223,17 +221,17 @@ pub(super) fn lower(
         Res::Scratch,
         sinks,
     ];
-    // The grouped kernel takes decode rows only: it does not skip rows the cooperative one did.
-    debug_assert!(grouped.is_none() || coop.is_none());
+    // The lane-group kernel takes decode rows only: it does not skip rows the cooperative one did.
+    debug_assert!(lanes.is_none() || coop.is_none());
     if let Some((spec, frag)) = coop {
         p.flash_rows = kernels::attn_coop_rows(frag);
         let groups = u32_of(n_tok.div_ceil(p.flash_rows as usize) * ap.n_head as usize, "attention groups")?;
         emit(&mut emits, &spec, res.clone(), bytes(&p), groups);
     }
-    // A workgroup per (row, split): rows of (token, KV head) for the grouped kernel, of
+    // A workgroup per (row, split): rows of (token, head group) for the lane-group kernel, of
     // (token, head) for the per-head one.
-    let (spec, work_rows) = match grouped {
-        Some(spec) => (spec, n_tok * ap.n_kv_head as usize),
+    let (spec, work_rows) = match lanes {
+        Some(spec) => (spec, n_tok * (ap.n_head / group_heads) as usize),
         None => (kernels::attention(kv.dtype, ap.head_dim_k, ap.head_dim_v, feat.subgroups), rows),
     };
     let groups = u32_of(work_rows * p.n_split as usize, "attention groups")?;

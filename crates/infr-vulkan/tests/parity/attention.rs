@@ -257,38 +257,47 @@ fn attention_long_context_more_splits() {
     long_context_splits(40, false);
 }
 
-/// Decode attention with the query heads of a KV head in one workgroup
-/// (`attention_gqa.wgsl`, `INFR_VK_ATTN_GQA=1`): groups of 4 with sinks over automatic splits,
-/// 2 with a softcap and a sliding window over two splits, 8 in one split (the two-pass rows
-/// with f16 probabilities), 8 of dim 128 and 2 of dim 256, each into an int8 matmul too (the
-/// merge that quantizes).
+/// Decode attention by lane groups (`attention_decode.wgsl`, the default where the device has
+/// subgroup shuffles): groups of 4 with sinks over automatic splits, 2 with a softcap and a
+/// sliding window over two splits, 8 in one split (the two-pass rows with f16 probabilities,
+/// scores past the kept ones computed again), 8 of dim 128 and 2 of dim 256, one head per KV
+/// head of dim 64, each into an int8 matmul too (the merge that quantizes).
 #[test]
-fn attention_grouped_query_heads() {
-    let grouped = |heads, dim, splits, sinks, softcap, window| LongContext {
+fn attention_lane_groups() {
+    let lanes = |heads, dim, splits, sinks, softcap, window| LongContext {
         heads,
         dim,
         splits,
         sinks,
         softcap,
         window,
-        grouped: true,
+        lanes: Some(true),
     };
-    long_context(grouped((4, 1), 32, 0, true, None, None));
-    long_context(grouped((8, 4), 32, 2, false, Some(20.0), Some(100)));
-    long_context(grouped((8, 1), 32, 1, false, None, None));
-    // Real head dims: 8 heads of 128 over several splits, 2 of 256.
-    long_context(grouped((8, 1), 128, 3, false, None, None));
-    long_context(grouped((4, 2), 256, 0, false, None, None));
+    long_context(lanes((4, 1), 32, 0, true, None, None));
+    long_context(lanes((8, 4), 32, 2, false, Some(20.0), Some(100)));
+    long_context(lanes((8, 1), 32, 1, false, None, None));
+    // Real head dims: 8 heads of 128 over several splits, 2 of 256, 64 without grouping.
+    long_context(lanes((8, 1), 128, 3, false, None, None));
+    long_context(lanes((4, 2), 256, 0, false, None, None));
+    long_context(lanes((2, 2), 64, 0, true, None, None));
 }
 
 fn long_context_splits(splits: u32, with_sinks: bool) {
-    let case =
-        LongContext { heads: (4, 1), dim: 32, splits, sinks: with_sinks, softcap: None, window: None, grouped: false };
+    // The per-head kernel (the lane-group one has its own test).
+    let case = LongContext {
+        heads: (4, 1),
+        dim: 32,
+        splits,
+        sinks: with_sinks,
+        softcap: None,
+        window: None,
+        lanes: Some(false),
+    };
     long_context(case);
 }
 
 /// A case of [`long_context`]: query and KV heads, head dim, decode key splits
-/// (`kernels.vulkan.flash_splits`), sinks, softcap, window, grouped query heads.
+/// (`kernels.vulkan.flash_splits`), sinks, softcap, window, decode attention by lane groups.
 struct LongContext {
     heads: (u32, u32),
     dim: u32,
@@ -296,11 +305,11 @@ struct LongContext {
     sinks: bool,
     softcap: Option<f32>,
     window: Option<u32>,
-    grouped: bool,
+    lanes: Option<bool>,
 }
 
 fn long_context(case: LongContext) {
-    let LongContext { heads: (nh, nkv), dim: d, splits, sinks: with_sinks, softcap, window, grouped } = case;
+    let LongContext { heads: (nh, nkv), dim: d, splits, sinks: with_sinks, softcap, window, lanes } = case;
     let mut rng = Rng(17);
     let mut w = Weights::default();
     let (tq, tk, tv) = qkv_tables(&mut w, &mut rng, nh, nkv, d, d);
@@ -310,7 +319,7 @@ fn long_context(case: LongContext) {
     let opts = infr_vulkan::VulkanOptions {
         validation: true,
         attention_splits: splits,
-        grouped_attention: grouped,
+        lane_attention: lanes,
         ..Default::default()
     };
     let Some(mut p) = Pair::with(&w, &kv, opts) else { return };
