@@ -646,8 +646,8 @@ mod tests {
                     check(&crate::moe_kernels::matmul_moe(&l, sg, r, true));
                 }
                 for (r, tiled) in [(2, None), (4, None), (8, Some(49152)), (32, Some(32768))] {
-                    for gate_up in [false, true] {
-                        if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r, gate_up, tiled) {
+                    for (gate_up, shared) in [(false, false), (true, false), (false, true), (true, true)] {
+                        if let Some(s) = crate::moe_kernels::matmul_vec_q8_moe(&l, r, gate_up, tiled, shared) {
                             check(&s);
                         }
                     }

@@ -126,6 +126,11 @@ pub struct MoeRouteParams {
     /// it, any other as expert 0 with weight 0.
     pub first: u32,
     pub count: u32,
+    /// 1: each token's pairs end with the shared expert's slot, weight 1; 2: weighted by its
+    /// sigmoid gate of the input (bindings X and the gate vector); 0: no slot.
+    pub shared_slot: u32,
+    /// Input columns (the gate's dot product, with `shared` 2).
+    pub in_cols: u32,
 }
 
 /// Push constants of `matmul_moe.wgsl`.
@@ -154,6 +159,12 @@ pub fn moe_q8_enabled() -> bool {
     std::env::var("INFR_VK_MOE_Q8").map_or(true, |v| v.trim() != "0")
 }
 
+/// Whether a decode step may run the shared expert as one more routed pair of each token
+/// (`INFR_VK_MOE_SHARED_SLOT=0` keeps its own matmuls, to compare).
+pub fn moe_shared_slot_enabled() -> bool {
+    std::env::var("INFR_VK_MOE_SHARED_SLOT").map_or(true, |v| v.trim() != "0")
+}
+
 /// Push constants of the integer-dot expert matmul ([`matmul_vec_q8_moe`]): the dense
 /// kernel's, then the routing fields.
 #[repr(C)]
@@ -177,8 +188,11 @@ pub struct MoeQ8Params {
 /// (`crate::gemv_q8::matmul_rows_q8`, `r` weight rows a tile, one per thread slot) within
 /// that many bytes of shared memory, for expert rows whose blocks fill the matrix-vector
 /// kernel's block slots poorly (Qwen3-30B-A3B's 768-column down product: 3 Q4_K blocks over
-/// 16 slots).
-pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32>) -> Option<KernelSpec> {
+/// 16 slots). `shared`: pairs routed to the shared expert's slot (id `SHARED_SLOT` of
+/// moe_gating.wgsl) read its own weights, of the same type and shape: bindings WS (and WS1
+/// for the up weight) after the others, push constants [`MoeQ8SharedParams`] /
+/// [`MoeQ8GateUpSharedParams`].
+pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32>, shared: bool) -> Option<KernelSpec> {
     let (dense, kernel) = match tiled {
         Some(max_shared) => (crate::gemv_q8::matmul_rows_q8(l, 1, r, 1, 1, max_shared)?, "matmul_rows_q8_moe"),
         None => (crate::kernels::matmul_vec_q8(l, 1, r, 1)?, "matmul_vec_q8_moe"),
@@ -213,22 +227,55 @@ pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32
     } else {
         ""
     };
+    // The shared expert's slot: its weights from row 0 of WS / WS1, their scale planes.
+    let expert_row = match (shared, gate_up) {
+        (false, _) => "    wrow0 = ROUTE[pair] * pc.m;",
+        (true, false) => {
+            "    shared_w = ROUTE[pair] == 0xffffffffu;
+    if shared_w {
+        wrow0 = 0u;
+        soff = pc.soff_s;
+    } else {
+        wrow0 = ROUTE[pair] * pc.m;
+    }"
+        }
+        (true, true) => {
+            "    shared_w = ROUTE[pair] == 0xffffffffu;
+    if shared_w {
+        wrow0 = 0u;
+        soff = select(pc.soff_s, pc.soff_s1, job == 1u);
+    } else {
+        wrow0 = ROUTE[pair] * pc.m;
+    }"
+        }
+    };
     let select = format!(
         "    var jl = lin0;
 {second}    let pair = jl / pc.tiles_m;
     lin = jl % pc.tiles_m;
     moe_pair = pair;
-    wrow0 = ROUTE[pair] * pc.m;
+{expert_row}
     xrow0 = pair / pc.x_div;"
     );
     let mut parts = dense.parts.clone();
     parts.insert(parts.len() - 1, "moe_weigh");
     let (name, extra) = if gate_up { (".x2", 2) } else { ("", 0) };
+    let (sh_name, sh_extra) = match (shared, gate_up) {
+        (false, _) => ("", 0),
+        (true, false) => (".sh", 1),
+        (true, true) => (".sh", 2),
+    };
+    let push_bytes = match (shared, gate_up) {
+        (false, false) => push_size::<MoeQ8Params>(),
+        (false, true) => push_size::<MoeQ8GateUpParams>(),
+        (true, false) => push_size::<MoeQ8SharedParams>(),
+        (true, true) => push_size::<MoeQ8GateUpSharedParams>(),
+    };
     let spec = KernelSpec {
-        name: format!("{kernel}.{}{name}", l.ty),
+        name: format!("{kernel}.{}{name}{sh_name}", l.ty),
         parts,
-        bindings: crate::kernels::MATMUL_BINDINGS + 1 + extra,
-        push_bytes: if gate_up { push_size::<MoeQ8GateUpParams>() } else { push_size::<MoeQ8Params>() },
+        bindings: crate::kernels::MATMUL_BINDINGS + 1 + extra + sh_extra,
+        push_bytes,
         ..dense
     };
     let (fields, binds, wload, grid) = if gate_up {
@@ -246,11 +293,30 @@ pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32
             "pc.tiles_m * pc.n_pairs",
         )
     };
+    // The shared expert's weights and scale planes after the others.
+    let (fields, binds, wload) = match (shared, gate_up) {
+        (false, _) => (fields.to_string(), binds.to_string(), wload.to_string()),
+        (true, false) => (
+            format!("{fields}    soff_s: u32,\n"),
+            format!("{binds}@group(0) @binding(6) var<storage, read> WS: array<vec4<u32>>;\n"),
+            format!("    if shared_w {{\n        return WS[i >> 2u];\n    }}\n{wload}"),
+        ),
+        (true, true) => (
+            format!("{fields}    soff_s: u32,\n    soff_s1: u32,\n"),
+            format!("{binds}@group(0) @binding(8) var<storage, read> WS: array<vec4<u32>>;\n@group(0) @binding(9) var<storage, read> WS1: array<vec4<u32>>;\n"),
+            format!("    if shared_w {{\n        if job == 1u {{\n            return WS1[i >> 2u];\n        }}\n        return WS[i >> 2u];\n    }}\n{wload}"),
+        ),
+    };
+    let shared_var = if shared {
+        "// Whether this workgroup's pair is the shared expert's slot.\nvar<private> shared_w: bool;\n"
+    } else {
+        ""
+    };
     Some(
         spec.redefine("JOB_FIELDS", fields)
             .redefine(
                 "JOB_BINDINGS",
-                format!("@group(0) @binding(5) var<storage, read> ROUTE: array<u32>;\n{binds}// The routed pair of this workgroup.\nvar<private> moe_pair: u32;\n"),
+                format!("@group(0) @binding(5) var<storage, read> ROUTE: array<u32>;\n{binds}// The routed pair of this workgroup.\nvar<private> moe_pair: u32;\n{shared_var}"),
             )
             .redefine("WLOAD4", wload)
             .redefine("JOB_SELECT", select)
@@ -268,6 +334,25 @@ pub struct MoeQ8GateUpParams {
     pub gate: MoeQ8Params,
     pub soff1: u32,
     pub bias1: u32,
+}
+
+/// Push constants of the shared-slot form of [`matmul_vec_q8_moe`]: the routed experts', then
+/// the shared expert's scale-plane offset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeQ8SharedParams {
+    pub routed: MoeQ8Params,
+    pub soff_s: u32,
+}
+
+/// Push constants of the gate/up shared-slot form of [`matmul_vec_q8_moe`]: the gate/up
+/// form's, then the shared expert's gate and up scale-plane offsets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoeQ8GateUpSharedParams {
+    pub routed: MoeQ8GateUpParams,
+    pub soff_s: u32,
+    pub soff_s1: u32,
 }
 
 /// Push constants of `moe_glu.wgsl`.
@@ -295,13 +380,13 @@ pub const MOE_ROUTE_RANK_MAX_EXPERTS: u32 = 1024;
 
 /// Top-k routing and gating: every expert ranked against all others at once (up to
 /// [`MOE_ROUTE_RANK_MAX_EXPERTS`]), else picks by a workgroup tree. Bindings: logits, expert
-/// scales, route.
+/// scales, route, and for the shared expert's slot (rank form only) the input and its gate.
 pub fn moe_route(n_expert: u32) -> KernelSpec {
     if n_expert <= MOE_ROUTE_RANK_MAX_EXPERTS {
         KernelSpec::new(
             "moe_route_rank",
             &["common", "tree_sum", "moe_gating", "moe_route_rank"],
-            3,
+            5,
             push_size::<MoeRouteParams>(),
         )
         .define("MAX_K", MOE_MAX_USED)
@@ -310,7 +395,7 @@ pub fn moe_route(n_expert: u32) -> KernelSpec {
         KernelSpec::new(
             "moe_route",
             &["common", "tree_sum", "moe_gating", "moe_route"],
-            3,
+            5,
             push_size::<MoeRouteParams>(),
         )
         .define("MAX_K", MOE_MAX_USED)

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use infr_core::{ExpertGateUp, MoeGating, MoeParams, SharedExpert, TensorId, WeightId};
 
-use super::moe_path::{ExpertDispatch, ExpertPath};
+use super::moe_path::{ExpertDispatch, ExpertPath, SlotWeights, WeightBuf};
 use super::{bytes, u32_of, Features, Res};
 use crate::error::{VkError, VkResult};
 use crate::expert_cache as ec;
@@ -175,11 +175,23 @@ pub(super) fn lower(
         paged: false,
         max_tiles: 0,
         pairs: m.n_tokens * p.n_used as usize,
+        slot: None,
         x16_mode: None,
         temp_bytes,
         rounded,
         emits: Vec::new(),
     };
+    let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
+    l.path = ExpertPath::choose(p, m.n_tokens, m.cols, feat, &experts);
+    l.paged = l.pages_fit()?;
+    // A one-token step whose reader adds up the rows runs the shared expert as each token's
+    // last pair, where it reads like the routed experts.
+    if let (Some(sh), true) = (&p.shared, planes.is_some()) {
+        l.slot = l.shared_slot(sh)?;
+        if l.slot.is_some() {
+            l.pairs = m.n_tokens * (p.n_used as usize + 1);
+        }
+    }
     let (n, ff, out, pairs) = (m.n_tokens, p.n_ff as usize, m.out_cols, l.pairs);
     let fs = match &p.shared {
         Some(s) => l.weight(&s.gate)?.rows,
@@ -191,17 +203,14 @@ pub(super) fn lower(
     l.grow(l.t.hr, (pairs * ff).max(n * fs));
     l.grow(l.t.y, (pairs + n) * out);
     l.grow(l.t.sy, n * out);
-    let experts = expert_weights(p).iter().map(|id| l.one_chunk(id)).collect::<VkResult<Vec<_>>>()?;
-    l.path = ExpertPath::choose(p, n, m.cols, feat, &experts);
-    l.paged = l.pages_fit()?;
     l.route()?;
     l.routed_experts(qact_of)?;
     // The reader adds up the routed rows (and the shared expert's, written after them) where
     // the plan lets it and this step's path makes them planes; else they are summed here.
     let as_planes = planes.is_some() && matches!(l.path, ExpertPath::Int8 { .. }) && n == 1;
     let shared = match &p.shared {
-        Some(sh) => l.shared_expert(sh, fs, as_planes)?,
-        None => (Res::Dummy, Res::Dummy),
+        Some(sh) if l.slot.is_none() => l.shared_expert(sh, fs, as_planes)?,
+        _ => (Res::Dummy, Res::Dummy),
     };
     match planes {
         Some(bufs) if as_planes => {
@@ -211,6 +220,16 @@ pub(super) fn lower(
         _ => l.combine(shared)?,
     }
     Ok(l.emits)
+}
+
+/// The shared expert run as one more pair of each token: its weights' buffers and scale-plane
+/// offsets, and its gate vector (the pair's weight is 1 without one).
+#[derive(Debug, Clone, Copy)]
+struct SharedSlot {
+    gate: WeightBuf,
+    up: WeightBuf,
+    down: WeightBuf,
+    gated: Option<WeightId>,
 }
 
 /// The state of lowering one MoE node: what every stage reads, and the dispatches so far.
@@ -226,8 +245,10 @@ struct MoeLowering<'a, 'b> {
     paged: bool,
     /// Upper bound of the tiled paths' work list (set by `route`).
     max_tiles: u32,
-    /// Routed (token, slot) pairs.
+    /// Routed (token, slot) pairs (with the shared expert's slot where `slot` is set).
     pairs: usize,
+    /// The shared expert as each token's last pair, where it runs so.
+    slot: Option<SharedSlot>,
     /// The rounding `x16` holds the input in, once a cooperative matmul asked for it.
     x16_mode: Option<u32>,
     temp_bytes: &'b mut Vec<u64>,
@@ -262,6 +283,42 @@ impl<'a> MoeLowering<'a, '_> {
             slots = Some(pe.slots);
         }
         Ok(slots.is_some_and(|s| self.pairs <= s as usize))
+    }
+
+    /// The shared expert `sh` as each token's last pair, where a one-token step on the
+    /// integer-dot path can: routed gate and up of one type in one dispatch, the shared
+    /// expert's weights of the routed ones' types and shapes, no biases, every expert held,
+    /// not paged, routed by rank.
+    fn shared_slot(&self, sh: &SharedExpert) -> VkResult<Option<SharedSlot>> {
+        let p = self.p;
+        let ExpertGateUp::Separate { gate, up } = p.gate_up else { return Ok(None) };
+        let fits = self.m.n_tokens == 1
+            && matches!(self.path, ExpertPath::Int8 { .. })
+            && !self.paged
+            && mk::moe_shared_slot_enabled()
+            && p.n_expert <= mk::MOE_ROUTE_RANK_MAX_EXPERTS
+            && p.held_experts() == (0, p.n_expert)
+            && p.gate_up_bias.is_none()
+            && p.down_bias.is_none();
+        if !fits {
+            return Ok(None);
+        }
+        let (cols, ff, out) = (self.m.cols, p.n_ff as usize, self.m.out_cols);
+        // (shared weight, routed weight, rows, columns)
+        let pairs = [(sh.gate, gate, ff, cols), (sh.up, up, ff, cols), (sh.down, p.down, out, ff)];
+        for (s, r, rows, k) in pairs {
+            let (sw, rw) = (self.one_chunk(&s)?, self.one_chunk(&r)?);
+            if sw.layout != rw.layout || sw.rows != rows || sw.cols != k || rw.cols != k {
+                return Ok(None);
+            }
+        }
+        if let Some(g) = sh.gate_inp {
+            self.vec_of(&g, cols)?;
+        }
+        let buf = |id: WeightId| -> VkResult<WeightBuf> {
+            Ok((Res::WeightChunk(id, 0), self.one_chunk(&id)?.chunks[0].soff_words))
+        };
+        Ok(Some(SharedSlot { gate: buf(sh.gate)?, up: buf(sh.up)?, down: buf(sh.down)?, gated: sh.gate_inp }))
     }
 
     /// The buffer the expert kernels read tensor `id` from, and its scale-plane offset.
@@ -343,12 +400,18 @@ impl<'a> MoeLowering<'a, '_> {
             has_scale: p.expert_scale.is_some() as u32,
             first: p.held_experts().0,
             count: p.held_experts().1,
+            shared_slot: self.slot.map_or(0, |s| if s.gated.is_some() { 2 } else { 1 }),
+            in_cols: u32_of(self.m.cols, "input columns")?,
         };
         let scale = match &p.expert_scale {
             Some(s) => self.vec_of(s, p.n_expert as usize)?,
             None => Res::Dummy,
         };
-        let res = vec![Res::Act(self.m.logits.0), scale, Res::Temp(self.t.route)];
+        let (x, gate) = match self.slot.and_then(|s| s.gated) {
+            Some(g) => (Res::Act(self.m.x.0), Res::WeightVec(g)),
+            None => (Res::Dummy, Res::Dummy),
+        };
+        let res = vec![Res::Act(self.m.logits.0), scale, Res::Temp(self.t.route), x, gate];
         self.emit(mk::moe_route(p.n_expert), res, bytes(&rp), u32_of(n, "tokens")?, None);
         if self.paged {
             self.fetch_experts()?;
@@ -419,11 +482,12 @@ impl<'a> MoeLowering<'a, '_> {
     }
 
     /// One expert matmul over the routed pairs (with a second weight of the same shape when
-    /// gate and up run as one dispatch).
+    /// gate and up run as one dispatch, and the shared expert's weights for its slot).
     fn expert_matmul(
         &mut self,
         (id, bias): (WeightId, Option<WeightId>),
         second: Option<(WeightId, Option<WeightId>)>,
+        shared: Option<SlotWeights>,
         (x, y): (Res, Res),
         mp: mk::MoeMatmulParams,
         role: &str,
@@ -439,7 +503,7 @@ impl<'a> MoeLowering<'a, '_> {
             None => None,
         };
         let bias = self.bias_res(bias, mp.m)?;
-        let d = ExpertDispatch { w, gw, bias, x, y, mp, max_tiles: self.max_tiles, second };
+        let d = ExpertDispatch { w, gw, bias, x, y, mp, max_tiles: self.max_tiles, second, shared };
         let (spec, res, push, groups) = d.lower(self.path, &self.t, self.feat)?;
         let shape = format!("{role} {}x{} pairs={}", mp.m, mp.k, mp.n_pairs);
         self.emit(spec, res, push, groups, Some(shape));
@@ -498,12 +562,17 @@ impl<'a> MoeLowering<'a, '_> {
                 out_stride: 2 * p.n_ff,
                 out_col0: col0 as u32,
                 soff: 0,
-                x_div: p.n_used,
+                x_div: u32_of(pairs / n, "pairs per token")?,
                 scale: p.weight_before as u32,
                 tiles_m: 0,
                 has_bias: 0,
             };
-            self.expert_matmul((id, bias), second, (x, Res::Temp(t.gu)), mp, role)?;
+            let shared = self.slot.map(|s| match (paired, col0) {
+                (true, _) => (s.gate, Some(s.up)),
+                (false, 0) => (s.gate, None),
+                (false, _) => (s.up, None),
+            });
+            self.expert_matmul((id, bias), second, shared, (x, Res::Temp(t.gu)), mp, role)?;
         }
         // The f16 down input of the cooperative path, quantized and scaled back as llama.cpp
         // rounds it for an int8 weight type: written by the GLU (as `round_act16` would).
@@ -544,7 +613,8 @@ impl<'a> MoeLowering<'a, '_> {
             tiles_m: 0,
             has_bias: 0,
         };
-        self.expert_matmul((p.down, p.down_bias), None, (h, Res::Temp(t.y)), mp, "down_exps")
+        let shared = self.slot.map(|s| (s.down, None));
+        self.expert_matmul((p.down, p.down_bias), None, shared, (h, Res::Temp(t.y)), mp, "down_exps")
     }
 
     /// The routed pairs' gated activation (gate | up rows of `gu` into `h`) fused with its

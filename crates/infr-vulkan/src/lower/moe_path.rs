@@ -75,7 +75,16 @@ pub(super) struct ExpertDispatch<'a> {
     /// columns after the first one's (the up weight beside the gate; integer-dot path only):
     /// its buffer, scale-plane offset and bias.
     pub(super) second: Option<(Res, u32, Res, bool)>,
+    /// The shared expert's weight (buffer, scale-plane offset) for pairs routed to its slot,
+    /// and its up weight beside `second` (integer-dot path only).
+    pub(super) shared: Option<SlotWeights>,
 }
+
+/// A weight buffer and its scale-plane offset.
+pub(super) type WeightBuf = (Res, u32);
+
+/// The shared expert's weight for the pairs of its slot, and its up weight beside a gate.
+pub(super) type SlotWeights = (WeightBuf, Option<WeightBuf>);
 
 impl ExpertDispatch<'_> {
     /// The kernel, bindings, push constants and workgroups of this matmul on `path`.
@@ -92,14 +101,15 @@ impl ExpertDispatch<'_> {
         Ok(match path {
             ExpertPath::Int8 { .. } => {
                 let gate_up = self.second.is_some();
+                let sh = self.shared.is_some();
                 let fitted = super::matmul::fitted_rows(&self.gw.layout, mp.k as usize).and_then(|r| {
-                    Some((mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, Some(feat.shared_bytes))?, r))
+                    Some((mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, Some(feat.shared_bytes), sh)?, r))
                 });
                 let (spec, r) = match fitted {
                     Some(hit) => hit,
                     None => {
                         let r = super::matmul::vec_q8_rows(mp.m as usize, 1);
-                        let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, None).ok_or_else(|| {
+                        let spec = mk::matmul_vec_q8_moe(&self.gw.layout, r, gate_up, None, sh).ok_or_else(|| {
                             VkError::Unsupported(format!("moe: no integer-dot kernel for {}", self.gw.layout.ty))
                         })?;
                         (spec, r)
@@ -121,13 +131,27 @@ impl ExpertDispatch<'_> {
                 let qp = mk::MoeQ8Params { q, n_pairs: mp.n_pairs, x_div: mp.x_div, scale: mp.scale };
                 let mut res = vec![w, self.x, self.y, self.bias, self.x, Res::Temp(t.route)];
                 let groups = grid(tiles_m, mp.n_pairs)?;
-                match self.second {
-                    Some((w1, soff1, bias1, has_bias1)) => {
+                match (self.second, self.shared) {
+                    (Some((w1, soff1, bias1, has_bias1)), shared) => {
                         res.extend([w1, bias1]);
                         let gp = mk::MoeQ8GateUpParams { gate: qp, soff1, bias1: has_bias1 as u32 };
-                        (spec, res, bytes(&gp), grid(groups, 2)?)
+                        let push = match shared {
+                            None => bytes(&gp),
+                            Some(((ws, soff_s), Some((ws1, soff_s1)))) => {
+                                res.extend([ws, ws1]);
+                                bytes(&mk::MoeQ8GateUpSharedParams { routed: gp, soff_s, soff_s1 })
+                            }
+                            Some((_, None)) => {
+                                return Err(VkError::Unsupported("moe: shared slot without its up weight".into()))
+                            }
+                        };
+                        (spec, res, push, grid(groups, 2)?)
                     }
-                    None => (spec, res, bytes(&qp), groups),
+                    (None, None) => (spec, res, bytes(&qp), groups),
+                    (None, Some(((ws, soff_s), _))) => {
+                        res.push(ws);
+                        (spec, res, bytes(&mk::MoeQ8SharedParams { routed: qp, soff_s }), groups)
+                    }
                 }
             }
             ExpertPath::Coop { coop, tile } => {

@@ -14,6 +14,10 @@ struct Params {
     has_scale: u32,
     first: u32,
     count: u32,
+    // 1: each token's pairs end with the shared expert's slot (id SHARED_SLOT), weight 1;
+    // 2: weighted by sigmoid(X[tok] . SHGATE) over in_cols columns (moe_route_rank.wgsl).
+    shared_slot: u32,
+    in_cols: u32,
 }
 
 var<immediate> pc: Params;
@@ -21,6 +25,17 @@ var<immediate> pc: Params;
 @group(0) @binding(0) var<storage, read> LOGITS: array<f32>;
 @group(0) @binding(1) var<storage, read> SCALE: array<f32>;
 @group(0) @binding(2) var<storage, read_write> ROUTE: array<u32>;
+// The MoE input and the shared expert's gate weights (read with shared_slot 2).
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+@group(0) @binding(4) var<storage, read> SHGATE: array<f32>;
+
+// The expert id of the shared expert's slot: the expert matmuls read its own weights there.
+const SHARED_SLOT: u32 = 0xffffffffu;
+
+// Pairs per token: the routed ones, and the shared expert's slot when it has one.
+fn pairs_per_token() -> u32 {
+    return pc.k + select(0u, 1u, pc.shared_slot != 0u);
+}
 
 const MAX_K: u32 = {{MAX_K}}u;
 
@@ -59,13 +74,12 @@ fn write_route(tok: u32, chosen: array<u32, MAX_K>, chosen_v: array<f32, MAX_K>,
             w[s] /= sum;
         }
     }
-    let n_pairs = pc.n_tokens * pc.k;
     for (var s = 0u; s < pc.k; s++) {
         var v = w[s];
         if pc.has_scale != 0u {
             v *= SCALE[chosen[s]];
         }
-        store_pair(tok * pc.k + s, chosen[s], v);
+        store_pair(tok * pairs_per_token() + s, chosen[s], v);
     }
 }
 
@@ -80,5 +94,5 @@ fn store_pair(i: u32, e: u32, w: f32) {
         v = 0.0;
     }
     ROUTE[i] = id;
-    ROUTE[pc.n_tokens * pc.k + i] = bitcast<u32>(v);
+    ROUTE[pc.n_tokens * pairs_per_token() + i] = bitcast<u32>(v);
 }

@@ -88,6 +88,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if pc.has_scale != 0u {
             w *= SCALE[e];
         }
-        store_pair(tok * k + li, e, w);
+        store_pair(tok * pairs_per_token() + li, e, w);
+    }
+    // The shared expert's slot after the routed ones, weighted by its gate (or 1).
+    if pc.shared_slot != 0u {
+        var g = 1.0;
+        if pc.shared_slot == 2u {
+            var d = 0.0;
+            for (var c = li; c < pc.in_cols; c += WG) {
+                d += X[tok * pc.in_cols + c] * SHGATE[c];
+            }
+            g = 1.0 / (1.0 + exp(-sum_all(li, d)));
+        }
+        if li == 0u {
+            let slot = tok * pairs_per_token() + k;
+            ROUTE[slot] = SHARED_SLOT;
+            ROUTE[pc.n_tokens * pairs_per_token() + slot] = bitcast<u32>(g);
+        }
     }
 }

@@ -145,8 +145,9 @@ fn check_tied_routing(
 /// A decode step's MoE output added to the residual and normed for an int8 matmul, as
 /// every MoE layer but the last feeds the next: the norm (`norm_q8`) adds up the routed
 /// experts' weighted rows and the shared expert's (sigmoid-gated or not) itself, so no
-/// `moe_combine` runs, for Q4_K / Q6_K experts (the integer-dot path); over several tokens the
-/// combine stays. Matches the CPU fused or not.
+/// `moe_combine` runs, for Q4_K / Q6_K experts (the integer-dot path), and the shared expert
+/// runs as each token's last routed pair; over several tokens the combine stays. Matches the
+/// CPU fused or not.
 #[test]
 fn moe_rows_added_by_the_next_norm() {
     let mut rng = Rng(41);
@@ -197,6 +198,13 @@ fn moe_rows_added_by_the_next_norm() {
                 if int8 {
                     let want = !(fused && n == 1);
                     assert_eq!(combined, want, "{what}, fused {fused}, n={n}: {:?}", prof.totals.keys());
+                }
+                // There the shared expert is each token's last pair of the expert matmuls
+                // (gate/up and down with its slot), with no matmuls or gate of its own.
+                if int8 && fused && n == 1 && params.shared.is_some() {
+                    let slot_kernels = prof.totals.keys().filter(|k| k.contains("_moe.") && k.ends_with(".sh")).count();
+                    let own = ["moe_shared_gate", "moe_glu_silu"].iter().map(|k| prof.count(k)).sum::<u64>();
+                    assert!(slot_kernels == 2 && own == 0, "{what}: {:?}", prof.totals.keys());
                 }
             }
         }
