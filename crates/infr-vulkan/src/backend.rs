@@ -51,12 +51,13 @@ pub struct VulkanOptions {
     /// Steps of at least this many tokens run the delta rule in its chunked form (0: the
     /// default, never, or `INFR_VK_DELTA_CHUNK_MIN`): for tests of that path on short steps.
     pub delta_chunk_min: u32,
-    /// Decode attention by lane groups (`attention_decode`; `Some(false)`: the per-head
-    /// kernel; `None`: the default, or `INFR_VK_ATTN_LANES`): for tests of either kernel.
+    /// Decode attention by lane groups (`attention_decode`; `Some(true)`; `None`: the
+    /// default, the per-head kernel, or `INFR_VK_ATTN_LANES`): for tests of either kernel.
     pub lane_attention: Option<bool>,
-    /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (`false`: the default,
-    /// a thread's 32 elements together, or `INFR_VK_DEQ16_STRIPED=1`): for tests of that form.
-    pub striped_dequant: bool,
+    /// Prefill's Q4_K / Q6_K dequantization to f16 stores in stripes (`Some(false)`: a
+    /// thread's 32 elements together; `None`: the default, striped, or
+    /// `INFR_VK_DEQ16_STRIPED`): for tests of either form.
+    pub striped_dequant: Option<bool>,
     /// The cooperative matmul dequantizes Q4_K and Q6_K weight units as it reads them (also
     /// with `INFR_VK_COOP_RAW=0`) instead of reading raw words and dequantizing when staging,
     /// which keeps the next k-steps' loads in flight (16-row decode 1.68x faster, c40): for

@@ -553,24 +553,27 @@ fn prefill_matmul_chain_in_small_slices() {
     }
 }
 
-/// The prefill chain with its Q4_K and Q6_K weights dequantized to f16 in stripes
-/// (`VulkanOptions::striped_dequant`), whole and in 64 KiB slices (rows from a slice's first
-/// row on); where the cooperative kernels run, both striped kernels must have run.
+/// The prefill chain with its Q4_K and Q6_K weights dequantized to f16 in stripes (the
+/// default) and a thread's 32 elements at a time (`VulkanOptions::striped_dequant`), whole
+/// and in 64 KiB slices (rows from a slice's first row on); where the cooperative kernels run,
+/// both kernels of the form asked for must have run.
 #[test]
 fn prefill_matmul_chain_striped_dequant() {
-    for f16_slice_bytes in [0, 64 << 10] {
-        let opts = infr_vulkan::VulkanOptions {
-            validation: true,
-            profile: true,
-            striped_dequant: true,
-            f16_slice_bytes,
-            ..Default::default()
-        };
-        let Some(vk) = prefill_chain(opts, &[300]) else { return };
-        if vk.uses_coopmat() {
-            let prof = vk.profile().expect("profiling on");
-            let ran = |ty: &str| prof.count(&format!("dequant_f16.{ty}.striped")) > 0;
-            assert!(ran("q4_K") && ran("q6_K"), "slices of {f16_slice_bytes}: {:?}", prof.totals.keys());
+    for (striped, suffix) in [(None, ".striped"), (Some(false), "")] {
+        for f16_slice_bytes in [0, 64 << 10] {
+            let opts = infr_vulkan::VulkanOptions {
+                validation: true,
+                profile: true,
+                striped_dequant: striped,
+                f16_slice_bytes,
+                ..Default::default()
+            };
+            let Some(vk) = prefill_chain(opts, &[300]) else { return };
+            if vk.uses_coopmat() {
+                let prof = vk.profile().expect("profiling on");
+                let ran = |ty: &str| prof.count(&format!("dequant_f16.{ty}{suffix}")) > 0;
+                assert!(ran("q4_K") && ran("q6_K"), "slices of {f16_slice_bytes}: {:?}", prof.totals.keys());
+            }
         }
     }
 }
