@@ -214,8 +214,9 @@ pub(crate) struct FusionOptions {
     pub quantizing: bool,
     /// `qk_rope` (needs 11 storage buffers per stage).
     pub qk_rope: bool,
-    /// Several integer-dot matmuls in one dispatch (up to 11 storage buffers).
-    pub gemv_jobs: bool,
+    /// Most integer-dot matmuls one dispatch may take (each past the first binds 3 more
+    /// storage buffers; 0 or 1: none grouped).
+    pub gemv_jobs: usize,
     /// Norms and GLUs that write the f16 operand of the split-K matmuls reading them (needs
     /// the cooperative-matrix kernels, which imply subgroup shuffles).
     pub round16: bool,
@@ -280,7 +281,7 @@ where
             Op::Scale { x, s } if opts.norm_add && !p.fx.absorbed[i] && !p.fx.norm_add.contains_key(&i) => {
                 p.norm_scale(i, *x, *s)
             }
-            Op::Linear { x, .. } if opts.gemv_jobs && !p.fx.absorbed[i] => p.gemv_jobs(i, *x),
+            Op::Linear { x, .. } if opts.gemv_jobs > 1 && !p.fx.absorbed[i] => p.gemv_jobs(i, *x, opts.gemv_jobs),
             _ => {}
         }
     }
@@ -723,15 +724,15 @@ where
         self.fx.delta_inputs.insert(i, DeltaInputs { x: xq, offsets: [q_off, k_off, v_off], q_l2, k_l2 });
     }
 
-    /// Matmul node `i` and the next ones reading `x` with a weight of its type, as jobs of
-    /// one integer-dot dispatch.
-    fn gemv_jobs(&mut self, i: usize, x: TensorId) {
+    /// Matmul node `i` and the next ones reading `x` with a weight of its type, as up to
+    /// `most` jobs of one integer-dot dispatch.
+    fn gemv_jobs(&mut self, i: usize, x: TensorId, most: usize) {
         let (graph, n) = (self.graph, self.graph.nodes.len());
         let Some(first) = (self.paths.q8)(i).filter(|q| q.single_chunk) else { return };
         // Later members are written at the first one's dispatch: consecutive nodes reading
         // only `x` free no other tensor in between.
         let mut members = vec![i];
-        while members.len() < MAX_GEMV_JOBS {
+        while members.len() < most.min(MAX_GEMV_JOBS) {
             let j = i + members.len();
             let same = j < n
                 && matches!(graph.nodes[j].op, Op::Linear { x: xj, .. } if xj == x)

@@ -9,8 +9,18 @@ use crate::kernels::{
 use crate::pipeline::KernelSpec;
 use crate::repack::GpuLayout;
 
-/// Most weights one integer-dot matrix-vector dispatch multiplies (q, k and v).
-pub const MAX_GEMV_JOBS: usize = 3;
+/// Most weights one integer-dot matrix-vector dispatch multiplies (q, k and v; a DeltaNet
+/// layer's qkv, z, beta and alpha projections).
+pub const MAX_GEMV_JOBS: usize = 4;
+
+/// Jobs of one integer-dot dispatch a device with `max_bindings` storage buffers per stage
+/// takes: the first binds 5, each other 3 more (up to [`MAX_GEMV_JOBS`]; 0 below 5).
+pub fn gemv_jobs_fit(max_bindings: u32) -> usize {
+    match max_bindings.checked_sub(5) {
+        Some(more) => (more as usize / 3 + 1).min(MAX_GEMV_JOBS),
+        None => 0,
+    }
+}
 
 /// The integer-dot matrix-vector kernel (needs subgroup arithmetic and packed int8 dot) for
 /// `c` activation rows and `r` weight rows per workgroup, every thread over all `r`, for
@@ -214,4 +224,19 @@ fn unrolled_q8_body(spec: KernelSpec, r: u32, c: u32, deq: &str) -> KernelSpec {
     }",
     );
     spec.define("BODY", body).redefine("REDUCE", reduce)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_fit_the_bindings() {
+        assert_eq!(gemv_jobs_fit(4), 0);
+        assert_eq!(gemv_jobs_fit(5), 1);
+        assert_eq!(gemv_jobs_fit(8), 2);
+        assert_eq!(gemv_jobs_fit(13), 3);
+        assert_eq!(gemv_jobs_fit(14), 4);
+        assert_eq!(gemv_jobs_fit(1 << 20), MAX_GEMV_JOBS);
+    }
 }

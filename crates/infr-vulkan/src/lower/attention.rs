@@ -156,8 +156,8 @@ pub(super) fn lower(
         emit(&mut emits, &kernels::kv_write(kv.dtype), res, bytes(&kv_write_params), groups);
     }
     // Decode rows (steps too short for the cooperative kernel) over an f16 cache: lane groups,
-    // the query heads of a KV head in one workgroup (`attention_decode`), where the device
-    // has the shuffles.
+    // the query heads of a KV head in one workgroup (`attention_decode`), where turned on and
+    // the device has the shuffles (off by default: slower than the per-head kernel on an H100).
     let group_heads = kernels::attention_decode_heads(ap.n_head / ap.n_kv_head.max(1));
     let lanes = match kv.dtype {
         infr_core::KvDType::F16

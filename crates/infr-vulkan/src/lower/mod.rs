@@ -270,7 +270,7 @@ pub(crate) fn lower(
     let fopts = FusionOptions {
         quantizing: feat.fusion && feat.int8 && norm_q8_fits,
         qk_rope: feat.fusion && feat.max_bindings >= fused_kernels::qk_rope(infr_core::KvDType::F16, 64).bindings,
-        gemv_jobs: feat.fusion && feat.int8 && feat.max_bindings >= 5 + 3 * (kernels::MAX_GEMV_JOBS as u32 - 1),
+        gemv_jobs: if feat.fusion && feat.int8 { kernels::gemv_jobs_fit(feat.max_bindings) } else { 0 },
         round16: feat.fusion && feat.coopmat.is_some() && norm_q8_fits,
         norm_add: feat.fusion && feat.subgroups,
         v_norm: kv.is_some_and(|k| k.dtype != infr_core::KvDType::Q8_0),

@@ -2,9 +2,9 @@
 // (q8_block.wgsl) with dot4I8Packed. Same workgroup shape and reduction as matmul_vec.wgsl;
 // TPB lanes per weight block, each lane covering whole 32-element activation blocks so their
 // precomputed sums handle the weight offsets (Q4_K mins, Q6_K's -32).
-// Up to three weights of one type that read the same activations (q/k/v, gate/up) can run
-// as jobs of one dispatch: workgroups from tile1 on belong to job 1 (W1/Y1/BIAS1), from
-// tile2 on to job 2; job 0 uses the plain bindings. The mixture-of-experts variant
+// Up to four weights of one type that read the same activations (q/k/v, gate/up, a DeltaNet
+// layer's qkv/z/beta/alpha) can run as jobs of one dispatch: workgroups from tile1 on belong
+// to job 1 (W1/Y1/BIAS1), from tile2 on to job 2, and so on; job 0 uses the plain bindings. The mixture-of-experts variant
 // (`matmul_vec_q8_moe`) runs a grid of weight-row tiles × routed pairs through the same
 // hooks: its JOB_SELECT points `wrow0` at the pair's expert and `xrow0` at its input row.
 

@@ -457,13 +457,18 @@ fn linear_coopmat_matches_tiled() {
     assert_clean(&tiled);
 }
 
-/// Consecutive matmuls of one input and weight type (q/k/v with biases, gate/up) run as
-/// jobs of one integer-dot dispatch on devices that have it: each output must equal the
-/// CPU's, for 1, 3 and 16 activation rows and for two and three jobs of different widths.
+/// Consecutive matmuls of one input and weight type (q/k/v with biases, gate/up, a DeltaNet
+/// layer's qkv, z, beta and alpha) run as jobs of one integer-dot dispatch on devices that
+/// have it: each output must equal the CPU's, for 1, 3 and 16 activation rows and for two,
+/// three and four jobs of different widths.
 #[test]
 fn matmuls_sharing_an_input_match_cpu() {
-    let cases =
-        [(GgmlType::Q4_K, vec![512, 128, 128]), (GgmlType::Q6_K, vec![96, 320]), (GgmlType::Q8_0, vec![64, 64, 192])];
+    let cases = [
+        (GgmlType::Q4_K, vec![512, 128, 128]),
+        (GgmlType::Q6_K, vec![96, 320]),
+        (GgmlType::Q8_0, vec![64, 64, 192]),
+        (GgmlType::Q4_K, vec![256, 128, 32, 32]),
+    ];
     for (ty, widths) in cases {
         let mut rng = Rng(77);
         let mut w = Weights::default();
