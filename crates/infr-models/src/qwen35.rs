@@ -33,13 +33,15 @@ struct GatedAttention {
 impl GatedAttention {
     fn build(&self, g: &mut GraphBuilder<'_>, x: TensorId) -> TensorId {
         let d = self.head_dim as usize;
+        // The three projections of x first, next to each other: a backend may run those of
+        // one weight type as one dispatch.
         let qg = g.linear(x, self.wq, None);
+        let k = g.linear(x, self.wk, None);
+        let v = g.linear(x, self.wv, None);
         let q = g.slice_cols(qg, 2 * d, 0, d);
         let gate = g.slice_cols(qg, 2 * d, d, d);
         let q = g.rms_norm(q, Some(self.q_norm), self.eps, d);
-        let k = g.linear(x, self.wk, None);
         let k = g.rms_norm(k, Some(self.k_norm), self.eps, d);
-        let v = g.linear(x, self.wv, None);
         let q = g.rope(q, self.rope);
         let k = g.rope(k, self.rope);
         let params = AttnParams {

@@ -409,7 +409,13 @@ const PUT8_Q8_0: &str = "    let d = bitcast<f32>(w.z);
 /// Merge of split attention partials.
 pub fn attention_combine() -> KernelSpec {
     KernelSpec::new("attention_combine", &["common", "attention_combine"], 3, push_size::<AttnCombineParams>())
+        .define("MAX_DV", ATTN_COMBINE_MAX_DV)
+        .define("SET_O", 4 * ATTN_COMBINE_MAX_DV)
 }
+
+/// Value dims per block of [`attention_combine`] (its four sets' sums of a block are held in
+/// workgroup memory: 8 KiB; wider heads take several blocks).
+pub const ATTN_COMBINE_MAX_DV: u32 = 512;
 
 /// Most key splits [`attention_splits`] gives a (token, head): more would only make
 /// workgroups with no keys (each split takes at least 64) and a larger partials buffer.
