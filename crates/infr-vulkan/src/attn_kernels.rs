@@ -459,23 +459,31 @@ pub fn attention_decode_heads(group: u32) -> u32 {
 
 /// Decode attention over an f16 cache by lane groups (`attention_decode.wgsl`): `heads` query
 /// heads of one KV head per workgroup, so each K and V row is read once for them, and lanes
-/// that share a key instead of a workgroup-wide tile. `min_subgroup` is the device's smallest
-/// subgroup (the lanes of a key are part of one). `None` where no lane count of at least 4
-/// divides both head dims into 4-element chunks, or the workgroup memory would pass
-/// `max_shared` bytes. Its partials are [`attention`]'s, merged by [`attention_combine`].
+/// that share a key (each head's lanes splitting its rows) instead of a workgroup-wide tile.
+/// `min_subgroup` is the device's smallest subgroup (the lanes of a key are part of one).
+/// `None` where the heads (padded to a power of two) do not fit the lanes, a lane would hold
+/// more than 16 chunks of query and output (registers), the head dims do not split into
+/// 4-element chunks, or the workgroup memory would pass `max_shared` bytes. Its partials are
+/// [`attention`]'s, merged by [`attention_combine`].
 pub fn attention_decode(dk: u32, dv: u32, heads: u32, min_subgroup: u32, max_shared: u32) -> Option<KernelSpec> {
     if heads == 0 || heads > ATTN_DECODE_MAX_HEADS {
         return None;
     }
-    // The most lanes (up to a 32-lane subgroup) whose chunks tile both rows.
-    let lanes = [32u32, 16, 8, 4].into_iter().find(|&l| l <= min_subgroup && dk % (4 * l) == 0 && dv % (4 * l) == 0)?;
+    let padded = heads.next_power_of_two();
+    // The most lanes a head may take (a power of two): up to a 32-lane group, one chunk each.
+    let most = (min_subgroup.min(32) / padded).min(dk / 4).min(dv / 4);
+    if most == 0 {
+        return None;
+    }
+    let per_head = 1 << most.ilog2();
+    let lanes = per_head * padded;
+    let (ck, cv) = (dk / (4 * per_head), dv / (4 * per_head));
+    if dk % (4 * per_head) != 0 || dv % (4 * per_head) != 0 || ck == 0 || cv == 0 || ck + cv > 16 {
+        return None;
+    }
     let key_groups = ATTN_DECODE_WG / lanes;
-    // Two keys a step where a lane holds many query and output chunks, else four.
-    let chunks = heads * (dk + dv) / (4 * lanes);
-    let unroll = if chunks > 16 { 2 } else { 4 };
-    let (qsh, scs, mls, osh) =
-        (heads * dk / 4, heads * ATTN_DECODE_SCORE_KEYS, key_groups * heads, key_groups * dv / 4);
-    let shared = 16 * qsh + 4 * scs + 8 * mls + 16 * osh;
+    let (scs, mls, osh) = (padded * ATTN_DECODE_SCORE_KEYS, key_groups * padded, key_groups * padded * dv / 4);
+    let shared = 4 * scs + 8 * mls + 16 * osh;
     if shared > max_shared {
         return None;
     }
@@ -483,17 +491,15 @@ pub fn attention_decode(dk: u32, dv: u32, heads: u32, min_subgroup: u32, max_sha
     let spec = KernelSpec::new(name, &["common", "attn_io", "attention_decode"], 7, push_size::<AttnParamsGpu>())
         .define("WG", ATTN_DECODE_WG)
         .define("LANES", lanes)
-        .define("UNROLL", unroll)
+        .define("UNROLL", 4)
         .define("G", heads)
+        .define("HP", padded)
         .define("DK", dk)
         .define("DV", dv)
         .define("SC_CAP", ATTN_DECODE_SCORE_KEYS)
-        .define("QSH", qsh)
         .define("SCS", scs)
         .define("MLS", mls)
         .define("OSH", osh)
-        .define("QR", heads * dk / (4 * lanes))
-        .define("AR", heads * dv / (4 * lanes))
         .define("K_TY", "vec2<u32>")
         .define("V_TY", "vec2<u32>");
     Some(spec)
@@ -524,14 +530,18 @@ mod tests {
     #[test]
     fn decode_attention_shapes() {
         let spec = |dk, dv, g, sg| attention_decode(dk, dv, g, sg, 32 << 10);
+        // 8 heads of 128 over 32 lanes: 4 lanes a head, 8 + 8 chunks.
         assert!(spec(128, 128, 8, 32).is_some());
         assert!(spec(64, 64, 1, 32).is_some());
-        assert!(spec(256, 256, 8, 8).is_some());
-        // Head dims that no 4-lane group tiles in 4-element chunks, too many heads, or more
-        // workgroup memory than the device has.
+        assert!(spec(32, 32, 8, 8).is_some());
+        // Heads that do not fit the lanes, too many chunks a lane (8 heads of 256: 16 + 16),
+        // head dims that do not split into chunks, too many heads, or more workgroup memory
+        // than the device has.
+        assert!(spec(128, 128, 8, 4).is_none());
+        assert!(spec(256, 256, 8, 32).is_none());
         assert!(spec(20, 20, 4, 32).is_none());
         assert!(spec(128, 128, 16, 32).is_none());
-        assert!(attention_decode(256, 256, 8, 8, 16 << 10).is_none());
+        assert!(attention_decode(128, 128, 8, 32, 4 << 10).is_none());
         // Heads per workgroup: the group's largest divisor up to 8.
         assert_eq!(attention_decode_heads(8), 8);
         assert_eq!(attention_decode_heads(5), 5);

@@ -33,8 +33,9 @@ pub(crate) struct Features {
     pub delta_chunk_min: u32,
     /// Decode attention over an f16 cache runs by lane groups, the query heads of a KV head in
     /// one workgroup (`attention_decode`; `INFR_VK_ATTN_LANES=1`). Off by default: on an H100
-    /// it took 41 against the per-head kernel's 10 µs a layer at 8 keys, 152 against 27 at
-    /// 4,096 (Qwen3-30B-A3B).
+    /// its first form (every lane over all the heads) took 41 against the per-head kernel's
+    /// 10 µs a layer at 8 keys, 152 against 27 at 4,096 (Qwen3-30B-A3B); the present one
+    /// (each head its own lanes) is not timed.
     pub lane_attention: bool,
     /// The device's smallest subgroup where it has subgroup shuffles (else 0): the most lanes
     /// the lane-group kernels may give one key or row.

@@ -1,12 +1,13 @@
 // Decode attention over an f16 cache (flash decoding): a workgroup takes one (token, group of G
 // query heads, key split); its invocations form key groups of L lanes, each key group walks
-// every NKG-th run of U keys of the split, and the L lanes of a key group share one key: each
-// reads its 4-element chunks of the K and V rows (L chunks side by side, so a key group's loads
-// are one contiguous span), the dot products are summed across the lanes with shuffles. The G
-// heads share a KV head (grouped-query attention), so each K and V row is read once for all of
-// them, as llama.cpp's Vulkan flash attention puts the heads of a KV head in the rows of one
-// workgroup. Per key group an online softmax (m, l, output) per head; the key groups are merged
-// at the end. Keys need no workgroup barrier: only the final merge synchronizes.
+// every NKG-th run of U keys of the split. Within a key group each head has LPH lanes (the G
+// heads padded to HP): they split the key's K and V rows into 4-element chunks (LPH chunks side
+// by side) and sum their partial dot products with shuffles, so each invocation holds one
+// head's query and output chunks and one (m, l) pair. The G heads share a KV head
+// (grouped-query attention): the K and V rows of a key are read by one key group for all of
+// them (the same addresses across its head lanes), as llama.cpp's Vulkan flash attention puts
+// the heads of a KV head in the rows of one workgroup. Keys need no workgroup barrier: only
+// the final merge of the key groups synchronizes.
 //
 // Rows whose keys fit one split take two passes as attention.wgsl's do (llama.cpp's CPU rounds
 // the normalized probabilities to f16 before P·V): the first finds each head's max and sum
@@ -18,85 +19,59 @@ const WG: u32 = {{WG}}u;
 const L: u32 = {{LANES}}u;
 const NKG: u32 = WG / L;
 const U: u32 = {{UNROLL}}u;
-// Query heads per workgroup.
+// Query heads per workgroup, padded to a power of two, and lanes per head.
 const G: u32 = {{G}}u;
+const HP: u32 = {{HP}}u;
+const LPH: u32 = L / HP;
 const DKC: u32 = {{DK}}u;
 const DVC: u32 = {{DV}}u;
 // 4-element chunks per lane of a K row and of a V row.
-const CK: u32 = DKC / (4u * L);
-const CV: u32 = DVC / (4u * L);
+const CK: u32 = DKC / (4u * LPH);
+const CV: u32 = DVC / (4u * LPH);
 // Keys of a split whose scores the two-pass rows keep (per head).
 const SC_CAP: u32 = {{SC_CAP}}u;
 
-// The G queries (head-major), staged for the lanes' registers.
-var<workgroup> qsh: array<vec4<f32>, {{QSH}}>;
 var<workgroup> scs: array<f32, {{SCS}}>;
 // Per key group and head: m, l.
 var<workgroup> mls: array<vec2<f32>, {{MLS}}>;
-// One head's key-group outputs at a time.
+// The key groups' outputs of every head.
 var<workgroup> osh: array<vec4<f32>, {{OSH}}>;
-
-// This lane's query chunks and output accumulators, head-major.
-var<private> q: array<vec4<f32>, {{QR}}>;
-var<private> acc: array<vec4<f32>, {{AR}}>;
-var<private> m: array<f32, G>;
-var<private> l: array<f32, G>;
 
 fn unpack4(w: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
 }
 
-// The sum of `v` over the L lanes of this key group, in every one of them.
-fn lanes_sum(v: f32) -> f32 {
+// The sum of `v` over the LPH lanes of this head in this key group, in every one of them.
+fn head_sum(v: f32) -> f32 {
     var s = v;
-    for (var o = L / 2u; o > 0u; o >>= 1u) {
+    for (var o = LPH / 2u; o > 0u; o >>= 1u) {
         s += subgroupShuffleXor(s, o);
     }
     return s;
 }
 
-// The G scaled (soft-capped) scores of the key in `slot`, in every lane of the key group.
-fn scores(slot: u32, kvh: u32, lane: u32) -> array<f32, G> {
-    let kb = (slot * pc.kw + kvh * DKC) / 4u + lane;
-    var kc: array<vec4<f32>, CK>;
+// This lane's head's scaled (soft-capped) score of the key in `slot` (first chunk `kb`).
+fn score(q: array<vec4<f32>, CK>, kb: u32) -> f32 {
+    var d = 0.0;
     for (var c = 0u; c < CK; c++) {
-        kc[c] = unpack4(KC[kb + c * L]);
+        d += dot(q[c], unpack4(KC[kb + c * LPH]));
     }
-    var s: array<f32, G>;
-    for (var g = 0u; g < G; g++) {
-        var d = 0.0;
-        for (var c = 0u; c < CK; c++) {
-            d += dot(q[g * CK + c], kc[c]);
-        }
-        var sc = lanes_sum(d) * pc.scale;
-        if pc.softcap != 0.0 {
-            sc = tanh_exp(sc / pc.softcap) * pc.softcap;
-        }
-        s[g] = sc;
+    var sc = head_sum(d) * pc.scale;
+    if pc.softcap != 0.0 {
+        sc = tanh_exp(sc / pc.softcap) * pc.softcap;
     }
-    return s;
-}
-
-// acc[g] += p[g] · (this lane's chunks of the V row in `slot`).
-fn add_v(slot: u32, kvh: u32, lane: u32, p: array<f32, G>) {
-    let vb = (slot * pc.vw + kvh * DVC) / 4u + lane;
-    for (var c = 0u; c < CV; c++) {
-        let v = unpack4(VC[vb + c * L]);
-        for (var g = 0u; g < G; g++) {
-            acc[g * CV + c] += p[g] * v;
-        }
-    }
+    return sc;
 }
 
 // Head g's max and sum over the key groups (their (m, l) in `mls`): M, Σ l e^(m - M).
 fn merged_ml(g: u32) -> vec2<f32> {
     var mx = -1e30;
     for (var i = 0u; i < NKG; i++) {
-        mx = max(mx, mls[i * G + g].x);
+        mx = max(mx, mls[i * HP + g].x);
     }
     var sum = 0.0;
     for (var i = 0u; i < NKG; i++) {
-        let e = mls[i * G + g];
+        let e = mls[i * HP + g];
         sum += e.y * exp(e.x - mx);
     }
     return vec2<f32>(mx, sum);
@@ -106,7 +81,8 @@ fn merged_ml(g: u32) -> vec2<f32> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_id) sgid: u32, @builtin(subgroup_size) sgs: u32) {
     let u = sgid * sgs + sgi;
     let kg = u / L;
-    let lane = u % L;
+    let gi = (u % L) / LPH;
+    let li = u % LPH;
     let lin0 = wg_linear(wid, nwg);
     let split = lin0 % pc.n_split;
     let lin = lin0 / pc.n_split;
@@ -125,162 +101,144 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let begin = range.x;
     let end = range.y;
-    for (var i = t; i < G * DKC / 4u; i += WG) {
-        let o = (tok * pc.n_head + h0) * DKC + 4u * i;
+    // Padding lanes (gi >= G) shadow the last head; what they store is never read.
+    let h = h0 + min(gi, G - 1u);
+    var q: array<vec4<f32>, CK>;
+    for (var c = 0u; c < CK; c++) {
+        let o = (tok * pc.n_head + h) * DKC + 4u * (c * LPH + li);
         var x = vec4<f32>(Q[o], Q[o + 1u], Q[o + 2u], Q[o + 3u]);
         if pc.round_q == 1u {
             x = vec4<f32>(round_f16(x.x), round_f16(x.y), round_f16(x.z), round_f16(x.w));
         }
-        qsh[i] = x;
+        q[c] = x;
     }
-    workgroupBarrier();
-    for (var g = 0u; g < G; g++) {
-        for (var c = 0u; c < CK; c++) {
-            q[g * CK + c] = qsh[(g * DKC) / 4u + c * L + lane];
-        }
-        for (var c = 0u; c < CV; c++) {
-            acc[g * CV + c] = vec4<f32>(0.0);
-        }
-        m[g] = -1e30;
-        l[g] = 0.0;
-        // The sink counts once per row: in split 0's first key group.
-        if pc.has_sinks != 0u && split == 0u && kg == 0u {
-            m[g] = SINKS[h0 + g];
-            l[g] = 1.0;
-        }
+    var acc: array<vec4<f32>, CV>;
+    for (var c = 0u; c < CV; c++) {
+        acc[c] = vec4<f32>(0.0);
     }
+    var m = -1e30;
+    var l = 0.0;
+    // The sink counts once per row: in split 0's first key group.
+    if pc.has_sinks != 0u && split == 0u && kg == 0u {
+        m = SINKS[h];
+        l = 1.0;
+    }
+    // First 4-element chunk of this lane in a K row and in a V row.
+    let k_lane = kvh * DKC / 4u + li;
+    let v_lane = kvh * DVC / 4u + li;
     let exact = n_active == 1u && pc.round_q == 1u;
     let stride = NKG * U;
     if exact {
-        // First pass: each head's max and sum over the row, scores kept where they fit.
+        // First pass: the head's max and sum over the row, scores kept where they fit.
         for (var j0 = begin + kg * U; j0 < end; j0 += stride) {
             for (var k = 0u; k < U; k++) {
                 // Past the end: the last key again, unused (the lanes' shuffles stay together).
                 let j = min(j0 + k, end - 1u);
-                let s = scores(key_slot(pt, j), kvh, lane);
+                let s = score(q, key_slot(pt, j) * pc.kw / 4u + k_lane);
                 if j0 + k < end {
-                    for (var g = 0u; g < G; g++) {
-                        if j - begin < SC_CAP && lane == 0u {
-                            scs[g * SC_CAP + j - begin] = s[g];
-                        }
-                        let m_new = max(m[g], s[g]);
-                        l[g] = l[g] * exp(m[g] - m_new) + exp(s[g] - m_new);
-                        m[g] = m_new;
+                    if j - begin < SC_CAP && li == 0u {
+                        scs[gi * SC_CAP + j - begin] = s;
                     }
+                    let m_new = max(m, s);
+                    l = l * exp(m - m_new) + exp(s - m_new);
+                    m = m_new;
                 }
             }
         }
-        for (var g = 0u; g < G; g++) {
-            if lane == 0u {
-                mls[kg * G + g] = vec2<f32>(m[g], l[g]);
-            }
+        if li == 0u {
+            mls[kg * HP + gi] = vec2<f32>(m, l);
         }
         workgroupBarrier();
-        var inv: array<f32, G>;
-        for (var g = 0u; g < G; g++) {
-            let ml = merged_ml(g);
-            m[g] = ml.x;
-            l[g] = ml.y;
-            inv[g] = 1.0 / ml.y;
-        }
+        let ml = merged_ml(gi);
+        m = ml.x;
+        let inv = 1.0 / ml.y;
         // Second pass: V weighed by the rounded normalized probabilities.
         for (var j0 = begin + kg * U; j0 < end; j0 += stride) {
             for (var k = 0u; k < U; k++) {
                 let j = min(j0 + k, end - 1u);
                 let slot = key_slot(pt, j);
-                var s: array<f32, G>;
+                var s: f32;
                 if j - begin < SC_CAP {
-                    for (var g = 0u; g < G; g++) {
-                        s[g] = scs[g * SC_CAP + j - begin];
-                    }
+                    s = scs[gi * SC_CAP + j - begin];
                 } else {
-                    s = scores(slot, kvh, lane);
+                    s = score(q, slot * pc.kw / 4u + k_lane);
                 }
-                var p: array<f32, G>;
-                for (var g = 0u; g < G; g++) {
-                    p[g] = select(0.0, round_f16(exp(s[g] - m[g]) * inv[g]), j0 + k < end);
+                let p = select(0.0, round_f16(exp(s - m) * inv), j0 + k < end);
+                let vb = slot * pc.vw / 4u + v_lane;
+                for (var c = 0u; c < CV; c++) {
+                    acc[c] += p * unpack4(VC[vb + c * LPH]);
                 }
-                add_v(slot, kvh, lane, p);
             }
         }
     } else {
         // One pass, online softmax over runs of U keys.
         for (var j0 = begin + kg * U; j0 < end; j0 += stride) {
-            var s: array<array<f32, G>, U>;
+            var s: array<f32, U>;
             var slots: array<u32, U>;
+            var mx = m;
             for (var k = 0u; k < U; k++) {
-                let j = min(j0 + k, end - 1u);
-                slots[k] = key_slot(pt, j);
-                s[k] = scores(slots[k], kvh, lane);
+                slots[k] = key_slot(pt, min(j0 + k, end - 1u));
+                s[k] = score(q, slots[k] * pc.kw / 4u + k_lane);
+                if j0 + k < end {
+                    mx = max(mx, s[k]);
+                }
             }
-            var p: array<array<f32, G>, U>;
-            for (var g = 0u; g < G; g++) {
-                var mx = m[g];
-                for (var k = 0u; k < U; k++) {
-                    if j0 + k < end {
-                        mx = max(mx, s[k][g]);
-                    }
-                }
-                let alpha = exp(m[g] - mx);
-                var sum = l[g] * alpha;
-                for (var k = 0u; k < U; k++) {
-                    p[k][g] = select(0.0, exp(s[k][g] - mx), j0 + k < end);
-                    sum += p[k][g];
-                }
+            let alpha = exp(m - mx);
+            for (var c = 0u; c < CV; c++) {
+                acc[c] *= alpha;
+            }
+            l *= alpha;
+            for (var k = 0u; k < U; k++) {
+                let p = select(0.0, exp(s[k] - mx), j0 + k < end);
+                l += p;
+                let vb = slots[k] * pc.vw / 4u + v_lane;
                 for (var c = 0u; c < CV; c++) {
-                    acc[g * CV + c] *= alpha;
+                    acc[c] += p * unpack4(VC[vb + c * LPH]);
                 }
-                m[g] = mx;
-                l[g] = sum;
             }
-            for (var k = 0u; k < U; k++) {
-                add_v(slots[k], kvh, lane, p[k]);
-            }
+            m = mx;
         }
-        for (var g = 0u; g < G; g++) {
-            if lane == 0u {
-                mls[kg * G + g] = vec2<f32>(m[g], l[g]);
-            }
+        if li == 0u {
+            mls[kg * HP + gi] = vec2<f32>(m, l);
         }
         workgroupBarrier();
     }
-    // Merge the key groups one head at a time: out = Σ acc e^(m - M), sum = Σ l e^(m - M).
-    for (var g = 0u; g < G; g++) {
-        let ml = merged_ml(g);
-        let mx = ml.x;
-        let sum = ml.y;
-        // Two-pass rows: every key group already has the row's max, and acc is normalized.
-        let f = select(exp(mls[kg * G + g].x - mx), 1.0, exact);
-        for (var c = 0u; c < CV; c++) {
-            osh[kg * (DVC / 4u) + c * L + lane] = acc[g * CV + c] * f;
+    // Merge the key groups: out = Σ acc e^(m - M), sum = Σ l e^(m - M), per head.
+    let ml = merged_ml(gi);
+    // Two-pass rows: every key group already has the row's max, and acc is normalized.
+    let f = select(exp(mls[kg * HP + gi].x - ml.x), 1.0, exact);
+    for (var c = 0u; c < CV; c++) {
+        osh[(kg * HP + gi) * (DVC / 4u) + c * LPH + li] = acc[c] * f;
+    }
+    workgroupBarrier();
+    for (var i = t; i < G * DVC / 4u; i += WG) {
+        let g = i / (DVC / 4u);
+        let e = i % (DVC / 4u);
+        var o = vec4<f32>(0.0);
+        for (var k = 0u; k < NKG; k++) {
+            o += osh[(k * HP + g) * (DVC / 4u) + e];
         }
-        workgroupBarrier();
         let row = tok * pc.n_head + h0 + g;
+        if n_active == 1u {
+            let inv = select(1.0 / merged_ml(g).y, 1.0, exact);
+            let r = row * DVC + 4u * e;
+            O[r] = o.x * inv;
+            O[r + 1u] = o.y * inv;
+            O[r + 2u] = o.z * inv;
+            O[r + 3u] = o.w * inv;
+        } else {
+            let r = (row * pc.n_split + split) * (DVC + 2u) + 2u + 4u * e;
+            PART[r] = o.x;
+            PART[r + 1u] = o.y;
+            PART[r + 2u] = o.z;
+            PART[r + 3u] = o.w;
+        }
+    }
+    if n_active > 1u && t < G {
+        let row = tok * pc.n_head + h0 + t;
         let rec = (row * pc.n_split + split) * (DVC + 2u);
-        for (var i = t; i < DVC / 4u; i += WG) {
-            var o = vec4<f32>(0.0);
-            for (var k = 0u; k < NKG; k++) {
-                o += osh[k * (DVC / 4u) + i];
-            }
-            if n_active == 1u {
-                let inv = select(1.0 / sum, 1.0, exact);
-                let r = row * DVC + 4u * i;
-                O[r] = o.x * inv;
-                O[r + 1u] = o.y * inv;
-                O[r + 2u] = o.z * inv;
-                O[r + 3u] = o.w * inv;
-            } else {
-                let r = rec + 2u + 4u * i;
-                PART[r] = o.x;
-                PART[r + 1u] = o.y;
-                PART[r + 2u] = o.z;
-                PART[r + 3u] = o.w;
-            }
-        }
-        if n_active > 1u && t == 0u {
-            PART[rec] = mx;
-            PART[rec + 1u] = sum;
-        }
-        workgroupBarrier();
+        let mt = merged_ml(t);
+        PART[rec] = mt.x;
+        PART[rec + 1u] = mt.y;
     }
 }

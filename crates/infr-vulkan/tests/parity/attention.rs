@@ -257,11 +257,12 @@ fn attention_long_context_more_splits() {
     long_context_splits(40, false);
 }
 
-/// Decode attention by lane groups (`attention_decode.wgsl`, the default where the device has
-/// subgroup shuffles): groups of 4 with sinks over automatic splits, 2 with a softcap and a
+/// Decode attention by lane groups (`attention_decode.wgsl`, `INFR_VK_ATTN_LANES=1`): groups
+/// of 4 with sinks over automatic splits and over two long splits, 2 with a softcap and a
 /// sliding window over two splits, 8 in one split (the two-pass rows with f16 probabilities,
-/// scores past the kept ones computed again), 8 of dim 128 and 2 of dim 256, one head per KV
-/// head of dim 64, each into an int8 matmul too (the merge that quantizes).
+/// scores past the kept ones computed again), 8 of dim 128 and 2 of dim 256 (on devices with
+/// 32-lane subgroups; the per-head kernel on lavapipe's 8), one head per KV head of dim 64,
+/// each into an int8 matmul too (the merge that quantizes).
 #[test]
 fn attention_lane_groups() {
     let lanes = |heads, dim, splits, sinks, softcap, window| LongContext {
@@ -274,6 +275,8 @@ fn attention_lane_groups() {
         lanes: Some(true),
     };
     long_context(lanes((4, 1), 32, 0, true, None, None));
+    // Two splits of 128 keys: each key group takes several runs of keys (the rescaling).
+    long_context(lanes((4, 1), 32, 2, false, None, None));
     long_context(lanes((8, 4), 32, 2, false, Some(20.0), Some(100)));
     long_context(lanes((8, 1), 32, 1, false, None, None));
     // Real head dims: 8 heads of 128 over several splits, 2 of 256, 64 without grouping.
