@@ -129,7 +129,7 @@ pub struct MoeRouteParams {
     /// 1: each token's pairs end with the shared expert's slot, weight 1; 2: weighted by its
     /// sigmoid gate of the input (bindings X and the gate vector); 0: no slot.
     pub shared_slot: u32,
-    /// Input columns (the gate's dot product, with `shared` 2).
+    /// Input columns (the gate's dot product, with `shared_slot` 2).
     pub in_cols: u32,
 }
 
@@ -228,26 +228,19 @@ pub fn matmul_vec_q8_moe(l: &GpuLayout, r: u32, gate_up: bool, tiled: Option<u32
         ""
     };
     // The shared expert's slot: its weights from row 0 of WS / WS1, their scale planes.
-    let expert_row = match (shared, gate_up) {
-        (false, _) => "    wrow0 = ROUTE[pair] * pc.m;",
-        (true, false) => {
+    let expert_row = if shared {
+        let soff = if gate_up { "select(pc.soff_s, pc.soff_s1, job == 1u)" } else { "pc.soff_s" };
+        format!(
             "    shared_w = ROUTE[pair] == 0xffffffffu;
-    if shared_w {
+    if shared_w {{
         wrow0 = 0u;
-        soff = pc.soff_s;
-    } else {
+        soff = {soff};
+    }} else {{
         wrow0 = ROUTE[pair] * pc.m;
-    }"
-        }
-        (true, true) => {
-            "    shared_w = ROUTE[pair] == 0xffffffffu;
-    if shared_w {
-        wrow0 = 0u;
-        soff = select(pc.soff_s, pc.soff_s1, job == 1u);
+    }}"
+        )
     } else {
-        wrow0 = ROUTE[pair] * pc.m;
-    }"
-        }
+        "    wrow0 = ROUTE[pair] * pc.m;".to_string()
     };
     let select = format!(
         "    var jl = lin0;
@@ -385,7 +378,7 @@ pub fn moe_route(n_expert: u32) -> KernelSpec {
     if n_expert <= MOE_ROUTE_RANK_MAX_EXPERTS {
         KernelSpec::new(
             "moe_route_rank",
-            &["common", "tree_sum", "moe_gating", "moe_route_rank"],
+            &["common", "tree_sum", "moe_gating", "moe_gate", "moe_route_rank"],
             5,
             push_size::<MoeRouteParams>(),
         )
@@ -438,7 +431,12 @@ pub fn moe_glu(act: Activation) -> KernelSpec {
 /// Sum of the routed experts plus the (gated) shared expert. Bindings: experts, shared, x,
 /// shared gate weights, output.
 pub fn moe_combine() -> KernelSpec {
-    KernelSpec::new("moe_combine", &["common", "moe_gate", "moe_combine"], 5, push_size::<MoeCombineParams>())
+    KernelSpec::new(
+        "moe_combine",
+        &["common", "tree_sum", "moe_gate", "moe_combine"],
+        5,
+        push_size::<MoeCombineParams>(),
+    )
 }
 
 /// Push constants of `moe_shared_gate.wgsl`.
@@ -454,7 +452,7 @@ pub struct MoeSharedGateParams {
 pub fn moe_shared_gate() -> KernelSpec {
     KernelSpec::new(
         "moe_shared_gate",
-        &["common", "moe_gate", "moe_shared_gate"],
+        &["common", "tree_sum", "moe_gate", "moe_shared_gate"],
         3,
         push_size::<MoeSharedGateParams>(),
     )

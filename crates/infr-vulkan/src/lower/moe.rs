@@ -315,14 +315,17 @@ impl<'a> MoeLowering<'a, '_> {
         if let Some(g) = sh.gate_inp {
             self.vec_of(&g, cols)?;
         }
-        let buf = |id: WeightId| -> VkResult<WeightBuf> {
-            Ok((Res::WeightChunk(id, 0), self.one_chunk(&id)?.chunks[0].soff_words))
-        };
-        Ok(Some(SharedSlot { gate: buf(sh.gate)?, up: buf(sh.up)?, down: buf(sh.down)?, gated: sh.gate_inp }))
+        Ok(Some(SharedSlot {
+            gate: self.expert_buf(&sh.gate)?,
+            up: self.expert_buf(&sh.up)?,
+            down: self.expert_buf(&sh.down)?,
+            gated: sh.gate_inp,
+        }))
     }
 
-    /// The buffer the expert kernels read tensor `id` from, and its scale-plane offset.
-    fn expert_buf(&self, id: &WeightId) -> VkResult<(Res, u32)> {
+    /// The buffer the expert kernels read tensor `id` from, and its scale-plane offset (a
+    /// weight without expert-cache slots, as the shared expert's: its own buffer).
+    fn expert_buf(&self, id: &WeightId) -> VkResult<WeightBuf> {
         let gw = self.one_chunk(id)?;
         Ok(match (&gw.paged, self.paged) {
             (Some(pe), true) => (Res::ExpertSlots(*id), pe.soff_words),

@@ -20,7 +20,9 @@ var<immediate> pc: Params;
 @group(0) @binding(3) var<storage, read> GATE: array<f32>;
 @group(0) @binding(4) var<storage, read_write> Y: array<f32>;
 
-var<workgroup> red: array<f32, 64>;
+const WG: u32 = 64u;
+
+var<workgroup> red: array<f32, WG>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {

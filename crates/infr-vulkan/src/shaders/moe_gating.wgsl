@@ -15,7 +15,7 @@ struct Params {
     first: u32,
     count: u32,
     // 1: each token's pairs end with the shared expert's slot (id SHARED_SLOT), weight 1;
-    // 2: weighted by sigmoid(X[tok] . SHGATE) over in_cols columns (moe_route_rank.wgsl).
+    // 2: weighted by sigmoid(X[tok] . GATE) over in_cols columns (moe_route_rank.wgsl).
     shared_slot: u32,
     in_cols: u32,
 }
@@ -27,7 +27,7 @@ var<immediate> pc: Params;
 @group(0) @binding(2) var<storage, read_write> ROUTE: array<u32>;
 // The MoE input and the shared expert's gate weights (read with shared_slot 2).
 @group(0) @binding(3) var<storage, read> X: array<f32>;
-@group(0) @binding(4) var<storage, read> SHGATE: array<f32>;
+@group(0) @binding(4) var<storage, read> GATE: array<f32>;
 
 // The expert id of the shared expert's slot: the expert matmuls read its own weights there.
 const SHARED_SLOT: u32 = 0xffffffffu;

@@ -94,11 +94,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if pc.shared_slot != 0u {
         var g = 1.0;
         if pc.shared_slot == 2u {
-            var d = 0.0;
-            for (var c = li; c < pc.in_cols; c += WG) {
-                d += X[tok * pc.in_cols + c] * SHGATE[c];
-            }
-            g = 1.0 / (1.0 + exp(-sum_all(li, d)));
+            g = shared_gate(tok, li);
         }
         if li == 0u {
             let slot = tok * pairs_per_token() + k;
