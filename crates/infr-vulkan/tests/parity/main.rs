@@ -9,5 +9,6 @@ mod matmul;
 mod model;
 mod moe;
 mod ops;
+mod prefill;
 mod readback;
 mod recurrent;
