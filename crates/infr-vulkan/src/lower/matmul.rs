@@ -212,13 +212,14 @@ fn tiled_split(lw: &GpuWeight, n: usize) -> VkResult<Option<TiledSplit>> {
 /// cooperative-matrix kernel, else the tiled or generic one. All bind weight, x, y, bias,
 /// tables and take [`kernels::MatmulParams`].
 pub(super) fn float_matmul_kernel(lw: &GpuWeight, n: usize, feat: Features) -> (KernelSpec, u32, u32) {
+    let vec_r = vec_rows(lw.layout.ty);
     let vec_spec = if feat.subgroups && n <= kernels::VEC_MAX_COLS {
-        kernels::matmul_vec(&lw.layout, n as u32, VEC_R)
+        kernels::matmul_vec(&lw.layout, n as u32, vec_r)
     } else {
         None
     };
     match vec_spec {
-        Some(s) => (s, n as u32, VEC_R),
+        Some(s) => (s, n as u32, vec_r),
         // f32 weights (MoE routers, which llama.cpp keeps unquantized) keep f32
         // operands: an f16 router flips expert choices at near-ties.
         None if n > kernels::VEC_MAX_COLS => match feat.coopmat {
@@ -238,6 +239,17 @@ pub(super) fn float_matmul_kernel(lw: &GpuWeight, n: usize, feat: Features) -> (
 
 /// Weight rows per workgroup of the matrix-vector kernel.
 pub(super) const VEC_R: u32 = 2;
+
+/// Weight rows per workgroup of the matrix-vector kernel over weight type `ty`: one for f32
+/// (routers: a few hundred rows, so one a workgroup still leaves few workgroups), else
+/// [`VEC_R`].
+fn vec_rows(ty: infr_quant::GgmlType) -> u32 {
+    if ty == infr_quant::GgmlType::F32 {
+        1
+    } else {
+        VEC_R
+    }
+}
 
 /// Weight rows per workgroup of the integer-dot matrix-vector kernel for `m` weight rows and
 /// `n` activation rows: four for one or two rows when that still leaves a thousand

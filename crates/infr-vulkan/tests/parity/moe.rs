@@ -106,8 +106,11 @@ fn check_tied_routing(
     let mut rng = Rng(seed);
     let mut w = Weights::default();
     let xt = w.add(weight("x", GgmlType::F32, cols, VOCAB, &mut rng, 1.0));
-    let mut logits = rng.vec(VOCAB * n_expert, 2.0);
-    for row in logits.chunks_mut(n_expert) {
+    // The router table holds whole vectors of four (an f32 matrix's form); a count that is
+    // not a multiple of four takes its first `n_expert` columns.
+    let table_cols = n_expert.next_multiple_of(4);
+    let mut logits = rng.vec(VOCAB * table_cols, 2.0);
+    for row in logits.chunks_mut(table_cols) {
         for e in top {
             row[e] = 9.0;
         }
@@ -115,7 +118,7 @@ fn check_tied_routing(
             row[e] = 8.5;
         }
     }
-    let rt = f32_table(&mut w, "router", logits, n_expert, VOCAB);
+    let rt = f32_table(&mut w, "router", logits, table_cols, VOCAB);
     let gate = experts_of(&mut w, &mut rng, "gate", GgmlType::Q8_0, cols, ff, n_expert);
     let up = experts_of(&mut w, &mut rng, "up", GgmlType::Q8_0, cols, ff, n_expert);
     let down = experts_of(&mut w, &mut rng, "down", GgmlType::Q8_0, ff, cols, n_expert);
@@ -132,7 +135,10 @@ fn check_tied_routing(
         for n in [1, 5, 40] {
             let g = graph(&w, n, n, |g| {
                 let x = g.embed(xt);
-                let l = g.embed(rt);
+                let mut l = g.embed(rt);
+                if table_cols != n_expert {
+                    l = g.slice_cols(l, table_cols, 0, n_expert);
+                }
                 g.moe(x, l, params)
             });
             let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 3 + 1) % VOCAB as u32).collect();
@@ -218,6 +224,14 @@ fn moe_rows_added_by_the_next_norm() {
 #[test]
 fn moe_routing_over_many_experts_with_ties() {
     check_tied_routing(77, (160, COLS, FF), [5, 69, 133, 40, 100, 150, 159], [120, 20, 90], &[false, true]);
+}
+
+/// An expert count that is not a multiple of four (131): the ranking kernel pads its logits
+/// to whole vectors of four with -inf, which must rank after every expert, the last real one
+/// (130) among the tied picks included.
+#[test]
+fn moe_routing_over_an_odd_expert_count() {
+    check_tied_routing(79, (131, COLS, FF), [2, 64, 130, 40, 99, 127, 128], [129, 3, 90], &[false]);
 }
 
 /// More experts than the ranking kernel takes (1,100 > 1,024), so routing runs on the
