@@ -45,6 +45,10 @@ pub(crate) struct Features {
     /// a thread (`INFR_VK_DEQ16_STRIPED=0` turns it off). On an H100: Qwen3-8B pp512 10,613
     /// -> 11,000 t/s, Qwen3.5-9B 7,945 -> 8,265.
     pub striped_dequant: bool,
+    /// Lanes per state row and state rows per workgroup of the one-step delta rule, where
+    /// `INFR_VK_DELTA_SHAPE=LANESxROWS` (tuning, e.g. `8x16`) asks for a shape other than
+    /// [`crate::recurrent_kernels::delta_net_shape`]'s default.
+    pub delta_shape: Option<(u32, u32)>,
 }
 
 /// Fewest tokens of a step that take the chunked delta rule by default: 0, never. The
@@ -126,6 +130,10 @@ impl Features {
             lane_attention: std::env::var("INFR_VK_ATTN_LANES").is_ok_and(|v| v.trim() == "1"),
             min_subgroup: if shuffles { caps.subgroup_size_range.map_or(caps.subgroup_size, |(lo, _)| lo) } else { 0 },
             striped_dequant: std::env::var("INFR_VK_DEQ16_STRIPED").map_or(true, |v| v.trim() != "0"),
+            delta_shape: std::env::var("INFR_VK_DELTA_SHAPE").ok().and_then(|v| {
+                let (lanes, rows) = v.trim().split_once('x')?;
+                Some((lanes.parse().ok()?, rows.parse().ok()?))
+            }),
         }
     }
 }

@@ -110,20 +110,56 @@ pub fn conv1d(pass: ConvPass) -> KernelSpec {
 const DELTA_NET_LANES: u32 = 4;
 const DELTA_NET_ROWS: u32 = 32;
 
-/// Gated delta rule for heads of `head_dim`, with rows split over lanes where the device has
-/// subgroup shuffles (`shuffles`) of at least 4 lanes and the head is a multiple of 32 rows;
-/// with `l2`, q and k are L2-normalised per head as they are read. Bindings: q, k, v, alpha,
-/// beta, decay, step, state, Y; push constants [`DeltaStepParamsGpu`].
-pub fn delta_net(head_dim: u32, shuffles: bool, l2: bool) -> KernelSpec {
-    let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
-    let (p, rows) = if split { (DELTA_NET_LANES, DELTA_NET_ROWS) } else { (1, head_dim) };
+/// How the one-step delta rule spreads a head's state over threads: `lanes` adjacent lanes of
+/// a subgroup per state row, `rows` rows per workgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaShape {
+    pub lanes: u32,
+    pub rows: u32,
+}
+
+/// The delta rule's shape for heads of `head_dim` on a device whose smallest subgroup with
+/// shuffles is `min_subgroup` (0: no shuffles): 32 rows of 4 lanes where shuffles reach 4
+/// lanes and the head is a multiple of 32 rows, else a thread per row of the whole head.
+/// `tuned` (`INFR_VK_DELTA_SHAPE`) replaces it where it fits: lanes a power of two within
+/// the subgroup (1 without shuffles), rows dividing the head, at most 1,024 threads.
+pub fn delta_net_shape(head_dim: u32, min_subgroup: u32, tuned: Option<(u32, u32)>) -> DeltaShape {
+    if let Some((lanes, rows)) = tuned {
+        let lanes_ok = lanes.is_power_of_two() && (lanes == 1 || lanes <= min_subgroup) && lanes <= head_dim;
+        if lanes_ok && rows > 0 && head_dim % rows == 0 && rows * lanes <= 1024 {
+            return DeltaShape { lanes, rows };
+        }
+        tracing::warn!(
+            lanes,
+            rows,
+            head_dim,
+            "INFR_VK_DELTA_SHAPE does not fit this device and head; using the default"
+        );
+    }
+    if min_subgroup >= DELTA_NET_LANES && head_dim % DELTA_NET_ROWS == 0 {
+        DeltaShape { lanes: DELTA_NET_LANES, rows: DELTA_NET_ROWS }
+    } else {
+        DeltaShape { lanes: 1, rows: head_dim }
+    }
+}
+
+/// Gated delta rule for heads of `head_dim`, its state spread over threads as `shape` says
+/// ([`delta_net_shape`]); with `l2`, q and k are L2-normalised per head as they are read.
+/// Bindings: q, k, v, alpha, beta, decay, step, state, Y; push constants
+/// [`DeltaStepParamsGpu`].
+pub fn delta_net(head_dim: u32, shape: DeltaShape, l2: bool) -> KernelSpec {
+    let DeltaShape { lanes: p, rows } = shape;
     let mut row_sum = String::new();
     let mut step = 1;
     while step < p {
         row_sum.push_str(&format!("    v += subgroupShuffleXor(v, {step}u);\n"));
         step *= 2;
     }
-    let mut name = if split { format!("delta_net_d{head_dim}.x{p}") } else { format!("delta_net_d{head_dim}") };
+    let mut name = match (p, rows) {
+        (1, r) if r == head_dim => format!("delta_net_d{head_dim}"),
+        (DELTA_NET_LANES, DELTA_NET_ROWS) => format!("delta_net_d{head_dim}.x{p}"),
+        _ => format!("delta_net_d{head_dim}.r{rows}x{p}"),
+    };
     if l2 {
         name.push_str(".l2");
     }
@@ -168,10 +204,14 @@ pub fn delta_prep(head_dim: u32) -> KernelSpec {
         .define("CC", DELTA_CHUNK * DELTA_CHUNK)
 }
 
+/// Lanes per state row and rows per workgroup of the chunked delta rule's pass 2.
+pub const DELTA_CHUNKED_LANES: u32 = DELTA_NET_LANES;
+pub const DELTA_CHUNKED_ROWS: u32 = DELTA_NET_ROWS;
+
 /// Pass 2 of the chunked delta rule: states and outputs chunk by chunk. Bindings: q, k,
 /// scratch, step, state, Y; push constants [`DeltaNetParamsGpu`].
 pub fn delta_chunked(head_dim: u32) -> KernelSpec {
-    let (p, rows) = (DELTA_NET_LANES, DELTA_NET_ROWS);
+    let (p, rows) = (DELTA_CHUNKED_LANES, DELTA_CHUNKED_ROWS);
     let mut row_sum = String::new();
     let mut step = 1;
     while step < p {
@@ -198,11 +238,9 @@ pub fn delta_scratch_words(n_tokens: u64, n_v_head: u64, head_dim: u64) -> u64 {
     n_tokens * n_v_head * (2 * head_dim + DELTA_CHUNK as u64 + 1)
 }
 
-/// Workgroups of the delta-rule kernel for `n_tokens` rows and `n_v_head` heads.
-pub fn delta_net_groups(head_dim: u32, shuffles: bool, n_tokens: u64, n_v_head: u64) -> u64 {
-    let split = shuffles && head_dim % DELTA_NET_ROWS == 0;
-    let blocks = if split { (head_dim / DELTA_NET_ROWS) as u64 } else { 1 };
-    n_tokens * n_v_head * blocks
+/// Workgroups of the delta-rule kernel of `shape` for `n_tokens` rows and `n_v_head` heads.
+pub fn delta_net_groups(head_dim: u32, shape: DeltaShape, n_tokens: u64, n_v_head: u64) -> u64 {
+    n_tokens * n_v_head * (head_dim / shape.rows) as u64
 }
 
 #[cfg(test)]
@@ -211,17 +249,37 @@ mod tests {
     use crate::pipeline::compile_wgsl;
 
     #[test]
+    fn delta_shapes_fit_the_device_and_head() {
+        let default = DeltaShape { lanes: DELTA_NET_LANES, rows: DELTA_NET_ROWS };
+        let thread_a_row = |d| DeltaShape { lanes: 1, rows: d };
+        assert_eq!(delta_net_shape(128, 32, None), default);
+        assert_eq!(delta_net_shape(128, 0, None), thread_a_row(128));
+        assert_eq!(delta_net_shape(48, 32, None), thread_a_row(48));
+        assert_eq!(delta_net_shape(128, 32, Some((8, 16))), DeltaShape { lanes: 8, rows: 16 });
+        assert_eq!(delta_net_shape(128, 0, Some((1, 64))), DeltaShape { lanes: 1, rows: 64 });
+        // Lanes past the subgroup, not a power of two, rows not dividing the head, or more
+        // than 1,024 threads: the default.
+        assert_eq!(delta_net_shape(128, 8, Some((16, 8))), default);
+        assert_eq!(delta_net_shape(128, 32, Some((3, 16))), default);
+        assert_eq!(delta_net_shape(128, 32, Some((4, 48))), default);
+        assert_eq!(delta_net_shape(256, 32, Some((8, 256))), default);
+        assert_eq!(delta_net_groups(128, DeltaShape { lanes: 8, rows: 16 }, 3, 32), 3 * 32 * 8);
+    }
+
+    #[test]
     fn recurrent_shaders_compile() {
         for spec in [
             slice_cols(),
             conv1d(ConvPass::Outputs),
             conv1d(ConvPass::State),
             conv1d(ConvPass::Walk),
-            delta_net(32, false, false),
-            delta_net(128, false, true),
-            delta_net(32, true, true),
-            delta_net(128, true, false),
-            delta_net(256, true, true),
+            delta_net(32, delta_net_shape(32, 0, None), false),
+            delta_net(128, delta_net_shape(128, 0, None), true),
+            delta_net(32, delta_net_shape(32, 32, None), true),
+            delta_net(128, delta_net_shape(128, 32, None), false),
+            delta_net(256, delta_net_shape(256, 32, None), true),
+            delta_net(128, delta_net_shape(128, 32, Some((16, 8))), true),
+            delta_net(128, delta_net_shape(128, 32, Some((2, 64))), false),
             delta_prep(128),
             delta_chunked(64),
             delta_chunked(128),

@@ -145,7 +145,8 @@ pub(super) fn delta_net(
         state_off: st.tok_state,
         pad: 0,
     };
-    let groups = rk::delta_net_groups(p.head_dim, feat.shuffles4, node.rows() as u64, p.n_v_head as u64);
+    let shape = rk::delta_net_shape(p.head_dim, feat.min_subgroup, feat.delta_shape);
+    let groups = rk::delta_net_groups(p.head_dim, shape, node.rows() as u64, p.n_v_head as u64);
     let groups = u32::try_from(groups).map_err(|_| VkError::Unsupported(format!("{groups} delta-rule workgroups")))?;
     let chunked = fused.is_none()
         && feat.delta_chunk_min > 0
@@ -167,11 +168,16 @@ pub(super) fn delta_net(
             pad: [0; 3],
         };
         let prep_groups = u32_of(node.rows() * p.n_v_head as usize, "delta-rule chunk workgroups")?;
+        let chunked_shape = rk::DeltaShape { lanes: rk::DELTA_CHUNKED_LANES, rows: rk::DELTA_CHUNKED_ROWS };
+        let chunked_groups = u32_of(
+            rk::delta_net_groups(p.head_dim, chunked_shape, node.rows() as u64, p.n_v_head as u64) as usize,
+            "delta-rule workgroups",
+        )?;
         let prep = [&inputs[..], &[Res::Temp(t)]].concat();
         let run = vec![Res::Act(q.0), Res::Act(k.0), Res::Temp(t), Res::Step, Res::State(p.state), Res::Act(i as u32)];
         return Ok(vec![
             emit(rk::delta_prep(p.head_dim), prep, bytes(&pp), prep_groups),
-            emit(rk::delta_chunked(p.head_dim), run, bytes(&gp), groups),
+            emit(rk::delta_chunked(p.head_dim), run, bytes(&gp), chunked_groups),
         ]);
     }
     let qk_cols = u32_of(graph.node(q).cols(), "columns")?;
@@ -199,6 +205,6 @@ pub(super) fn delta_net(
         inputs[..3].fill(Res::Act(f.x.0));
     }
     let res = [&inputs[..], &[Res::State(p.state), Res::Act(i as u32)]].concat();
-    let spec = rk::delta_net(p.head_dim, feat.shuffles4, fused.is_some());
+    let spec = rk::delta_net(p.head_dim, shape, fused.is_some());
     Ok(vec![emit(spec, res, bytes(&sp), groups)])
 }
