@@ -43,10 +43,11 @@ need() { [ -n "$2" ] || { echo "test.sh: the workspace build made no $1" >&2; ex
 # optimization passes (GALLIVM_PERF=nopt): cold, on 2 cores, 594 s against 822 s with every
 # test and the optimizer (before the type families).
 parity=$(binary parity test); need "Vulkan parity test binary" "$parity"
-# The delta rule's other thread shapes (INFR_VK_DELTA_SHAPE, a tuning knob for GPUs): the
-# recurrent parity tests once per shape that lavapipe's 8-lane subgroups take.
-for shape in 8x16 2x64 1x32; do
-    INFR_VK_DELTA_SHAPE=$shape "$parity" recurrent
+# The delta rule's other thread shapes and token blocks (INFR_VK_DELTA_SHAPE and
+# INFR_VK_DELTA_BLOCK, tuning knobs for GPUs): the recurrent parity tests once per setting,
+# with shapes that lavapipe's 8-lane subgroups take.
+for setting in "INFR_VK_DELTA_SHAPE=8x16" "INFR_VK_DELTA_SHAPE=2x64" "INFR_VK_DELTA_SHAPE=1x32 INFR_VK_DELTA_BLOCK=3"; do
+    env $setting "$parity" recurrent
 done
 non_coop=(linear_every_type_portable linear_f32_vec_kernels linear_gemv_full_rows embed_every_type tiny_model_portable)
 INFR_REQUIRE_COOPMAT=1 INFR_PARITY_COOP_ROWS_ONLY=1 GALLIVM_PERF=nopt scripts/coopmat-lavapipe.sh "$parity" --skip validation_layer_is_active_when_installed \

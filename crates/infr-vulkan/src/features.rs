@@ -49,6 +49,9 @@ pub(crate) struct Features {
     /// `INFR_VK_DELTA_SHAPE=LANESxROWS` (tuning, e.g. `8x16`) asks for a shape other than
     /// [`crate::recurrent_kernels::delta_net_shape`]'s default.
     pub delta_shape: Option<(u32, u32)>,
+    /// Tokens the one-step delta rule stages at once, where `INFR_VK_DELTA_BLOCK` (tuning)
+    /// asks for other than [`crate::recurrent_kernels::delta_block_tokens`]'s default.
+    pub delta_block: Option<u32>,
 }
 
 /// Fewest tokens of a step that take the chunked delta rule by default: 0, never. The
@@ -134,6 +137,7 @@ impl Features {
                 let (lanes, rows) = v.trim().split_once('x')?;
                 Some((lanes.parse().ok()?, rows.parse().ok()?))
             }),
+            delta_block: std::env::var("INFR_VK_DELTA_BLOCK").ok().and_then(|v| v.trim().parse().ok()),
         }
     }
 }

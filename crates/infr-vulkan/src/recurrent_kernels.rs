@@ -118,6 +118,25 @@ pub struct DeltaShape {
     pub rows: u32,
 }
 
+/// Most tokens the delta-rule kernel stages at once: 16, or fewer where 16 tokens' k | q of
+/// `head_dim` would pass 16 KiB. `tuned` (`INFR_VK_DELTA_BLOCK`, 1 to 64) replaces it where
+/// the block's k | q, v rows and gates fit in `shared_bytes` beside the kernel's other
+/// workgroup memory.
+pub fn delta_block_tokens(head_dim: u32, shape: DeltaShape, shared_bytes: u32, tuned: Option<u32>) -> u32 {
+    let bytes = |tb: u32| 4 * tb * (2 * head_dim + shape.rows + 2) + 64;
+    if let Some(tb) = tuned {
+        if (1..=64).contains(&tb) && bytes(tb) <= shared_bytes {
+            return tb;
+        }
+        tracing::warn!(tb, head_dim, "INFR_VK_DELTA_BLOCK does not fit this device and head; using the default");
+    }
+    let mut tb = (4096 / (2 * head_dim)).clamp(1, 16);
+    while tb > 1 && bytes(tb) > shared_bytes {
+        tb /= 2;
+    }
+    tb
+}
+
 /// The delta rule's shape for heads of `head_dim` on a device whose smallest subgroup with
 /// shuffles is `min_subgroup` (0: no shuffles): 32 rows of 4 lanes where shuffles reach 4
 /// lanes and the head is a multiple of 32 rows, else a thread per row of the whole head.
@@ -147,7 +166,7 @@ pub fn delta_net_shape(head_dim: u32, min_subgroup: u32, tuned: Option<(u32, u32
 /// ([`delta_net_shape`]); with `l2`, q and k are L2-normalised per head as they are read.
 /// Bindings: q, k, v, alpha, beta, decay, step, state, Y; push constants
 /// [`DeltaStepParamsGpu`].
-pub fn delta_net(head_dim: u32, shape: DeltaShape, l2: bool) -> KernelSpec {
+pub fn delta_net(head_dim: u32, shape: DeltaShape, block_tokens: u32, l2: bool) -> KernelSpec {
     let DeltaShape { lanes: p, rows } = shape;
     let mut row_sum = String::new();
     let mut step = 1;
@@ -165,7 +184,9 @@ pub fn delta_net(head_dim: u32, shape: DeltaShape, l2: bool) -> KernelSpec {
     }
     KernelSpec::new(name, &["common", "delta_rows", "delta_net"], 9, push_size::<DeltaStepParamsGpu>())
         .define("D", head_dim)
-        .define("D2", 2 * head_dim)
+        .define("TB", block_tokens)
+        .define("KQ", 2 * head_dim * block_tokens)
+        .define("VR", rows * block_tokens)
         .define("P", p)
         .define("ROWS", rows)
         .define("WG", rows * p)
@@ -267,19 +288,33 @@ mod tests {
     }
 
     #[test]
+    fn delta_blocks_fit_workgroup_memory() {
+        let split = DeltaShape { lanes: 4, rows: 32 };
+        let whole = |d| DeltaShape { lanes: 1, rows: d };
+        assert_eq!(delta_block_tokens(128, split, 32768, None), 16);
+        assert_eq!(delta_block_tokens(256, whole(256), 32768, None), 8);
+        assert_eq!(delta_block_tokens(32, split, 32768, None), 16);
+        // 16 tokens of 128-dim k | q and 128 rows (25 KiB) past 16 KiB: 8 tokens.
+        assert_eq!(delta_block_tokens(128, whole(128), 16384, None), 8);
+        assert_eq!(delta_block_tokens(128, split, 49152, Some(32)), 32);
+        assert_eq!(delta_block_tokens(128, split, 32768, Some(64)), 16);
+        assert_eq!(delta_block_tokens(128, split, 32768, Some(0)), 16);
+    }
+
+    #[test]
     fn recurrent_shaders_compile() {
         for spec in [
             slice_cols(),
             conv1d(ConvPass::Outputs),
             conv1d(ConvPass::State),
             conv1d(ConvPass::Walk),
-            delta_net(32, delta_net_shape(32, 0, None), false),
-            delta_net(128, delta_net_shape(128, 0, None), true),
-            delta_net(32, delta_net_shape(32, 32, None), true),
-            delta_net(128, delta_net_shape(128, 32, None), false),
-            delta_net(256, delta_net_shape(256, 32, None), true),
-            delta_net(128, delta_net_shape(128, 32, Some((16, 8))), true),
-            delta_net(128, delta_net_shape(128, 32, Some((2, 64))), false),
+            delta_net(32, delta_net_shape(32, 0, None), 16, false),
+            delta_net(128, delta_net_shape(128, 0, None), 16, true),
+            delta_net(32, delta_net_shape(32, 32, None), 1, true),
+            delta_net(128, delta_net_shape(128, 32, None), 16, false),
+            delta_net(256, delta_net_shape(256, 32, None), 8, true),
+            delta_net(128, delta_net_shape(128, 32, Some((16, 8))), 4, true),
+            delta_net(128, delta_net_shape(128, 32, Some((2, 64))), 16, false),
             delta_prep(128),
             delta_chunked(64),
             delta_chunked(128),

@@ -205,6 +205,7 @@ pub(super) fn delta_net(
         inputs[..3].fill(Res::Act(f.x.0));
     }
     let res = [&inputs[..], &[Res::State(p.state), Res::Act(i as u32)]].concat();
-    let spec = rk::delta_net(p.head_dim, shape, fused.is_some());
+    let block = rk::delta_block_tokens(p.head_dim, shape, feat.shared_bytes, feat.delta_block);
+    let spec = rk::delta_net(p.head_dim, shape, block, fused.is_some());
     Ok(vec![emit(spec, res, bytes(&sp), groups)])
 }

@@ -73,20 +73,30 @@ fn conv_and_delta_rule_match_cpu_unfused() {
     check_across_steps(opts, &steps());
 }
 
-/// The chunked form of the delta rule (taken by every step of two tokens or more here):
-/// runs that start inside a chunk, cross several chunk ends (chunks end at positions that
-/// are multiples of 32) and continue a state; two sequences in one step; a restart.
-#[test]
-fn chunked_delta_rule_matches_cpu_across_steps() {
-    let long = vec![
+/// Prompt-length steps over two sequences: runs that start inside a chunk of the chunked
+/// form, cross several chunk ends (chunks end at positions that are multiples of 32) and
+/// several of the recurrence's staged token blocks (16 tokens), continue a state; a restart.
+fn long_steps() -> Vec<Step> {
+    vec![
         two((0, 45), (0, 0), 1),
         two((45, 40), (0, 33), 2),
         two((85, 1), (33, 70), 3),
         two((86, 2), (103, 1), 4),
         two((0, 3), (104, 37), 5),
-    ];
+    ]
+}
+
+/// The recurrence (one token after another, staged in blocks) over long runs.
+#[test]
+fn delta_rule_matches_cpu_over_long_runs() {
+    check_across_steps(infr_vulkan::VulkanOptions { validation: true, ..Default::default() }, &long_steps());
+}
+
+/// The chunked form of the delta rule (taken by every step of two tokens or more here).
+#[test]
+fn chunked_delta_rule_matches_cpu_across_steps() {
     let opts = infr_vulkan::VulkanOptions { validation: true, delta_chunk_min: 2, ..Default::default() };
-    check_across_steps(opts, &long);
+    check_across_steps(opts, &long_steps());
 }
 
 fn check_across_steps(opts: infr_vulkan::VulkanOptions, s: &[Step]) {
