@@ -53,6 +53,16 @@ pub struct QuantizeParams {
     pub group: u32,
 }
 
+/// Push constants of `quantize_pairs.wgsl`: [`QuantizeParams`] over the routed pairs' rows,
+/// then the pairs per token and the pair count (where the weights start in the route).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct QuantizePairsParams {
+    pub base: QuantizeParams,
+    pub pairs_per_token: u32,
+    pub n_pairs: u32,
+}
+
 /// Bytes of int8-quantized activations for `n` rows of `k`: packed quants then one vec4 of
 /// scale and sums per 32 elements.
 pub fn qact_bytes(n: usize, k: usize) -> u64 {
@@ -66,6 +76,17 @@ pub fn quantize_act() -> KernelSpec {
         &["common", "q8_block", "q8_store", "quantize_act"],
         3,
         push_size::<QuantizeParams>(),
+    )
+}
+
+/// Each routed pair's expert input (its token's row times its routing weight) quantized to
+/// int8 (mixtures that weight the input: Llama 4). Bindings: x, quants, scales, route.
+pub fn quantize_pairs() -> KernelSpec {
+    KernelSpec::new(
+        "quantize_pairs",
+        &["common", "q8_block", "q8_store", "quantize_pairs"],
+        4,
+        push_size::<QuantizePairsParams>(),
     )
 }
 

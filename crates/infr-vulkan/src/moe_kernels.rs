@@ -147,7 +147,8 @@ pub struct MoeMatmulParams {
     pub soff: u32,
     /// Pairs per input row (k experts per token reading the token's row, or 1).
     pub x_div: u32,
-    /// Multiply by the pair's routing weight: 0 no, 1 before the bias, 2 after it.
+    /// Multiply by the pair's routing weight after the bias: 2 yes, 0 no (an input weighted
+    /// by it already: `moe_pair_inputs`, `quantize_pairs`).
     pub scale: u32,
     pub tiles_m: u32,
     pub has_bias: u32,
@@ -174,7 +175,8 @@ pub struct MoeQ8Params {
     pub n_pairs: u32,
     /// Pairs per input row (the experts per token reading the token's row, or 1).
     pub x_div: u32,
-    /// Multiply by the pair's routing weight: 0 no, 1 before the bias, 2 after it.
+    /// Multiply by the pair's routing weight after the bias: 2 yes, 0 no (an input weighted
+    /// by it already: `moe_pair_inputs`, `quantize_pairs`).
     pub scale: u32,
 }
 
@@ -420,6 +422,23 @@ pub fn matmul_moe(l: &GpuLayout, subgroups: bool, r: u32, tiled: bool) -> Kernel
 pub fn moe_tiles() -> KernelSpec {
     KernelSpec::new("moe_tiles", &["common", "moe_tiles"], 2, push_size::<MoeTilesParams>())
         .define("MAXE", MOE_TILES_MAX_EXPERTS)
+}
+
+/// Push constants of `moe_pair_inputs.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct MoePairInputParams {
+    pub n_pairs: u32,
+    /// vec4 words per input row.
+    pub words: u32,
+    pub pairs_per_token: u32,
+    pub pad: u32,
+}
+
+/// Each routed pair's input row times its routing weight (mixtures that weight the input:
+/// Llama 4), for the float expert matmuls. Bindings: x, route, pair inputs.
+pub fn moe_pair_inputs() -> KernelSpec {
+    KernelSpec::new("moe_pair_inputs", &["common", "moe_pair_inputs"], 3, push_size::<MoePairInputParams>())
 }
 
 /// Gated activation over side-by-side gate and up halves. Bindings: GU, H.

@@ -41,6 +41,10 @@ pub(super) struct MoeTemps {
     qh: u32,
     /// The expert copies a paged layer's step needs (`expert_cache`).
     jobs: u32,
+    /// Each routed pair's input times its weight, and that rounded for the float expert
+    /// matmuls (mixtures that weight the input).
+    xp: u32,
+    xpr: u32,
 }
 
 impl MoeTemps {
@@ -61,6 +65,8 @@ impl MoeTemps {
             qx: next(),
             qh: next(),
             jobs: next(),
+            xp: next(),
+            xpr: next(),
         }
     }
 }
@@ -177,6 +183,8 @@ pub(super) fn lower(
         pairs: m.n_tokens * p.n_used as usize,
         slot: None,
         x16_mode: None,
+        pairs_scaled: false,
+        xpr_mode: None,
         temp_bytes,
         rounded,
         emits: Vec::new(),
@@ -251,6 +259,9 @@ struct MoeLowering<'a, 'b> {
     slot: Option<SharedSlot>,
     /// The rounding `x16` holds the input in, once a cooperative matmul asked for it.
     x16_mode: Option<u32>,
+    /// Whether `xp` holds the weighted pair inputs, and the rounding `xpr` holds them in.
+    pairs_scaled: bool,
+    xpr_mode: Option<u32>,
     temp_bytes: &'b mut Vec<u64>,
     rounded: &'b mut RoundedCopy,
     emits: Vec<Emit>,
@@ -473,6 +484,60 @@ impl<'a> MoeLowering<'a, '_> {
         Ok(Res::Temp(self.t.x16))
     }
 
+    /// Each routed pair's input, its token's row times the pair's routing weight (in `xp`),
+    /// where the weight scales the expert input (Llama 4): the float expert matmuls then round
+    /// the scaled rows, as llama.cpp's CPU quantizes `ggml_mul(cur, weights)`.
+    fn scaled_pairs(&mut self) -> VkResult<Res> {
+        let (t, pairs, cols) = (self.t, self.pairs, self.m.cols);
+        if !self.pairs_scaled {
+            grow_temp(self.temp_bytes, t.xp, (pairs * cols * 4) as u64);
+            let sp = mk::MoePairInputParams {
+                n_pairs: u32_of(pairs, "routed pairs")?,
+                words: u32_of(cols / 4, "input words")?,
+                pairs_per_token: u32_of(pairs / self.m.n_tokens, "pairs per token")?,
+                pad: 0,
+            };
+            let groups = u32_of((pairs * cols / 4).div_ceil(64), "pair input words")?;
+            let res = vec![Res::Act(self.m.x.0), Res::Temp(t.route), Res::Temp(t.xp)];
+            self.emit(mk::moe_pair_inputs(), res, bytes(&sp), groups, None);
+            self.pairs_scaled = true;
+        }
+        Ok(Res::Temp(t.xp))
+    }
+
+    /// The routed experts' input for a float matmul with weight `gw`: the node's input
+    /// ([`Self::input`]), or each pair's own weighted row ([`Self::scaled_pairs`]) rounded as
+    /// `gw`'s type asks where the weight scales the input.
+    fn routed_input(&mut self, gw: &GpuWeight) -> VkResult<Res> {
+        if !self.p.weight_before {
+            return self.input(gw);
+        }
+        let src = self.scaled_pairs()?;
+        let Some(mode) = kernels::act_round_mode(gw.layout.ty, self.m.cols) else { return Ok(src) };
+        if self.xpr_mode != Some(mode) {
+            let elems = self.pairs * self.m.cols;
+            grow_temp(self.temp_bytes, self.t.xpr, (elems * 4) as u64);
+            let rp = round_params(elems, mode)?;
+            self.emit(kernels::round_act(), vec![src, Res::Temp(self.t.xpr)], bytes(&rp), rp.n_groups, None);
+            self.xpr_mode = Some(mode);
+        }
+        Ok(Res::Temp(self.t.xpr))
+    }
+
+    /// [`Self::routed_input`] in f16 for a cooperative expert matmul.
+    fn routed_input16(&mut self, gw: &GpuWeight) -> VkResult<Res> {
+        if !self.p.weight_before {
+            return self.input16(gw);
+        }
+        let mode = kernels::act_round16_mode(gw.layout.ty, self.m.cols);
+        if self.x16_mode != Some(mode) {
+            let src = self.scaled_pairs()?;
+            self.round16(mode, (src, self.t.x16), self.pairs * self.m.cols)?;
+            self.x16_mode = Some(mode);
+        }
+        Ok(Res::Temp(self.t.x16))
+    }
+
     /// A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
     fn bias_res(&self, b: Option<WeightId>, m: u32) -> VkResult<Res> {
         let Some(b) = b else { return Ok(Res::Dummy) };
@@ -532,7 +597,19 @@ impl<'a> MoeLowering<'a, '_> {
         let n_pairs = u32_of(pairs, "routed pairs")?;
         // The int8 input of the gate/up matmuls: the norm's quantized output, or quantized here.
         let mut qx = Res::Temp(t.qx);
-        if let ExpertPath::Int8 { gx, .. } = self.path {
+        // Where the routing weight scales the expert input (Llama 4), each pair's input is
+        // rounded after its scaling, as llama.cpp's CPU does: one row per pair.
+        let per_pair_input = p.weight_before;
+        if let (true, ExpertPath::Int8 { gx, .. }) = (per_pair_input, self.path) {
+            grow_temp(self.temp_bytes, t.qx, kernels::qact_bytes(pairs, cols));
+            let n_blocks = u32_of(pairs * cols / 32, "activation blocks")?;
+            let base =
+                kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (pairs * cols / 16) as u32, group: gx };
+            let qp =
+                kernels::QuantizePairsParams { base, pairs_per_token: u32_of(pairs / n, "pairs per token")?, n_pairs };
+            let res = vec![Res::Act(self.m.x.0), Res::Temp(t.qx), Res::Temp(t.qx), Res::Temp(t.route)];
+            self.emit(kernels::quantize_pairs(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+        } else if let ExpertPath::Int8 { gx, .. } = self.path {
             match qact_of.get(&(self.m.x.0, gx)) {
                 Some(&qi) => qx = Res::Temp(qi),
                 None => {
@@ -554,8 +631,8 @@ impl<'a> MoeLowering<'a, '_> {
         for &(id, bias, rows, col0, role) in gate_up {
             let x = match self.path {
                 ExpertPath::Int8 { .. } => qx,
-                ExpertPath::Coop { .. } => self.input16(self.one_chunk(&id)?)?,
-                _ => self.input(self.one_chunk(&id)?)?,
+                ExpertPath::Coop { .. } => self.routed_input16(self.one_chunk(&id)?)?,
+                _ => self.routed_input(self.one_chunk(&id)?)?,
             };
             let role = if paired { "gate_up_exps" } else { role };
             let mp = mk::MoeMatmulParams {
@@ -565,8 +642,9 @@ impl<'a> MoeLowering<'a, '_> {
                 out_stride: 2 * p.n_ff,
                 out_col0: col0 as u32,
                 soff: 0,
-                x_div: u32_of(pairs / n, "pairs per token")?,
-                scale: p.weight_before as u32,
+                x_div: if per_pair_input { 1 } else { u32_of(pairs / n, "pairs per token")? },
+                // The weight is in the pair inputs (weight before) or weighs the down output.
+                scale: 0,
                 tiles_m: 0,
                 has_bias: 0,
             };

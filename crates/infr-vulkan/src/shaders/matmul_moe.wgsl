@@ -1,9 +1,8 @@
 // Expert matmul of a mixture-of-experts FFN (`ggml_mul_mat_id`): for routed pair p,
 // Y[p, m] = X[p / x_div] · W_e[m]ᵀ where e = ROUTE[p] and expert e is rows e*m .. (e+1)*m of
-// the 3-D weight, dequantized on the fly as in matmul_generic.wgsl. The pair's routing weight
-// (ROUTE[n_pairs + p], as f32 bits) multiplies the result before the expert's bias row
-// (BIAS[e*m + row], when has_bias) with `scale` = 1 (weight before the FFN: the scaled input),
-// after it with `scale` = 2 (weighted expert output). A workgroup computes R weight rows of
+// the 3-D weight, dequantized on the fly as in matmul_generic.wgsl, plus the expert's bias row
+// (BIAS[e*m + row], when has_bias), times the pair's routing weight (ROUTE[n_pairs + p], as
+// f32 bits) with `scale` = 2 (moe_weigh.wgsl). A workgroup computes R weight rows of
 // its work item: one pair (C = 1, decode: experts nobody chose cost nothing), or a tile of up
 // to C pairs of one expert from moe_tiles.wgsl's list (batches: each weight block is read
 // once for the whole tile).
