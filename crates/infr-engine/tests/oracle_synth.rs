@@ -83,8 +83,13 @@ fn score(what: &str, o: &Oracle, rows: &[Vec<f32>], f16: bool, f16_kl_mean: f64)
 /// the device multiplies that many rows over f16 operands), and every token in a step of its
 /// own (strict everywhere).
 fn check_vulkan(name: &str) {
+    check_vulkan_within(name, 0.1);
+}
+
+/// [`check_vulkan`] with `f16_kl_mean` as the KL-mean bound of an f16 batch.
+fn check_vulkan_within(name: &str, f16_kl_mean: f64) {
     if let Some((b, f16)) = common::vulkan_f16() {
-        check_batch(name, b, f16);
+        check_batch_within(name, b, f16, f16_kl_mean);
     }
     if let Some((b, f16)) = common::vulkan_f16() {
         check_decode(name, b, f16);
@@ -227,6 +232,33 @@ fn qwen35moe_cpu_matches_llama_cpp() {
 #[test]
 fn qwen35moe_vulkan_matches_llama_cpp() {
     check_vulkan("qwen35moe");
+}
+
+/// Variants of the synth files with other shapes than the ones the engine was written against
+/// (`gen/make_variants.py`): 96 wide, head dims of 16, 10 and 6 experts with top-3, three
+/// DeltaNet value heads per key head, full attention every second layer, a Llama 4 with an MoE
+/// on every layer, a gpt-oss with 3 KV heads and a window of 4, a Gemma 4 of 6 layers with a
+/// window of 5.
+const SHAPE_VARIANTS: [&str; 6] = ["gemma4-v", "llama4-v", "qwen3moe-v", "qwen35-v", "qwen35moe-v", "gpt-oss-v"];
+
+#[test]
+fn shape_variants_cpu_match_llama_cpp() {
+    for name in SHAPE_VARIANTS {
+        check(name, cpu());
+        check_decode(name, cpu(), None);
+    }
+}
+
+/// Every Vulkan check of each variant. `llama4-v`'s f16 batch (sid's cooperative lavapipe)
+/// gets the 0.25 KL-mean bound Llama 4 has over two devices: it routes each token to one
+/// expert, and f16 operands flip two of its 32 rows' near-tie routes there (rows 3 and 24,
+/// KL ~0.8 and ~2.3; mean 0.105), while with cooperative matrices off it stays within 0.21
+/// logits of llama.cpp on every row.
+#[test]
+fn shape_variants_vulkan_match_llama_cpp() {
+    for name in SHAPE_VARIANTS {
+        check_vulkan_within(name, if name == "llama4-v" { 0.25 } else { 0.1 });
+    }
 }
 
 #[test]

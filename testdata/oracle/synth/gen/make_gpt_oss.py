@@ -21,8 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_synth import Builder, copy_tokenizer, common, N_VOCAB, WS, QT  # noqa: E402
 
 
-def make_gpt_oss(b):
-    E, L, H, HKV, D, NE, NU, FFE, SWA = 64, 4, 4, 2, 32, 8, 4, 64, 8
+def make_gpt_oss(b, E=64, L=4, H=4, HKV=2, D=32, NE=8, NU=4, FFE=64, SWA=8):
     common(b, E, L, H, HKV, FFE, head_dim=D, rope_base=150000.0, eps=1e-5)
     b.u32("%s.rope.dimension_count", D)
     b.u32("%s.expert_count", NE)
@@ -57,7 +56,7 @@ def make_gpt_oss(b):
         b.tensor(p + "ffn_down_exps.weight", [FFE, E, NE], QT.Q8_0 if i == 2 else QT.MXFP4, WS)
         b.tensor(p + "ffn_down_exps.bias", [E, NE], QT.F32, 0.5)
     return dict(n_embd=E, n_layer=L, n_head=H, n_head_kv=HKV, head_dim=D, n_expert=NE, n_expert_used=NU,
-                n_ff_exp=FFE, sliding_window=SWA, swa_layers=[0, 2], yarn=32, tied=False)
+                n_ff_exp=FFE, sliding_window=SWA, swa_layers=list(range(0, L, 2)), yarn=32, tied=False)
 
 
 def main():
