@@ -295,6 +295,14 @@ pub trait Backend: Send {
         graph.activation_bytes()
     }
 
+    /// Most bytes one node's output may take, where the backend has such a limit (a GPU's
+    /// largest storage binding: 128 MiB on lavapipe and on drivers at Vulkan's minimum). The
+    /// engine splits a prompt whose every row's logits are wanted into steps whose logits fit:
+    /// 512 rows of a 262,144-token vocabulary are 512 MiB.
+    fn max_output_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Bytes of host memory the KV cache may overflow into when [`Backend::memory_available`]
     /// is too little for it (a GPU that reads KV layers across the bus); `None` where the
     /// cache cannot spill.

@@ -355,6 +355,11 @@ impl Backend for PipelineBackend {
         all_support(&self.stages, node)
     }
 
+    /// The tightest of the devices' output limits: any of them may produce the logits.
+    fn max_output_bytes(&self) -> Option<u64> {
+        self.stages.iter().filter_map(|b| b.max_output_bytes()).min()
+    }
+
     /// What the whole model may take so that every device fits its part: per device (stages
     /// with the same id share one device, as `Vulkan0,Vulkan0` or `cpu,cpu` do), its free
     /// memory less its copies of the replicated weights, over its share of the layers (a

@@ -728,8 +728,18 @@ impl Runner {
         Ok(PendingStep { results, last, split })
     }
 
-    /// Append `tokens` to one sequence in `ubatch`-sized chunks; returns the logits of every
-    /// token if `all_logits`, else of the last one.
+    /// Tokens per step of a prompt whose every row's logits are wanted: the ubatch, or fewer
+    /// where that many rows of logits would pass the backend's largest output
+    /// ([`Backend::max_output_bytes`]).
+    fn logit_rows_per_step(&self) -> usize {
+        let row = (self.n_vocab() * 4).max(1) as u64;
+        let fit = self.backend.max_output_bytes().map_or(usize::MAX, |b| (b / row).max(1) as usize);
+        self.opts.ubatch.min(fit)
+    }
+
+    /// Append `tokens` to one sequence in `ubatch`-sized chunks (smaller where every row's
+    /// logits would not fit one output, [`Self::logit_rows_per_step`]); returns the logits of
+    /// every token if `all_logits`, else of the last one.
     pub fn prefill(&mut self, seq: SeqId, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>, EngineError> {
         if tokens.is_empty() {
             return Err(EngineError::Invalid("empty prompt".into()));
@@ -739,7 +749,8 @@ impl Runner {
             return Err(EngineError::ContextFull { needed: have + tokens.len(), n_ctx: self.opts.n_ctx });
         }
         let mut out = Vec::new();
-        let chunks: Vec<&[u32]> = tokens.chunks(self.opts.ubatch).collect();
+        let rows = if all_logits { self.logit_rows_per_step() } else { self.opts.ubatch };
+        let chunks: Vec<&[u32]> = tokens.chunks(rows).collect();
         let last = chunks.len() - 1;
         for (i, chunk) in chunks.into_iter().enumerate() {
             let r = self.step(&[StepItem { seq, tokens: chunk, all_logits }])?;

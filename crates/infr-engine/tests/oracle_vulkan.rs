@@ -26,6 +26,15 @@ fn gemma3_vulkan_matches_llama_cpp() {
     check(if all() { "gemma3" } else { "gemma3-270m-q4_k_m__short" });
 }
 
+/// Gemma 3's long case (310 prompt tokens) wants every prompt row's logits: 310 rows of its
+/// 262,144-token vocabulary are 325 MB, past lavapipe's 128 MiB storage binding (Vulkan's
+/// guaranteed minimum), which the step refused before the runner split such prompts into
+/// steps whose logits fit one (~67 s on lavapipe).
+#[test]
+fn every_prompt_row_fits_the_device_bindings() {
+    check("gemma3-270m-q4_k_m__long");
+}
+
 #[test]
 fn qwen05_vulkan_matches_llama_cpp() {
     check(if all() { "qwen2.5-coder-0.5b" } else { "qwen2.5-coder-0.5b-instruct-awq-q4_k_m__code" });

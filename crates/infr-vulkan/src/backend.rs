@@ -310,6 +310,10 @@ impl Backend for VulkanBackend {
         infr_core::host_meminfo_bytes("MemAvailable")
     }
 
+    fn max_output_bytes(&self) -> Option<u64> {
+        Some(self.features.max_binding_bytes)
+    }
+
     fn kv_spill_available(&self) -> Option<u64> {
         self.kv_spill.then(|| infr_core::host_meminfo_bytes("MemAvailable")).flatten()
     }

@@ -431,6 +431,11 @@ impl Backend for ShardedBackend {
         crate::pipeline::all_support(&self.devices, node)
     }
 
+    /// The tightest of the devices' output limits: any of them may produce the logits.
+    fn max_output_bytes(&self) -> Option<u64> {
+        self.devices.iter().filter_map(|b| b.max_output_bytes()).min()
+    }
+
     /// What the whole model may take so that every device fits its part: each holds all of it
     /// but the divided weights outside its share, so per device (stages with one id share it:
     /// `k` of them holding a share `c` of the divided bytes `E`) `k (X - E) + c E <= free`;
