@@ -53,8 +53,8 @@ pub struct QuantizeParams {
     pub group: u32,
 }
 
-/// Push constants of `quantize_pairs.wgsl`: [`QuantizeParams`] over the routed pairs' rows,
-/// then the pairs per token and the pair count (where the weights start in the route).
+/// Push constants of [`quantize_pairs`]: [`QuantizeParams`] over the routed pairs' rows, then
+/// the pairs per token and the pair count (where the weights start in the route).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct QuantizePairsParams {
@@ -77,16 +77,26 @@ pub fn quantize_act() -> KernelSpec {
         3,
         push_size::<QuantizeParams>(),
     )
+    .define("PAIR_FIELDS", "")
+    .define("PAIR_BINDING", "")
+    .define("INPUT_WORD", "    return X[w];")
 }
 
-/// Each routed pair's expert input (its token's row times its routing weight) quantized to
-/// int8 (mixtures that weight the input: Llama 4). Bindings: x, quants, scales, route.
+/// [`quantize_act`] of each routed pair's expert input (its token's row times its routing
+/// weight; mixtures that weight the input: Llama 4). Bindings: x, quants, scales, route.
 pub fn quantize_pairs() -> KernelSpec {
     KernelSpec::new(
         "quantize_pairs",
-        &["common", "q8_block", "q8_store", "quantize_pairs"],
+        &["common", "q8_block", "q8_store", "quantize_act"],
         4,
         push_size::<QuantizePairsParams>(),
+    )
+    .define("PAIR_FIELDS", "    pairs_per_token: u32,\n    n_pairs: u32,\n")
+    .define("PAIR_BINDING", "@group(0) @binding(3) var<storage, read> ROUTE: array<u32>;")
+    .define(
+        "INPUT_WORD",
+        "    let words = pc.k / 4u;\n    let p = w / words;\n    \
+         return X[(p / pc.pairs_per_token) * words + w % words] * bitcast<f32>(ROUTE[pc.n_pairs + p]);",
     )
 }
 
@@ -739,6 +749,7 @@ mod tests {
             }
         }
         check(&quantize_act());
+        check(&quantize_pairs());
         check(&round_act());
         check(&crate::moe_kernels::moe_route(128));
         check(&crate::moe_kernels::moe_route(4096));

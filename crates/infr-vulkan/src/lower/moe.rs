@@ -2,7 +2,8 @@
 //! FFNs over (token, slot) pairs reading their rows of the 3-D expert tensors in place, the
 //! shared expert, and the weighted sum. The routed buffers are plan temporaries shared by
 //! every MoE node of a plan (the nodes run one after another). Which kernel the expert
-//! matmuls take, and their dispatches on it: `moe_path.rs`.
+//! matmuls take, and their dispatches on it: `moe_path.rs`; their rounded operands:
+//! `moe/inputs.rs`.
 
 use std::collections::HashMap;
 
@@ -16,8 +17,10 @@ use crate::fusion::Q8Info;
 use crate::kernels;
 use crate::moe_kernels::{self as mk, MOE_MAX_USED, MOE_TILE_C};
 use crate::pipeline::KernelSpec;
-use crate::prefill_matmul::{grow_temp, round_params, Emit, F16Buffers, RoundedCopy};
+use crate::prefill_matmul::{grow_temp, Emit, F16Buffers, RoundedCopy};
 use crate::weights::GpuWeight;
+
+mod inputs;
 
 /// The plan temporaries (`Res::Temp` indices) of the MoE nodes.
 #[derive(Debug, Clone, Copy)]
@@ -440,104 +443,6 @@ impl<'a> MoeLowering<'a, '_> {
         Ok(())
     }
 
-    /// The node's input for a matmul with weight `gw`, rounded as llama.cpp's CPU rounds
-    /// activations for that weight type.
-    fn input(&mut self, gw: &GpuWeight) -> VkResult<Res> {
-        let (x, cols) = (self.m.x.0, self.m.cols);
-        let elems = self.m.n_tokens * cols;
-        let Some(mode) = kernels::act_round_mode(gw.layout.ty, cols) else { return Ok(Res::Act(x)) };
-        let (ri, round) = self.rounded.prepare(x, mode, elems, (elems * 4) as u64, self.temp_bytes)?;
-        if let Some(rp) = round {
-            self.emit(kernels::round_act(), vec![Res::Act(x), Res::Temp(ri)], bytes(&rp), rp.n_groups, None);
-        }
-        Ok(Res::Temp(ri))
-    }
-
-    /// `elems` values of temporary `h`, rounded into `hr` for a matmul over `k_in` columns of
-    /// `gw` where its type asks for it.
-    fn round_h(&mut self, gw: &GpuWeight, k_in: usize, elems: usize) -> VkResult<Res> {
-        let Some(mode) = kernels::act_round_mode(gw.layout.ty, k_in) else { return Ok(Res::Temp(self.t.h)) };
-        let rp = round_params(elems, mode)?;
-        let res = vec![Res::Temp(self.t.h), Res::Temp(self.t.hr)];
-        self.emit(kernels::round_act(), res, bytes(&rp), rp.n_groups, None);
-        Ok(Res::Temp(self.t.hr))
-    }
-
-    /// `elems` values of `src` rounded by `mode` and stored in f16 into temporary `dst` (the
-    /// cooperative expert matmuls' operand).
-    fn round16(&mut self, mode: u32, (src, dst): (Res, u32), elems: usize) -> VkResult<()> {
-        grow_temp(self.temp_bytes, dst, (elems * 2) as u64);
-        let rp = round_params(elems, mode)?;
-        self.emit(kernels::round_act16(), vec![src, Res::Temp(dst)], bytes(&rp), rp.n_groups, None);
-        Ok(())
-    }
-
-    /// The node's input in f16 for a cooperative expert matmul with weight `gw` (rounded
-    /// once per node and rounding).
-    fn input16(&mut self, gw: &GpuWeight) -> VkResult<Res> {
-        let mode = kernels::act_round16_mode(gw.layout.ty, self.m.cols);
-        if self.x16_mode != Some(mode) {
-            let elems = self.m.n_tokens * self.m.cols;
-            self.round16(mode, (Res::Act(self.m.x.0), self.t.x16), elems)?;
-            self.x16_mode = Some(mode);
-        }
-        Ok(Res::Temp(self.t.x16))
-    }
-
-    /// Each routed pair's input, its token's row times the pair's routing weight (in `xp`),
-    /// where the weight scales the expert input (Llama 4): the float expert matmuls then round
-    /// the scaled rows, as llama.cpp's CPU quantizes `ggml_mul(cur, weights)`.
-    fn scaled_pairs(&mut self) -> VkResult<Res> {
-        let (t, pairs, cols) = (self.t, self.pairs, self.m.cols);
-        if !self.pairs_scaled {
-            grow_temp(self.temp_bytes, t.xp, (pairs * cols * 4) as u64);
-            let sp = mk::MoePairInputParams {
-                n_pairs: u32_of(pairs, "routed pairs")?,
-                words: u32_of(cols / 4, "input words")?,
-                pairs_per_token: u32_of(pairs / self.m.n_tokens, "pairs per token")?,
-                pad: 0,
-            };
-            let groups = u32_of((pairs * cols / 4).div_ceil(64), "pair input words")?;
-            let res = vec![Res::Act(self.m.x.0), Res::Temp(t.route), Res::Temp(t.xp)];
-            self.emit(mk::moe_pair_inputs(), res, bytes(&sp), groups, None);
-            self.pairs_scaled = true;
-        }
-        Ok(Res::Temp(t.xp))
-    }
-
-    /// The routed experts' input for a float matmul with weight `gw`: the node's input
-    /// ([`Self::input`]), or each pair's own weighted row ([`Self::scaled_pairs`]) rounded as
-    /// `gw`'s type asks where the weight scales the input.
-    fn routed_input(&mut self, gw: &GpuWeight) -> VkResult<Res> {
-        if !self.p.weight_before {
-            return self.input(gw);
-        }
-        let src = self.scaled_pairs()?;
-        let Some(mode) = kernels::act_round_mode(gw.layout.ty, self.m.cols) else { return Ok(src) };
-        if self.xpr_mode != Some(mode) {
-            let elems = self.pairs * self.m.cols;
-            grow_temp(self.temp_bytes, self.t.xpr, (elems * 4) as u64);
-            let rp = round_params(elems, mode)?;
-            self.emit(kernels::round_act(), vec![src, Res::Temp(self.t.xpr)], bytes(&rp), rp.n_groups, None);
-            self.xpr_mode = Some(mode);
-        }
-        Ok(Res::Temp(self.t.xpr))
-    }
-
-    /// [`Self::routed_input`] in f16 for a cooperative expert matmul.
-    fn routed_input16(&mut self, gw: &GpuWeight) -> VkResult<Res> {
-        if !self.p.weight_before {
-            return self.input16(gw);
-        }
-        let mode = kernels::act_round16_mode(gw.layout.ty, self.m.cols);
-        if self.x16_mode != Some(mode) {
-            let src = self.scaled_pairs()?;
-            self.round16(mode, (src, self.t.x16), self.pairs * self.m.cols)?;
-            self.x16_mode = Some(mode);
-        }
-        Ok(Res::Temp(self.t.x16))
-    }
-
     /// A per-expert bias `{m, n_expert}` (f32 rows, read as the weight's raw plane).
     fn bias_res(&self, b: Option<WeightId>, m: u32) -> VkResult<Res> {
         let Some(b) = b else { return Ok(Res::Dummy) };
@@ -596,29 +501,29 @@ impl<'a> MoeLowering<'a, '_> {
         };
         let n_pairs = u32_of(pairs, "routed pairs")?;
         // The int8 input of the gate/up matmuls: the norm's quantized output, or quantized here.
-        let mut qx = Res::Temp(t.qx);
         // Where the routing weight scales the expert input (Llama 4), each pair's input is
         // rounded after its scaling, as llama.cpp's CPU does: one row per pair.
         let per_pair_input = p.weight_before;
-        if let (true, ExpertPath::Int8 { gx, .. }) = (per_pair_input, self.path) {
-            grow_temp(self.temp_bytes, t.qx, kernels::qact_bytes(pairs, cols));
-            let n_blocks = u32_of(pairs * cols / 32, "activation blocks")?;
-            let base =
-                kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off: (pairs * cols / 16) as u32, group: gx };
-            let qp =
-                kernels::QuantizePairsParams { base, pairs_per_token: u32_of(pairs / n, "pairs per token")?, n_pairs };
-            let res = vec![Res::Act(self.m.x.0), Res::Temp(t.qx), Res::Temp(t.qx), Res::Temp(t.route)];
-            self.emit(kernels::quantize_pairs(), res, bytes(&qp), n_blocks.div_ceil(8), None);
-        } else if let ExpertPath::Int8 { gx, .. } = self.path {
-            match qact_of.get(&(self.m.x.0, gx)) {
+        let mut qx = Res::Temp(t.qx);
+        if let ExpertPath::Int8 { gx, .. } = self.path {
+            match qact_of.get(&(self.m.x.0, gx)).filter(|_| !per_pair_input) {
                 Some(&qi) => qx = Res::Temp(qi),
                 None => {
-                    grow_temp(self.temp_bytes, t.qx, kernels::qact_bytes(n, cols));
-                    let n_blocks = u32_of(n * cols / 32, "activation blocks")?;
-                    let scale_off = (n * cols / 16) as u32;
-                    let qp = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off, group: gx };
-                    let res = vec![Res::Act(self.m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
-                    self.emit(kernels::quantize_act(), res, bytes(&qp), n_blocks.div_ceil(8), None);
+                    let rows = if per_pair_input { pairs } else { n };
+                    grow_temp(self.temp_bytes, t.qx, kernels::qact_bytes(rows, cols));
+                    let n_blocks = u32_of(rows * cols / 32, "activation blocks")?;
+                    let scale_off = (rows * cols / 16) as u32;
+                    let base = kernels::QuantizeParams { k: cols as u32, n_blocks, scale_off, group: gx };
+                    let mut res = vec![Res::Act(self.m.x.0), Res::Temp(t.qx), Res::Temp(t.qx)];
+                    let (spec, push) = if per_pair_input {
+                        res.push(Res::Temp(t.route));
+                        let pairs_per_token = u32_of(pairs / n, "pairs per token")?;
+                        let qp = kernels::QuantizePairsParams { base, pairs_per_token, n_pairs };
+                        (kernels::quantize_pairs(), bytes(&qp))
+                    } else {
+                        (kernels::quantize_act(), bytes(&base))
+                    };
+                    self.emit(spec, res, push, n_blocks.div_ceil(8), None);
                 }
             }
         }
