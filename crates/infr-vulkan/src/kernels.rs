@@ -87,17 +87,13 @@ pub fn quantize_act() -> KernelSpec {
 pub fn quantize_pairs() -> KernelSpec {
     KernelSpec::new(
         "quantize_pairs",
-        &["common", "q8_block", "q8_store", "quantize_act"],
+        &["common", "q8_block", "q8_store", "moe_pair_row", "quantize_act"],
         4,
         push_size::<QuantizePairsParams>(),
     )
     .define("PAIR_FIELDS", "    pairs_per_token: u32,\n    n_pairs: u32,\n")
     .define("PAIR_BINDING", "@group(0) @binding(3) var<storage, read> ROUTE: array<u32>;")
-    .define(
-        "INPUT_WORD",
-        "    let words = pc.k / 4u;\n    let p = w / words;\n    \
-         return X[(p / pc.pairs_per_token) * words + w % words] * bitcast<f32>(ROUTE[pc.n_pairs + p]);",
-    )
+    .define("INPUT_WORD", "    return pair_input_word(w, pc.k / 4u);")
 }
 
 /// Whether llama.cpp's CPU multiplies weights of type `ty` with activations quantized to
@@ -750,6 +746,7 @@ mod tests {
         }
         check(&quantize_act());
         check(&quantize_pairs());
+        check(&crate::moe_kernels::moe_pair_inputs());
         check(&round_act());
         check(&crate::moe_kernels::moe_route(128));
         check(&crate::moe_kernels::moe_route(4096));

@@ -438,7 +438,12 @@ pub struct MoePairInputParams {
 /// Each routed pair's input row times its routing weight (mixtures that weight the input:
 /// Llama 4), for the float expert matmuls. Bindings: x, route, pair inputs.
 pub fn moe_pair_inputs() -> KernelSpec {
-    KernelSpec::new("moe_pair_inputs", &["common", "moe_pair_inputs"], 3, push_size::<MoePairInputParams>())
+    KernelSpec::new(
+        "moe_pair_inputs",
+        &["common", "moe_pair_row", "moe_pair_inputs"],
+        3,
+        push_size::<MoePairInputParams>(),
+    )
 }
 
 /// Gated activation over side-by-side gate and up halves. Bindings: GU, H.

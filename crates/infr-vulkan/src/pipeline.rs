@@ -23,6 +23,7 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("q8_store", include_str!("shaders/q8_store.wgsl")),
     ("q8_round16", include_str!("shaders/q8_round16.wgsl")),
     ("quantize_act", include_str!("shaders/quantize_act.wgsl")),
+    ("moe_pair_row", include_str!("shaders/moe_pair_row.wgsl")),
     ("moe_pair_inputs", include_str!("shaders/moe_pair_inputs.wgsl")),
     ("norm_q8", include_str!("shaders/norm_q8.wgsl")),
     ("norm_add", include_str!("shaders/norm_add.wgsl")),

@@ -1,5 +1,5 @@
 // Each routed pair's expert input where the routing weight scales the input rather than the
-// output (Llama 4, `weight_before_ffn`): XP[p] = X[p / ppt] * ROUTE[n_pairs + p] (f32 bits),
+// output (Llama 4, `weight_before_ffn`): XP[p] = X[p / ppt] * ROUTE[n_pairs + p] (moe_pair_row.wgsl),
 // so that the float expert matmuls round (to int8 blocks as llama.cpp's CPU quantizes, or to
 // f16) the scaled rows, as llama.cpp multiplies `ggml_mul(cur, weights)`. Rounding the token's
 // row and scaling the products instead rounds each block's scale to f16 before the weight
@@ -24,6 +24,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if i >= pc.n_pairs * pc.words {
         return;
     }
-    let p = i / pc.words;
-    XP[i] = X[(p / pc.pairs_per_token) * pc.words + i % pc.words] * bitcast<f32>(ROUTE[pc.n_pairs + p]);
+    XP[i] = pair_input_word(i, pc.words);
 }
